@@ -1,0 +1,43 @@
+"""Typed exceptions shared by every part of rltune.
+
+Every error a user can cause (a bad config key, an env that breaks the
+gymnasium API, a corrupt checkpoint) is an :class:`RLTuneError`; the CLI turns
+any of them into one message on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+
+class RLTuneError(Exception):
+    """Base class of the errors rltune raises for bad input or a failed component."""
+
+
+class ConfigError(RLTuneError, ValueError):
+    """A config (dict, JSON, YAML) is invalid; ``problems`` lists every error found, by path."""
+
+    def __init__(self, problems: list[str] | str, *, where: str = "config") -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        self.where = where
+        if len(self.problems) == 1:
+            message = f"invalid {where}: {self.problems[0]}"
+        else:
+            message = f"invalid {where} ({len(self.problems)} problems):\n" + "\n".join(
+                f"  - {p}" for p in self.problems
+            )
+        super().__init__(message)
+
+
+class EnvError(RLTuneError):
+    """An environment could not be created, breaks the gymnasium API, or raised while stepping."""
+
+
+class SpaceError(RLTuneError, ValueError):
+    """An observation or action space that the chosen model or algorithm cannot handle."""
+
+
+class CheckpointError(RLTuneError):
+    """A checkpoint is missing, partial, corrupt, or belongs to another algorithm or model."""
+
+
+class WorkerError(RLTuneError):
+    """A rollout worker process died or a function run on it raised."""

@@ -1,0 +1,65 @@
+"""RL trainers: env creation and registry, rollout workers, policies and models, algorithms, checkpoints.
+
+Public names::
+
+    PPO, DQN, Trainer, get_trainer_class
+    register_env, EnvContext
+    Policy, DEFAULT_POLICY_ID
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+
+from rltune.errors import ConfigError
+from rltune.trainers._env_context import EnvContext
+from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
+from rltune.trainers._registry import register_env, registered_envs
+from rltune.trainers._trainer import Trainer
+
+_TRAINERS = {
+    "PPO": "rltune.trainers._ppo:PPO",
+    "DQN": "rltune.trainers._dqn:DQN",
+}
+
+
+def get_trainer_class(name: str) -> type[Trainer]:
+    """The trainer class for an algorithm name (case-insensitive, e.g. ``"ppo"``) or an import string."""
+    if isinstance(name, type) and issubclass(name, Trainer):
+        return name
+    key = str(name).upper()
+    if key in _TRAINERS:
+        module, _, attr = _TRAINERS[key].partition(":")
+        return getattr(importlib.import_module(module), attr)
+    if ":" in str(name):
+        module, _, attr = str(name).partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"run {name!r}: cannot import it ({exc})") from None
+        if isinstance(cls, type) and issubclass(cls, Trainer):
+            return cls
+        raise ConfigError(f"run {name!r} is not a rltune Trainer subclass")
+    close = difflib.get_close_matches(key, list(_TRAINERS), n=1, cutoff=0.4)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"unknown algorithm {name!r}{hint} (available: {', '.join(sorted(_TRAINERS))})")
+
+
+def __getattr__(name: str):  # lazy PPO / DQN, so that importing the package stays cheap
+    if name in _TRAINERS:
+        return get_trainer_class(name)
+    raise AttributeError(f"module 'rltune.trainers' has no attribute {name!r}")
+
+
+__all__ = [
+    "DEFAULT_POLICY_ID",
+    "DQN",
+    "EnvContext",
+    "PPO",
+    "Policy",
+    "Trainer",
+    "get_trainer_class",
+    "register_env",
+    "registered_envs",
+]

@@ -1,0 +1,179 @@
+"""Typed trainer configs: defaults, one documented field per key, validation at the edge.
+
+Each trainer has a pydantic model (:class:`TrainerConfig` and a subclass per
+algorithm). User dicts are validated once, in :func:`validate_config`, which
+collects every problem and names it by its path (``model.fcnet_hiddens``) and,
+for an unknown key, the closest valid one. The core then trusts the model.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Literal, Optional
+
+import numpy as np
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rltune.errors import ConfigError
+
+
+class _Strict(BaseModel):
+    """Base of every config model: unknown keys are errors, aliases (``lambda``) accepted."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, arbitrary_types_allowed=True)
+
+
+class ModelConfig(_Strict):
+    """The built-in fully connected models (RLlib's ``model`` block)."""
+
+    fcnet_hiddens: list[int] = Field([256, 256], description="Sizes of the hidden layers of the MLP.")
+    fcnet_activation: Literal["tanh", "relu", "elu", "swish", "linear"] = Field(
+        "tanh", description="Activation between hidden layers."
+    )
+    vf_share_layers: bool = Field(
+        False, description="Actor-critic models: share the hidden layers between policy and value heads."
+    )
+
+    @field_validator("fcnet_hiddens")
+    @classmethod
+    def _positive_sizes(cls, sizes: list[int]) -> list[int]:
+        if any(s <= 0 for s in sizes):
+            raise ValueError(f"layer sizes must be positive, but got {sizes}")
+        return sizes
+
+
+class MultiAgentConfig(_Strict):
+    """RLlib's ``multiagent`` block; single-agent envs map their one agent to ``default_policy``."""
+
+    policies: dict[str, Any] = Field(default_factory=dict, description="Policy ids to their specs (multi-agent).")
+    policy_mapping_fn: Optional[Any] = Field(None, description="fn(agent_id, ...) -> policy id (multi-agent).")
+    policies_to_train: Optional[list[str]] = Field(None, description="Policy ids updated by the learner; all if unset.")
+
+
+class TrainerConfig(_Strict):
+    """Keys shared by every trainer (RLlib's classic names)."""
+
+    env: Any = Field(None, description="Gymnasium id, env class, register_env name or 'pkg.module:Name'.")
+    env_config: dict[str, Any] = Field(default_factory=dict, description="Passed to the env creator as an EnvContext.")
+    observation_space: Any = Field(None, description="Observation space; read from a rollout worker's env if unset.")
+    action_space: Any = Field(None, description="Action space; read from a rollout worker's env if unset.")
+    disable_env_checking: bool = Field(False, description="Skip gymnasium's env checker on the first env built.")
+    num_workers: int = Field(0, ge=0, description="Rollout worker processes; 0 samples in the trainer's own process.")
+    num_envs_per_worker: int = Field(1, ge=1, description="Envs stepped as one vector (one batched forward per step).")
+    rollout_fragment_length: int = Field(200, ge=1, description="Steps per env in one sample() call of a worker.")
+    train_batch_size: int = Field(4000, ge=1, description="Samples per training iteration.")
+    gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor.")
+    lr: float = Field(5e-5, gt=0.0, description="Learning rate (start value when lr_schedule is set).")
+    lr_schedule: Optional[list[tuple[int, float]]] = Field(
+        None, description="Piecewise-linear [[timestep, lr], ...]; overrides lr."
+    )
+    grad_clip: Optional[float] = Field(None, gt=0.0, description="Max global gradient norm; None for no clipping.")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="The built-in model.")
+    seed: Optional[int] = Field(None, description="Seed for torch, numpy and the envs; None for random.")
+    callbacks: Any = Field(None, description="DefaultCallbacks subclass, import string, or list of either.")
+    multiagent: MultiAgentConfig = Field(default_factory=MultiAgentConfig, description="Multi-agent settings.")
+    num_gpus: float = Field(0, ge=0, description="GPUs for the learner; > 0 needs CUDA.")
+    explore: bool = Field(True, description="Sample with exploration when collecting training data.")
+    clip_actions: bool = Field(True, description="Clip continuous actions to the action space bounds before env.step.")
+    restart_failed_sub_environments: bool = Field(
+        False, description="Rebuild an env whose step or reset raises (same EnvContext) and go on sampling."
+    )
+    recreate_failed_workers: bool = Field(False, description="Restart a rollout worker process that died.")
+    max_num_worker_restarts: int = Field(100, ge=0, description="Restarts allowed per worker before giving up.")
+    metrics_num_episodes_for_smoothing: int = Field(
+        100, ge=1, description="Episodes averaged into episode_reward_mean and the other episode stats."
+    )
+    evaluation_duration: int = Field(10, ge=1, description="Episodes run by evaluate().")
+    evaluation_config: dict[str, Any] = Field(
+        default_factory=dict, description="Overrides for the evaluation env (e.g. env_config)."
+    )
+    log_level: Literal["DEBUG", "INFO", "WARN", "WARNING", "ERROR"] = Field(
+        "WARN", description="Log level in the trainer and every rollout worker."
+    )
+    torch_num_threads: Optional[int] = Field(
+        1, ge=1, description="torch intra-op threads in each process; 1 is fastest for small models, None leaves torch's default."
+    )
+
+    @field_validator("lr_schedule")
+    @classmethod
+    def _sorted_schedule(cls, points: Optional[list[tuple[int, float]]]) -> Optional[list[tuple[int, float]]]:
+        return _check_schedule(points)
+
+
+def _check_schedule(points: Optional[list[tuple[int, float]]]) -> Optional[list[tuple[int, float]]]:
+    if points is None:
+        return None
+    if not points:
+        raise ValueError("needs at least one [timestep, value] point")
+    steps = [p[0] for p in points]
+    if steps != sorted(steps):
+        raise ValueError(f"timesteps must be increasing, but got {steps}")
+    return points
+
+
+def validate_config(config_cls: type[_Strict], config: dict[str, Any] | None, *, where: str = "config") -> Any:
+    """Validate a user dict against ``config_cls``; raise one :class:`ConfigError` listing every problem."""
+    if config is None:
+        config = {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"must be a mapping of keys to values, but got {type(config).__name__}", where=where)
+    try:
+        return config_cls.model_validate(config)
+    except ValidationError as exc:
+        raise ConfigError([_describe_error(config_cls, err) for err in exc.errors()], where=where) from None
+
+
+def _describe_error(config_cls: type[_Strict], err: dict[str, Any]) -> str:
+    path = ".".join(str(p) for p in err["loc"])
+    if err["type"] == "extra_forbidden":
+        valid = _valid_keys(config_cls, err["loc"][:-1])
+        close = difflib.get_close_matches(str(err["loc"][-1]), valid, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"{path}: unknown key{hint}"
+    value = err.get("input")
+    shown = repr(value)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"{path}: {err['msg']} (got {shown})"
+
+
+def _valid_keys(config_cls: type[_Strict], loc: tuple[Any, ...]) -> list[str]:
+    model: Any = config_cls
+    for part in loc:
+        field = model.model_fields.get(part) or next(
+            (f for f in model.model_fields.values() if f.alias == part), None
+        )
+        if field is None or not (isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)):
+            return []
+        model = field.annotation
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def default_config(config_cls: type[_Strict]) -> dict[str, Any]:
+    """The full default config of ``config_cls`` as a plain dict with RLlib's key names."""
+    return config_cls().model_dump(by_alias=True)
+
+
+def describe_config(config_cls: type[_Strict], indent: str = "") -> list[str]:
+    """Lines of ``key: default  # description`` for every key, nested blocks indented."""
+    lines: list[str] = []
+    defaults = config_cls()
+    for name, field in config_cls.model_fields.items():
+        key = field.alias or name
+        value = getattr(defaults, name)
+        if isinstance(value, BaseModel):
+            lines.append(f"{indent}{key}:  # {field.description}")
+            lines.extend(describe_config(type(value), indent + "  "))
+        else:
+            lines.append(f"{indent}{key}: {value!r}  # {field.description}")
+    return lines
+
+
+def schedule_value(points: Optional[list[tuple[int, float]]], default: float, timestep: int) -> float:
+    """Piecewise-linear value of a ``[[timestep, value], ...]`` schedule (flat outside its ends)."""
+    if not points:
+        return default
+    steps = [p[0] for p in points]
+    values = [p[1] for p in points]
+    return float(np.interp(timestep, steps, values))

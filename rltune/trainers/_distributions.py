@@ -1,0 +1,48 @@
+"""Action distributions over the model's distribution inputs (RLlib's ``action_dist_inputs``)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+class Categorical:
+    """Categorical over logits ``[B, n]``; actions are int64 ``[B]``."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        self.log_probs = torch.log_softmax(logits, dim=-1)
+
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        return torch.multinomial(self.log_probs.exp(), 1, generator=generator).squeeze(-1)
+
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.log_probs.argmax(dim=-1)
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        return self.log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+    def entropy(self) -> torch.Tensor:
+        return -(self.log_probs.exp() * self.log_probs).sum(dim=-1)
+
+
+class DiagGaussian:
+    """Diagonal Gaussian over ``[B, 2*d]`` inputs (means, then log stds); actions are float32 ``[B, d]``."""
+
+    def __init__(self, inputs: torch.Tensor) -> None:
+        self.mean, self.log_std = torch.chunk(inputs, 2, dim=-1)
+        self.std = self.log_std.exp()
+
+    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
+        noise = torch.randn(self.mean.shape, generator=generator, dtype=self.mean.dtype, device=self.mean.device)
+        return self.mean + self.std * noise
+
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.mean
+
+    def logp(self, actions: torch.Tensor) -> torch.Tensor:
+        z = (actions - self.mean) / self.std
+        return (-0.5 * z.pow(2) - self.log_std - 0.5 * math.log(2 * math.pi)).sum(dim=-1)
+
+    def entropy(self) -> torch.Tensor:
+        return (self.log_std + 0.5 * math.log(2 * math.pi * math.e)).sum(dim=-1)

@@ -1,0 +1,88 @@
+"""The built-in torch models, built from the ``model`` config block."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from rltune.trainers._config import ModelConfig
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "tanh": nn.Tanh,
+    "relu": nn.ReLU,
+    "elu": nn.ELU,
+    "swish": nn.SiLU,
+    "linear": nn.Identity,
+}
+
+
+def _linear(in_size: int, out_size: int, gain: float) -> nn.Linear:
+    # Orthogonal init with per-layer gains (as in the PPO implementation-details
+    # literature); small policy-head gains keep the first policy near uniform.
+    layer = nn.Linear(in_size, out_size)
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def mlp(in_size: int, hiddens: list[int], activation: str) -> tuple[nn.Sequential, int]:
+    """Hidden layers of an MLP and the size of its output."""
+    layers: list[nn.Module] = []
+    size = in_size
+    for hidden in hiddens:
+        layers += [_linear(size, hidden, math.sqrt(2)), ACTIVATIONS[activation]()]
+        size = hidden
+    return nn.Sequential(*layers), size
+
+
+class ActorCriticModel(nn.Module):
+    """Policy head (distribution inputs) and value head over one or two MLPs (``vf_share_layers``)."""
+
+    def __init__(self, obs_size: int, num_outputs: int, cfg: ModelConfig, *, free_log_std: int = 0) -> None:
+        super().__init__()
+        self.pi_body, pi_size = mlp(obs_size, cfg.fcnet_hiddens, cfg.fcnet_activation)
+        self.shared = cfg.vf_share_layers
+        if self.shared:
+            self.vf_body = None
+            vf_size = pi_size
+        else:
+            self.vf_body, vf_size = mlp(obs_size, cfg.fcnet_hiddens, cfg.fcnet_activation)
+        self.pi_head = _linear(pi_size, num_outputs, 0.01)
+        self.vf_head = _linear(vf_size, 1, 1.0)
+        # State-independent log std for Gaussian policies (its size; 0 for discrete actions).
+        self.log_std = nn.Parameter(torch.zeros(free_log_std)) if free_log_std else None
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Distribution inputs ``[B, num_outputs(+log_std)]`` and values ``[B]``."""
+        pi_features = self.pi_body(obs)
+        vf_features = pi_features if self.vf_body is None else self.vf_body(obs)
+        dist_inputs = self.pi_head(pi_features)
+        if self.log_std is not None:
+            dist_inputs = torch.cat([dist_inputs, self.log_std.expand_as(dist_inputs)], dim=-1)
+        return dist_inputs, self.vf_head(vf_features).squeeze(-1)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        """Values ``[B]`` alone."""
+        features = self.pi_body(obs) if self.vf_body is None else self.vf_body(obs)
+        return self.vf_head(features).squeeze(-1)
+
+
+class QModel(nn.Module):
+    """Q-values over an MLP, with an optional dueling head (value + centred advantages)."""
+
+    def __init__(self, obs_size: int, num_actions: int, cfg: ModelConfig, *, dueling: bool) -> None:
+        super().__init__()
+        self.body, size = mlp(obs_size, cfg.fcnet_hiddens, cfg.fcnet_activation)
+        self.dueling = dueling
+        self.advantage_head = _linear(size, num_actions, 1.0)
+        self.value_head = _linear(size, 1, 1.0) if dueling else None
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Q-values ``[B, num_actions]``."""
+        features = self.body(obs)
+        advantages = self.advantage_head(features)
+        if self.value_head is None:
+            return advantages
+        return self.value_head(features) + advantages - advantages.mean(dim=-1, keepdim=True)

@@ -1,0 +1,104 @@
+"""Policy: one policy id's model, batched action computation, trajectory postprocessing, weights.
+
+A Policy lives in every process that samples (the trainer and each rollout
+worker); the algorithm (the trainer subclass) owns the optimizers and the
+update. Each algorithm subclasses Policy for its action computation and
+postprocessing (GAE for PPO, n-step for DQN).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rltune.trainers._config import TrainerConfig
+from rltune.trainers._sample_batch import SampleBatch, flatten_time_major
+from rltune.trainers._spaces import ObsPreprocessor
+
+DEFAULT_POLICY_ID = "default_policy"
+
+
+class Policy:
+    """Base class of the per-algorithm policies.
+
+    Invariants: ``compute_actions`` takes preprocessed observations ``[B, obs_size]``
+    and returns actions ``[B, *action_shape]`` plus extra columns of length B;
+    ``get_weights`` returns CPU numpy arrays that ``set_weights`` of the same
+    policy class in any process accepts.
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        config: TrainerConfig,
+        *,
+        device: torch.device | str = "cpu",
+        seed: int | None = None,
+    ) -> None:
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.config = config
+        self.device = torch.device(device)
+        self.preprocessor = ObsPreprocessor(observation_space)
+        self.is_continuous = isinstance(action_space, gym.spaces.Box)
+        if self.is_continuous:
+            self.action_shape: tuple[int, ...] = tuple(action_space.shape)
+            self.action_dtype = np.float32
+        else:
+            self.action_shape = ()
+            self.action_dtype = np.int64
+        self.generator = torch.Generator()
+        if seed is not None:
+            self.generator.manual_seed(seed)
+        else:
+            self.generator.seed()
+        self.global_timestep = 0
+        self.model = self.make_model().to(self.device)
+
+    # -- to implement -------------------------------------------------------------
+    def make_model(self) -> nn.Module:
+        """Build the torch model for this policy's spaces and ``config.model``."""
+        raise NotImplementedError
+
+    def compute_actions(self, obs: np.ndarray, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Actions for a batch of preprocessed observations, and extra columns to store."""
+        raise NotImplementedError
+
+    def postprocess_trajectory(self, batch: SampleBatch) -> SampleBatch:
+        """Turn a time-major ``[T, N]`` batch into a flat training batch (default: just flatten)."""
+        return flatten_time_major(batch)
+
+    # -- shared ----------------------------------------------------------------------
+    def obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
+        """Preprocessed observations as a float tensor on the policy's device."""
+        return torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)).to(self.device)
+
+    def compute_single_action(self, obs: Any, explore: bool = False) -> Any:
+        """The env action for one raw observation (deterministic unless ``explore``)."""
+        actions, _ = self.compute_actions(self.preprocessor(obs)[None], explore=explore)
+        return self.to_env_actions(actions)[0]
+
+    def to_env_actions(self, actions: np.ndarray) -> list[Any]:
+        """Per-env actions as ``env.step`` takes them: ints, or float arrays clipped to the bounds."""
+        if not self.is_continuous:
+            return actions.tolist()
+        if self.config.clip_actions:
+            actions = np.clip(actions, self.action_space.low, self.action_space.high)
+        return list(actions.astype(self.action_space.dtype, copy=False))
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """The model's parameters and buffers as CPU numpy arrays."""
+        return {k: v.detach().cpu().numpy().copy() for k, v in self.model.state_dict().items()}
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        """Load weights from :meth:`get_weights` (of any process)."""
+        self.model.load_state_dict({k: torch.as_tensor(v) for k, v in weights.items()})
+
+    def set_global_timestep(self, timestep: int) -> None:
+        """The trainer's total sampled timesteps (drives exploration schedules)."""
+        self.global_timestep = timestep

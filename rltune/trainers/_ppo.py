@@ -1,0 +1,269 @@
+"""PPO (Schulman et al. 2017): GAE advantages, clipped surrogate, minibatch SGD epochs.
+
+The loss of one minibatch, as in the paper plus RLlib's optional terms::
+
+    ratio      = exp(logp(a|s) - logp_old(a|s))
+    surrogate  = min(ratio * A, clip(ratio, 1 - clip_param, 1 + clip_param) * A)
+    vf_loss    = min((V(s) - value_target)^2, vf_clip_param)
+    total_loss = -surrogate + vf_loss_coeff * vf_loss - entropy_coeff * entropy + kl_coeff * kl
+
+averaged over the minibatch, with A normalised per minibatch
+(``normalize_advantages``). ``kl_coeff`` adapts towards ``kl_target`` after
+each iteration, as in RLlib.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import gymnasium as gym
+import numpy as np
+import torch
+from pydantic import Field, field_validator
+
+from rltune.trainers._config import TrainerConfig, _check_schedule, schedule_value
+from rltune.trainers._distributions import Categorical, DiagGaussian
+from rltune.trainers._models import ActorCriticModel
+from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
+from rltune.trainers._postprocessing import compute_gae
+from rltune.trainers._sample_batch import (
+    ACTION_LOGP,
+    ACTIONS,
+    ADVANTAGES,
+    NEW_OBS,
+    OBS,
+    REWARDS,
+    TERMINATEDS,
+    TRUNCATEDS,
+    VALUE_TARGETS,
+    VF_PREDS,
+    SampleBatch,
+    batch_size,
+    flatten_time_major,
+)
+from rltune.trainers._spaces import check_action_space
+from rltune.trainers._trainer import StepOutcome, Trainer
+
+
+class PPOConfig(TrainerConfig):
+    """PPO's keys (RLlib's classic names and defaults)."""
+
+    lr: float = Field(5e-5, gt=0.0, description="Learning rate (start value when lr_schedule is set).")
+    rollout_fragment_length: int = Field(200, ge=1, description="Steps per env in one sample() call of a worker.")
+    train_batch_size: int = Field(4000, ge=1, description="Samples per training iteration (one PPO update).")
+    lambda_: float = Field(1.0, alias="lambda", ge=0.0, le=1.0, description="GAE lambda.")
+    use_gae: bool = Field(True, description="Use GAE; False means lambda = 1 (discounted returns minus values).")
+    use_critic: bool = Field(True, description="Learn a value function (needed for GAE).")
+    clip_param: float = Field(0.3, gt=0.0, description="PPO clip range of the probability ratio.")
+    clip_param_schedule: Optional[list[tuple[int, float]]] = Field(
+        None, description="Piecewise-linear [[timestep, clip_param], ...]; overrides clip_param."
+    )
+    vf_clip_param: Optional[float] = Field(
+        10.0, gt=0.0, description="Clip of the squared value error (RLlib); None for no clipping."
+    )
+    vf_loss_coeff: float = Field(1.0, ge=0.0, description="Weight of the value loss.")
+    entropy_coeff: float = Field(0.0, ge=0.0, description="Weight of the entropy bonus.")
+    entropy_coeff_schedule: Optional[list[tuple[int, float]]] = Field(
+        None, description="Piecewise-linear [[timestep, entropy_coeff], ...]; overrides entropy_coeff."
+    )
+    kl_coeff: float = Field(0.2, ge=0.0, description="Initial weight of the KL penalty (0 turns it off).")
+    kl_target: float = Field(0.01, gt=0.0, description="KL the adaptive kl_coeff aims for.")
+    sgd_minibatch_size: int = Field(128, ge=1, description="Minibatch size of each SGD step.")
+    num_sgd_iter: int = Field(30, ge=1, description="Epochs over the train batch per iteration.")
+    shuffle_sequences: bool = Field(True, description="Shuffle the batch before each epoch.")
+    normalize_advantages: bool = Field(True, description="Normalise advantages per minibatch.")
+    grad_clip: Optional[float] = Field(None, gt=0.0, description="Max global gradient norm; None for no clipping.")
+
+    @field_validator("clip_param_schedule", "entropy_coeff_schedule")
+    @classmethod
+    def _sorted(cls, points: Optional[list[tuple[int, float]]]) -> Optional[list[tuple[int, float]]]:
+        return _check_schedule(points)
+
+
+class PPOPolicy(Policy):
+    """Actor-critic policy: samples actions with their log-probs and values; postprocesses with GAE."""
+
+    config: PPOConfig
+
+    def make_model(self) -> ActorCriticModel:
+        check_action_space(self.action_space, "PPO", (gym.spaces.Discrete, gym.spaces.Box))
+        if self.is_continuous:
+            dim = int(np.prod(self.action_shape))
+            return ActorCriticModel(self.preprocessor.size, dim, self.config.model, free_log_std=dim)
+        return ActorCriticModel(self.preprocessor.size, int(self.action_space.n), self.config.model)
+
+    def distribution(self, dist_inputs: torch.Tensor) -> Categorical | DiagGaussian:
+        """The action distribution over the model's outputs."""
+        return DiagGaussian(dist_inputs) if self.is_continuous else Categorical(dist_inputs)
+
+    def compute_actions(self, obs: np.ndarray, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        with torch.inference_mode():
+            dist_inputs, values = self.model(self.obs_tensor(obs))
+            dist = self.distribution(dist_inputs)
+            generator = self.generator if self.device.type == "cpu" else None
+            actions = dist.sample(generator) if explore else dist.deterministic_sample()
+            logp = dist.logp(actions)
+        actions_np = actions.cpu().numpy()
+        if self.is_continuous:
+            actions_np = actions_np.reshape((-1,) + self.action_shape)
+        return actions_np, {ACTION_LOGP: logp.cpu().numpy(), VF_PREDS: values.cpu().numpy()}
+
+    def values(self, obs: np.ndarray) -> np.ndarray:
+        """V(s) for a batch of preprocessed observations."""
+        with torch.inference_mode():
+            return self.model.value(self.obs_tensor(obs)).cpu().numpy()
+
+    def postprocess_trajectory(self, batch: SampleBatch) -> SampleBatch:
+        values = batch[VF_PREDS]
+        terminateds, truncateds = batch[TERMINATEDS], batch[TRUNCATEDS]
+        next_values = np.zeros_like(values)
+        next_values[:-1] = values[1:]
+        # Bootstrap from V(final obs) where an episode was cut, and from V(next obs) at the fragment end.
+        needs_value = truncateds.copy()
+        needs_value[-1] = True
+        needs_value &= ~terminateds
+        if needs_value.any():
+            next_values[needs_value] = self.values(batch[NEW_OBS][needs_value])
+        if not self.config.use_critic:
+            values = np.zeros_like(values)
+            next_values = np.zeros_like(next_values)
+        lambda_ = self.config.lambda_ if self.config.use_gae else 1.0
+        advantages, targets = compute_gae(
+            batch[REWARDS], values, next_values, terminateds, truncateds, self.config.gamma, lambda_
+        )
+        batch = dict(batch, **{ADVANTAGES: advantages, VALUE_TARGETS: targets})
+        del batch[NEW_OBS]  # not needed for learning; saves copying it back to the learner
+        return flatten_time_major(batch)
+
+
+def explained_variance(targets: np.ndarray, predictions: np.ndarray) -> float:
+    """1 - Var(targets - predictions) / Var(targets); NaN when the targets do not vary."""
+    var = float(np.var(targets))
+    return float("nan") if var == 0 else 1.0 - float(np.var(targets - predictions)) / var
+
+
+class PPO(Trainer):
+    """Proximal Policy Optimization for Discrete and Box action spaces."""
+
+    name = "PPO"
+    config_class = PPOConfig
+    policy_class = PPOPolicy
+    cfg: PPOConfig
+
+    @classmethod
+    def check_config(cls, cfg: TrainerConfig) -> list[str]:
+        problems = super().check_config(cfg)
+        assert isinstance(cfg, PPOConfig)
+        if cfg.sgd_minibatch_size > cfg.train_batch_size:
+            problems.append(
+                f"sgd_minibatch_size ({cfg.sgd_minibatch_size}) must be <= train_batch_size ({cfg.train_batch_size})"
+            )
+        if cfg.use_gae and not cfg.use_critic:
+            problems.append("use_gae: True needs use_critic: True (GAE bootstraps from the value function)")
+        return problems
+
+    def setup(self) -> None:
+        policy = self.get_policy()
+        self.optimizer = torch.optim.Adam(policy.model.parameters(), lr=self.cfg.lr, eps=1e-5)
+        self.kl_coeff = self.cfg.kl_coeff
+        round_steps = self.workers.steps_per_round()
+        if self.cfg.train_batch_size % round_steps:
+            rounds = -(-self.cfg.train_batch_size // round_steps)
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "train_batch_size=%d is not a multiple of num_workers x num_envs_per_worker x "
+                "rollout_fragment_length = %d: each iteration trains on %d x %d = %d samples",
+                self.cfg.train_batch_size, round_steps, rounds, round_steps, rounds * round_steps,
+            )
+
+    def training_step(self) -> StepOutcome:
+        sample = self.workers.sample(self.cfg.train_batch_size)
+        stats = self._learn(sample.batches[DEFAULT_POLICY_ID])
+        self.workers.sync_weights({"timestep": self.timesteps_total + sample.env_steps})
+        return StepOutcome(sample.env_steps, sample.episodes, {DEFAULT_POLICY_ID: stats})
+
+    def _learn(self, batch: SampleBatch) -> dict[str, float]:
+        cfg = self.cfg
+        policy: PPOPolicy = self.get_policy()  # type: ignore[assignment]
+        lr = schedule_value(cfg.lr_schedule, cfg.lr, self.timesteps_total)
+        clip = schedule_value(cfg.clip_param_schedule, cfg.clip_param, self.timesteps_total)
+        entropy_coeff = schedule_value(cfg.entropy_coeff_schedule, cfg.entropy_coeff, self.timesteps_total)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+        device = policy.device
+        obs = torch.from_numpy(batch[OBS]).to(device)
+        actions = torch.from_numpy(batch[ACTIONS]).to(device)
+        old_logp = torch.from_numpy(batch[ACTION_LOGP]).to(device)
+        advantages = torch.from_numpy(batch[ADVANTAGES]).to(device)
+        targets = torch.from_numpy(batch[VALUE_TARGETS]).to(device)
+        n = batch_size(batch)
+        mb = min(cfg.sgd_minibatch_size, n)
+        params = list(policy.model.parameters())
+        sums = np.zeros(7)
+        steps = 0
+        for _ in range(cfg.num_sgd_iter):
+            order = torch.from_numpy(self.rng.permutation(n)) if cfg.shuffle_sequences else torch.arange(n)
+            for start in range(0, n - mb + 1, mb):
+                idx = order[start : start + mb].to(device)
+                dist_inputs, values = policy.model(obs[idx])
+                dist = policy.distribution(dist_inputs)
+                logp = dist.logp(actions[idx])
+                log_ratio = logp - old_logp[idx]
+                ratio = log_ratio.exp()
+                adv = advantages[idx]
+                if cfg.normalize_advantages and mb > 1:
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                surrogate = torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean()
+                vf_err = (values - targets[idx]).pow(2)
+                vf_loss = (vf_err.clamp(max=cfg.vf_clip_param) if cfg.vf_clip_param is not None else vf_err).mean()
+                entropy = dist.entropy().mean()
+                # k3 estimator of KL(old || new): unbiased and always >= 0.
+                kl = ((ratio - 1.0) - log_ratio).mean()
+                loss = -surrogate - entropy_coeff * entropy
+                if cfg.use_critic:
+                    loss = loss + cfg.vf_loss_coeff * vf_loss
+                if self.kl_coeff > 0:
+                    loss = loss + self.kl_coeff * kl
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = (
+                    torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip) if cfg.grad_clip else torch.tensor(float("nan"))
+                )
+                self.optimizer.step()
+                with torch.no_grad():
+                    clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+                sums += torch.stack(
+                    [loss.detach(), -surrogate.detach(), vf_loss.detach(), entropy.detach(), kl.detach(), clip_fraction, grad_norm.detach().float()]
+                ).cpu().numpy()
+                steps += 1
+        total_loss, policy_loss, vf_loss_v, entropy_v, kl_v, clip_frac, gnorm = sums / max(steps, 1)
+        if self.kl_coeff > 0:
+            if kl_v > 2.0 * cfg.kl_target:
+                self.kl_coeff *= 1.5
+            elif kl_v < 0.5 * cfg.kl_target:
+                self.kl_coeff *= 0.5
+        return {
+            "cur_lr": lr,
+            "cur_clip_param": clip,
+            "entropy_coeff": entropy_coeff,
+            "cur_kl_coeff": self.kl_coeff,
+            "total_loss": float(total_loss),
+            "policy_loss": float(policy_loss),
+            "vf_loss": float(vf_loss_v),
+            "entropy": float(entropy_v),
+            "kl": float(kl_v),
+            "clip_fraction": float(clip_frac),
+            "grad_gnorm": float(gnorm),
+            "vf_explained_var": explained_variance(batch[VALUE_TARGETS], batch[VF_PREDS]),
+            "num_sgd_steps": steps,
+        }
+
+    def get_algorithm_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        return {"kl_coeff": self.kl_coeff}, {"optimizer": self.optimizer.state_dict()}
+
+    def set_algorithm_state(self, values: dict[str, Any], tensors: dict[str, Any]) -> None:
+        self.kl_coeff = float(values.get("kl_coeff", self.cfg.kl_coeff))
+        if "optimizer" in tensors:
+            self.optimizer.load_state_dict(tensors["optimizer"])

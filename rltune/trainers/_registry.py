@@ -1,0 +1,114 @@
+"""Resolving the ``env`` a trainer is given into a function that builds one env.
+
+``env`` may be a gymnasium id (``"CartPole-v1"``), an env class whose
+constructor takes ``env_config``, a name given to :func:`register_env`, an
+import string ``"pkg.module:Name"`` (a class or a creator function), or any
+callable ``creator(env_context) -> env``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import gymnasium as gym
+
+from rltune.errors import ConfigError
+from rltune.trainers._env_context import EnvContext
+
+EnvCreator = Callable[[EnvContext], Any]
+
+_ENV_REGISTRY: dict[str, EnvCreator] = {}
+
+
+def register_env(name: str, creator: EnvCreator) -> None:
+    """Register ``creator(env_context) -> env`` under ``name`` so configs can say ``env: name``.
+
+    The creator is shipped to rollout worker processes by value, so lambdas
+    and functions defined in ``__main__`` work.
+    """
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"register_env: name must be a non-empty string, but got {name!r}")
+    if not callable(creator):
+        raise ConfigError(f"register_env({name!r}, ...): creator must be callable, but got {creator!r}")
+    _ENV_REGISTRY[name] = creator
+
+
+def registered_envs() -> list[str]:
+    """Names given to :func:`register_env` in this process."""
+    return sorted(_ENV_REGISTRY)
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """A resolved ``env``: its display name and the function that builds one instance."""
+
+    name: str
+    creator: EnvCreator
+    is_gym_id: bool = False
+
+
+class _GymMaker:
+    """Builds a registered gymnasium env with ``env_config`` as keyword arguments (as RLlib does)."""
+
+    def __init__(self, env_id: str) -> None:
+        self.env_id = env_id
+
+    def __call__(self, ctx: EnvContext) -> gym.Env:
+        return gym.make(self.env_id, **dict(ctx))
+
+
+class _ClassMaker:
+    """Builds an env class by calling ``cls(env_context)``."""
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+
+    def __call__(self, ctx: EnvContext) -> Any:
+        return self.cls(ctx)
+
+
+def _import_object(path: str) -> Any:
+    module_name, _, attr = path.partition(":")
+    module = importlib.import_module(module_name)
+    obj: Any = module
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def resolve_env(env: Any) -> EnvSpec:
+    """Turn the user's ``env`` into an :class:`EnvSpec`; raise :class:`ConfigError` naming the fix."""
+    if env is None:
+        raise ConfigError("no env given: set config['env'] or pass env=... (e.g. 'CartPole-v1')")
+    if isinstance(env, type):
+        return EnvSpec(env.__name__, _ClassMaker(env))
+    if isinstance(env, str):
+        if env in _ENV_REGISTRY:
+            return EnvSpec(env, _ENV_REGISTRY[env])
+        if ":" in env and not env.startswith(":"):
+            try:
+                obj = _import_object(env)
+            except (ImportError, AttributeError) as exc:
+                if env in gym.registry:
+                    return EnvSpec(env, _GymMaker(env), is_gym_id=True)
+                raise ConfigError(f"env {env!r}: cannot import it ({exc})") from None
+            if isinstance(obj, type):
+                return EnvSpec(env, _ClassMaker(obj))
+            if callable(obj):
+                return EnvSpec(env, obj)
+            raise ConfigError(f"env {env!r}: the imported object is neither an env class nor a creator function")
+        if env in gym.registry:
+            return EnvSpec(env, _GymMaker(env), is_gym_id=True)
+        known = list(_ENV_REGISTRY) + list(gym.registry)
+        close = difflib.get_close_matches(env, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(
+            f"env {env!r} is not a gymnasium id nor a name given to register_env(){hint} "
+            "(an env class, or an import string 'pkg.module:Name', also works)"
+        )
+    if callable(env):
+        return EnvSpec(getattr(env, "__name__", type(env).__name__), env)
+    raise ConfigError(f"env must be a gymnasium id, a registered name, an env class or an import string, but got {env!r}")

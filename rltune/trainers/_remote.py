@@ -1,0 +1,192 @@
+"""Rollout worker processes: a RolloutWorker in a spawned process, driven through a pipe.
+
+Messages are cloudpickled ``(fn_or_method_name, args, kwargs)`` so that
+lambdas and functions from ``__main__`` reach the worker; replies are
+``("ok", value)`` or ``("err", exception, traceback_text)``. A worker exits
+when its pipe closes, so it never outlives the trainer (even after SIGKILL);
+it ignores SIGINT so that Ctrl-C is handled once, by the trainer.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import pickle
+import signal
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any, Callable
+
+import cloudpickle
+
+from rltune.errors import RLTuneError, WorkerError
+
+logger = logging.getLogger(__name__)
+
+_CTX = mp.get_context("spawn")
+
+
+def setup_process(log_level: str, torch_num_threads: int | None) -> None:
+    """Logging and torch threads of a process that samples or learns."""
+    level = logging.WARNING if log_level in ("WARN", "WARNING") else getattr(logging, log_level)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(level)
+    logging.getLogger("rltune").setLevel(level)
+    if torch_num_threads:
+        import torch
+
+        torch.set_num_threads(torch_num_threads)
+
+
+def _worker_main(conn: Connection, payload: bytes) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    init = cloudpickle.loads(payload)
+    config = init["config"]
+    setup_process(config.log_level, config.torch_num_threads)
+    from rltune.trainers._rollout_worker import RolloutWorker
+
+    try:
+        worker = RolloutWorker(**init)
+    except BaseException as exc:
+        _reply_error(conn, exc)
+        return
+    conn.send_bytes(cloudpickle.dumps(("ok", None)))
+    while True:
+        try:
+            message = conn.recv_bytes()
+        except (EOFError, OSError):
+            break
+        fn, args, kwargs = cloudpickle.loads(message)
+        if fn is None:
+            worker.stop()
+            conn.send_bytes(cloudpickle.dumps(("ok", None)))
+            break
+        try:
+            value = getattr(worker, fn)(*args, **kwargs) if isinstance(fn, str) else fn(worker, *args, **kwargs)
+            reply = cloudpickle.dumps(("ok", value))
+        except BaseException as exc:
+            _reply_error(conn, exc)
+            continue
+        try:
+            conn.send_bytes(reply)
+        except (BrokenPipeError, OSError):
+            break
+
+
+def _reply_error(conn: Connection, exc: BaseException) -> None:
+    text = traceback.format_exc()
+    try:
+        payload = cloudpickle.dumps(("err", exc, text))
+        pickle.loads(payload)  # the exception must also unpickle on the other side
+    except Exception:
+        payload = cloudpickle.dumps(("err", RuntimeError(f"{type(exc).__name__}: {exc}"), text))
+    try:
+        conn.send_bytes(payload)
+    except (BrokenPipeError, OSError):
+        pass
+
+
+class RemoteWorker:
+    """Handle on one rollout worker process: start it, call it, stop it."""
+
+    def __init__(self, worker_index: int, init: dict[str, Any]) -> None:
+        self.worker_index = worker_index
+        self._payload = cloudpickle.dumps(init)
+        self.restarts = 0
+        self._start()
+
+    def _start(self) -> None:
+        self._conn, child = _CTX.Pipe()
+        self.process = _CTX.Process(
+            target=_worker_main,
+            args=(child, self._payload),
+            name=f"rltune-worker-{self.worker_index}",
+            daemon=True,
+        )
+        self.process.start()
+        child.close()
+        self._pending = True  # the ready message
+
+    def restart(self) -> None:
+        """Kill the process if it still runs and start a new one with the same init."""
+        self.kill()
+        self.restarts += 1
+        self._start()
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def is_alive(self) -> bool:
+        return self.process.is_alive()
+
+    def send(self, fn: str | Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Ask the worker to run ``fn`` (a RolloutWorker method name, or ``fn(worker, ...)``)."""
+        try:
+            self._conn.send_bytes(cloudpickle.dumps((fn, args, kwargs)))
+        except (BrokenPipeError, OSError) as exc:
+            raise self._died() from exc
+
+    def receive(self) -> Any:
+        """The reply to the oldest request; raises the worker's own exception, or WorkerError if it died."""
+        try:
+            status, *rest = pickle.loads(self._conn.recv_bytes())
+        except (EOFError, OSError) as exc:
+            raise self._died() from exc
+        if status == "ok":
+            return rest[0]
+        exc, text = rest
+        if isinstance(exc, RLTuneError):
+            raise exc
+        raise WorkerError(
+            f"rollout worker {self.worker_index} raised {type(exc).__name__}: {exc}\n"
+            f"--- traceback in worker {self.worker_index} ---\n{text}"
+        )
+
+    def wait_ready(self) -> None:
+        """Block until the worker has built its envs and policy (raises what it raised)."""
+        if self._pending:
+            self._pending = False
+            self.receive()
+
+    def call(self, fn: str | Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``send`` then ``receive``."""
+        self.wait_ready()
+        self.send(fn, *args, **kwargs)
+        return self.receive()
+
+    def _died(self) -> "WorkerDiedError":
+        self.process.join(timeout=1.0)
+        code = self.process.exitcode
+        return WorkerDiedError(
+            f"rollout worker {self.worker_index} (pid {self.process.pid}) died"
+            + (f" with exit code {code}" if code is not None else "")
+            + " (set 'recreate_failed_workers': True to restart dead workers)"
+        )
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Ask the worker to close its envs and exit; kill it if it does not."""
+        if self.process.is_alive():
+            try:
+                self._pending = False
+                self._conn.send_bytes(cloudpickle.dumps((None, (), {})))
+                if self._conn.poll(timeout):
+                    self._conn.recv_bytes()
+            except (BrokenPipeError, EOFError, OSError):
+                pass
+            self.process.join(timeout)
+        self.kill()
+
+    def kill(self) -> None:
+        """Terminate the process now and release the pipe."""
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(timeout=5.0)
+        try:
+            self._conn.close()
+        except OSError:
+            pass
+
+
+class WorkerDiedError(WorkerError):
+    """A rollout worker process exited or was killed."""

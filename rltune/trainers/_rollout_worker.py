@@ -1,0 +1,175 @@
+"""RolloutWorker: the envs of one process and the policies acting in them.
+
+The same class runs as the local worker (worker_index 0, in the trainer's
+process) and inside every rollout worker process (worker_index 1..N); a
+remote worker is this object driven through a pipe (see ``_remote.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from rltune.errors import EnvError
+from rltune.trainers._config import TrainerConfig
+from rltune.trainers._env_context import EnvContext
+from rltune.trainers._envs import build_env
+from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
+from rltune.trainers._registry import EnvSpec
+from rltune.trainers._sample_batch import EpisodeMetrics, SampleResult
+from rltune.trainers._sampler import VectorSampler
+
+logger = logging.getLogger(__name__)
+
+
+class RolloutWorker:
+    """Builds ``num_envs`` envs and a policy map; samples, runs functions on envs, takes weights."""
+
+    def __init__(
+        self,
+        *,
+        env_spec: EnvSpec,
+        config: TrainerConfig,
+        policy_class: type[Policy],
+        worker_index: int,
+        num_workers: int,
+        num_envs: int,
+        spaces: tuple[gym.Space, gym.Space] | None = None,
+        device: str = "cpu",
+        env_config: dict[str, Any] | None = None,
+    ) -> None:
+        self.env_spec = env_spec
+        self.config = config
+        self.worker_index = worker_index
+        self.num_workers = num_workers
+        self._env_config = config.env_config if env_config is None else env_config
+        self.env_contexts = [
+            EnvContext(self._env_config, worker_index=worker_index, vector_index=v, num_workers=num_workers)
+            for v in range(num_envs)
+        ]
+        self.envs: list[gym.Env] = []
+        for ctx in self.env_contexts:
+            check = ctx.vector_index == 0 and not config.disable_env_checking
+            self.envs.append(build_env(env_spec, ctx, check=check))
+
+        if spaces is None:
+            spaces = self._spaces_from_config_or_env()
+        self.observation_space, self.action_space = spaces
+        seed = None if config.seed is None else config.seed + 7919 * worker_index
+        self.policy_map: dict[str, Policy] = {
+            DEFAULT_POLICY_ID: policy_class(self.observation_space, self.action_space, config, device=device, seed=seed)
+        }
+        self.sampler: VectorSampler | None = None
+        if self.envs:
+            self._check_spaces_match()
+            self.sampler = VectorSampler(
+                self.envs,
+                self.env_contexts,
+                self.policy_map[DEFAULT_POLICY_ID],
+                env_name=env_spec.name,
+                seed=config.seed,
+                restart_failed=config.restart_failed_sub_environments,
+                rebuild_env=self._rebuild_env,
+            )
+
+    def _spaces_from_config_or_env(self) -> tuple[gym.Space, gym.Space]:
+        obs_space, act_space = self.config.observation_space, self.config.action_space
+        if obs_space is not None and act_space is not None:
+            return obs_space, act_space
+        if not self.envs:
+            ctx = EnvContext(self._env_config, worker_index=self.worker_index, num_workers=self.num_workers)
+            env = build_env(self.env_spec, ctx, check=not self.config.disable_env_checking)
+            spaces = (env.observation_space, env.action_space)
+            env.close()
+        else:
+            spaces = (self.envs[0].observation_space, self.envs[0].action_space)
+        return (obs_space or spaces[0], act_space or spaces[1])
+
+    def _check_spaces_match(self) -> None:
+        env = self.envs[0]
+        if env.observation_space != self.observation_space:
+            raise EnvError(
+                f"env {self.env_spec.name!r} (worker {self.worker_index}): its observation space "
+                f"{env.observation_space} differs from the configured {self.observation_space}"
+            )
+        if env.action_space != self.action_space:
+            raise EnvError(
+                f"env {self.env_spec.name!r} (worker {self.worker_index}): its action space "
+                f"{env.action_space} differs from the configured {self.action_space}"
+            )
+
+    def _rebuild_env(self, vector_index: int) -> gym.Env:
+        ctx = self.env_contexts[vector_index].copy_with_overrides(recreated=True)
+        self.env_contexts[vector_index] = ctx
+        env = build_env(self.env_spec, ctx, check=False)
+        self.envs[vector_index] = env
+        return env
+
+    # -- the worker's API (also called through the pipe of a remote worker) -------------
+    def get_spaces(self) -> tuple[gym.Space, gym.Space]:
+        """The observation and action spaces of this worker's policy."""
+        return self.observation_space, self.action_space
+
+    def sample(self, num_steps: int | None = None, explore: bool | None = None) -> SampleResult:
+        """One fragment of ``rollout_fragment_length`` steps from every env, postprocessed."""
+        if self.sampler is None:
+            raise EnvError(f"worker {self.worker_index} has no envs to sample from")
+        steps = self.config.rollout_fragment_length if num_steps is None else num_steps
+        return self.sampler.sample(steps, explore=self.config.explore if explore is None else explore)
+
+    def run_episodes(self, num_episodes: int, explore: bool = False, max_steps: int = 10_000_000) -> list[EpisodeMetrics]:
+        """Reset the envs and run until ``num_episodes`` episodes have ended (used by evaluation)."""
+        if self.sampler is None:
+            raise EnvError(f"worker {self.worker_index} has no envs to run episodes in")
+        self.sampler.reset_all()
+        episodes: list[EpisodeMetrics] = []
+        steps = 0
+        while len(episodes) < num_episodes and steps < max_steps:
+            result = self.sampler.sample(64, explore=explore, postprocess=False)
+            episodes.extend(result.episodes)
+            steps += result.env_steps
+        self.sampler.reset_all()
+        return episodes[:num_episodes]
+
+    def set_weights(self, weights: dict[str, dict[str, np.ndarray]], global_vars: dict[str, Any] | None = None) -> None:
+        """Load policy weights (by policy id) and the trainer's global vars (``timestep``)."""
+        for policy_id, policy_weights in weights.items():
+            self.policy_map[policy_id].set_weights(policy_weights)
+        if global_vars:
+            for policy in self.policy_map.values():
+                policy.set_global_timestep(global_vars.get("timestep", 0))
+
+    def get_weights(self) -> dict[str, dict[str, np.ndarray]]:
+        """Weights of every policy, by policy id."""
+        return {pid: p.get_weights() for pid, p in self.policy_map.items()}
+
+    def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy:
+        """The policy with this id."""
+        return self.policy_map[policy_id]
+
+    def foreach_env(self, fn: Callable[[gym.Env], Any]) -> list[Any]:
+        """``fn(env)`` for every env of this worker, in vector order."""
+        return [fn(env) for env in self.envs]
+
+    def foreach_env_with_context(self, fn: Callable[[gym.Env, EnvContext], Any]) -> list[Any]:
+        """``fn(env, env_context)`` for every env of this worker, in vector order."""
+        return [fn(env, ctx) for env, ctx in zip(self.envs, self.env_contexts)]
+
+    def apply(self, fn: Callable[["RolloutWorker"], Any]) -> Any:
+        """``fn(self)``; how ``foreach_worker`` reaches local and remote workers alike."""
+        return fn(self)
+
+    def num_env_restarts(self) -> int:
+        """How many envs of this worker were rebuilt after raising."""
+        return 0 if self.sampler is None else self.sampler.num_env_restarts
+
+    def stop(self) -> None:
+        """Close every env."""
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception as exc:  # closing must not hide the reason the worker stops
+                logger.warning("closing env of worker %d failed: %s", self.worker_index, exc)

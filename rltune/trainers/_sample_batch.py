@@ -1,0 +1,73 @@
+"""Sample batches: plain dicts of numpy arrays with the column names below.
+
+A worker's sampler fills time-major ``[T, N, ...]`` columns (T steps of N
+envs); the policy's postprocessing (GAE, n-step returns) works on that layout
+and returns flat ``[T*N, ...]`` columns that batches are concatenated in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+OBS = "obs"
+ACTIONS = "actions"
+REWARDS = "rewards"
+NEW_OBS = "new_obs"
+TERMINATEDS = "terminateds"
+TRUNCATEDS = "truncateds"
+ACTION_LOGP = "action_logp"
+VF_PREDS = "vf_preds"
+ADVANTAGES = "advantages"
+VALUE_TARGETS = "value_targets"
+
+SampleBatch = dict[str, np.ndarray]
+
+
+def flatten_time_major(batch: SampleBatch) -> SampleBatch:
+    """``[T, N, ...]`` columns to ``[T*N, ...]`` (env-major inside each step)."""
+    return {k: v.reshape((-1,) + v.shape[2:]) for k, v in batch.items()}
+
+
+def concat_batches(batches: list[SampleBatch]) -> SampleBatch:
+    """Concatenate flat batches with the same columns."""
+    if len(batches) == 1:
+        return batches[0]
+    return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+
+
+def batch_size(batch: SampleBatch) -> int:
+    """Rows in a flat batch."""
+    return len(next(iter(batch.values()))) if batch else 0
+
+
+@dataclass
+class EpisodeMetrics:
+    """Summary of one finished episode, sent from the worker that ran it."""
+
+    episode_reward: float
+    episode_length: int
+    worker_index: int = 0
+    vector_index: int = 0
+
+
+@dataclass
+class SampleResult:
+    """What one ``sample()`` returns: a postprocessed batch per policy id plus the episodes that ended."""
+
+    batches: dict[str, SampleBatch] = field(default_factory=dict)
+    episodes: list[EpisodeMetrics] = field(default_factory=list)
+    env_steps: int = 0
+
+    @staticmethod
+    def merge(results: list["SampleResult"]) -> "SampleResult":
+        """One result holding the batches and episodes of several."""
+        merged = SampleResult()
+        policy_ids = {pid for r in results for pid in r.batches}
+        for pid in sorted(policy_ids):
+            merged.batches[pid] = concat_batches([r.batches[pid] for r in results if pid in r.batches])
+        for r in results:
+            merged.episodes.extend(r.episodes)
+            merged.env_steps += r.env_steps
+        return merged

@@ -1,0 +1,191 @@
+"""Stepping a vector of single-agent gymnasium envs with one batched policy forward per step.
+
+The sampler is the only code that touches envs while sampling; it runs in
+the trainer's process (``num_workers=0``) and in every rollout worker
+process alike. A single-agent env is one agent mapped to ``default_policy``;
+a multi-agent sampler will return the same :class:`SampleResult` keyed by
+policy id.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from rltune.errors import EnvError
+from rltune.trainers._env_context import EnvContext
+from rltune.trainers._envs import where
+from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
+from rltune.trainers._sample_batch import (
+    ACTIONS,
+    NEW_OBS,
+    OBS,
+    REWARDS,
+    TERMINATEDS,
+    TRUNCATEDS,
+    EpisodeMetrics,
+    SampleResult,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class VectorSampler:
+    """Collects ``[T, N]`` fragments from N envs that share one policy.
+
+    ``rebuild_env(i)`` is called to replace env ``i`` after it raised, when
+    ``restart_failed_sub_environments`` is on; it returns the new env.
+    """
+
+    def __init__(
+        self,
+        envs: list[gym.Env],
+        contexts: list[EnvContext],
+        policy: Policy,
+        *,
+        env_name: str,
+        seed: int | None,
+        restart_failed: bool,
+        rebuild_env: Callable[[int], gym.Env],
+    ) -> None:
+        self.envs = envs
+        self.contexts = contexts
+        self.policy = policy
+        self.env_name = env_name
+        self.restart_failed = restart_failed
+        self.rebuild_env = rebuild_env
+        self.num_envs = len(envs)
+        self._seed = seed
+        self._obs: np.ndarray | None = None
+        self._returns = np.zeros(self.num_envs, dtype=np.float64)
+        self._lengths = np.zeros(self.num_envs, dtype=np.int64)
+        self.num_env_restarts = 0
+
+    # -- env calls with failure handling --------------------------------------------------
+    def _env_seed(self, i: int) -> int | None:
+        if self._seed is None:
+            return None
+        ctx = self.contexts[i]
+        return self._seed + 1000 * ctx.worker_index + ctx.vector_index
+
+    def _reset(self, i: int, seed: int | None = None) -> Any:
+        for attempt in range(3):
+            try:
+                result = self.envs[i].reset(seed=seed)
+            except Exception as exc:
+                self._handle_failure(i, "reset", exc)
+                continue
+            if not (isinstance(result, tuple) and len(result) == 2):
+                raise EnvError(
+                    f"env {self.env_name!r} ({where(self.contexts[i])}): reset() must return (obs, info), "
+                    f"but returned {type(result).__name__}"
+                )
+            return result[0]
+        raise EnvError(f"env {self.env_name!r} ({where(self.contexts[i])}): reset() failed 3 times in a row")
+
+    def _handle_failure(self, i: int, method: str, exc: Exception) -> None:
+        place = f"env {self.env_name!r} ({where(self.contexts[i])})"
+        if not self.restart_failed:
+            raise EnvError(
+                f"{place} raised in {method}(): {type(exc).__name__}: {exc} "
+                "(set 'restart_failed_sub_environments': True to rebuild failing envs and go on)"
+            ) from exc
+        logger.warning("%s raised in %s(): %s: %s; rebuilding it", place, method, type(exc).__name__, exc)
+        try:
+            self.envs[i].close()
+        except Exception:  # a broken env may fail to close too; it is dropped either way
+            pass
+        self.envs[i] = self.rebuild_env(i)
+        self.num_env_restarts += 1
+
+    def reset_all(self) -> None:
+        """Start a new episode in every env (first call seeds them); in-progress episodes are dropped."""
+        first = self._obs is None
+        pre = self.policy.preprocessor
+        obs = np.empty((self.num_envs, pre.size), dtype=np.float32)
+        for i in range(self.num_envs):
+            obs[i] = pre(self._reset(i, self._env_seed(i) if first else None))
+        self._obs = obs
+        self._returns[:] = 0.0
+        self._lengths[:] = 0
+
+    # -- the sampling loop ------------------------------------------------------------
+    def sample(self, num_steps: int, explore: bool = True, postprocess: bool = True) -> SampleResult:
+        """Step every env ``num_steps`` times; return the postprocessed batch and finished episodes."""
+        if self._obs is None:
+            self.reset_all()
+        policy = self.policy
+        pre = policy.preprocessor
+        n = self.num_envs
+        obs = self._obs
+        obs_buf = np.empty((num_steps, n, pre.size), dtype=np.float32)
+        new_obs_buf = np.empty_like(obs_buf)
+        rewards = np.zeros((num_steps, n), dtype=np.float32)
+        terminateds = np.zeros((num_steps, n), dtype=bool)
+        truncateds = np.zeros((num_steps, n), dtype=bool)
+        actions_buf = np.empty((num_steps, n) + policy.action_shape, dtype=policy.action_dtype)
+        extras_buf: dict[str, np.ndarray] = {}
+        episodes: list[EpisodeMetrics] = []
+        returns, lengths = self._returns, self._lengths
+
+        for t in range(num_steps):
+            actions, extras = policy.compute_actions(obs, explore=explore)
+            obs_buf[t] = obs
+            actions_buf[t] = actions
+            for key, value in extras.items():
+                if key not in extras_buf:
+                    extras_buf[key] = np.empty((num_steps,) + value.shape, dtype=value.dtype)
+                extras_buf[key][t] = value
+            env_actions = policy.to_env_actions(actions)
+            for i in range(n):
+                try:
+                    step = self.envs[i].step(env_actions[i])
+                except Exception as exc:
+                    self._handle_failure(i, "step", exc)
+                    # The interrupted episode is dropped; the step counts as a cut
+                    # (truncated) transition back to the same observation.
+                    new_obs_buf[t, i] = obs[i]
+                    truncateds[t, i] = True
+                    obs[i] = pre(self._reset(i))
+                    returns[i] = 0.0
+                    lengths[i] = 0
+                    continue
+                if len(step) != 5:
+                    raise EnvError(
+                        f"env {self.env_name!r} ({where(self.contexts[i])}): step() must return "
+                        f"(obs, reward, terminated, truncated, info), but returned {len(step)} values"
+                    )
+                next_obs, reward, terminated, truncated, _info = step
+                new_obs_buf[t, i] = pre(next_obs)
+                rewards[t, i] = reward
+                returns[i] += reward
+                lengths[i] += 1
+                if terminated or truncated:
+                    terminateds[t, i] = terminated
+                    truncateds[t, i] = truncated
+                    ctx = self.contexts[i]
+                    episodes.append(
+                        EpisodeMetrics(float(returns[i]), int(lengths[i]), ctx.worker_index, ctx.vector_index)
+                    )
+                    returns[i] = 0.0
+                    lengths[i] = 0
+                    obs[i] = pre(self._reset(i))
+                else:
+                    obs[i] = new_obs_buf[t, i]
+
+        batch = {
+            OBS: obs_buf,
+            ACTIONS: actions_buf,
+            REWARDS: rewards,
+            NEW_OBS: new_obs_buf,
+            TERMINATEDS: terminateds,
+            TRUNCATEDS: truncateds,
+            **extras_buf,
+        }
+        result = SampleResult(episodes=episodes, env_steps=num_steps * n)
+        if postprocess:
+            result.batches[DEFAULT_POLICY_ID] = policy.postprocess_trajectory(batch)
+        return result

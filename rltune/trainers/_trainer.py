@@ -1,0 +1,396 @@
+"""Trainer: the base every algorithm shares (the training loop's frame, results, checkpoints).
+
+Glossary: a *worker* owns envs and samples (worker 0 is local, in this
+process; 1..num_workers are processes); a *fragment* is
+``rollout_fragment_length`` steps of each env of one worker; a *round* is
+one fragment from every sampling worker, in parallel; an *iteration* is one
+``train()`` call: rounds of sampling and the algorithm's update, then one
+result dict.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rltune import __version__
+from rltune.errors import CheckpointError, ConfigError, RLTuneError
+from rltune.trainers import _checkpoint as ckpt
+from rltune.trainers._config import TrainerConfig, default_config, describe_config, validate_config
+from rltune.trainers._env_context import EnvContext
+from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
+from rltune.trainers._registry import resolve_env
+from rltune.trainers._rollout_worker import RolloutWorker
+from rltune.trainers._sample_batch import EpisodeMetrics
+from rltune.trainers._worker_set import WorkerSet
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_RESULTS_DIR = "~/rltune_results"
+
+
+@dataclass
+class StepOutcome:
+    """What one algorithm ``training_step`` did: env steps sampled, episodes ended, learner stats by policy id."""
+
+    env_steps: int = 0
+    episodes: list[EpisodeMetrics] = field(default_factory=list)
+    learner_info: dict[str, dict[str, float]] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _mean_or_nan(values: list[float]) -> float:
+    return float(np.mean(values)) if values else math.nan
+
+
+class Trainer:
+    """Base class of PPO, DQN and later algorithms: ``Trainer(config=dict, env=...)``.
+
+    Lifecycle: ``__init__`` validates the config, starts the rollout workers
+    and calls :meth:`setup`; each :meth:`train` runs one iteration
+    (:meth:`training_step`) and returns the result dict; :meth:`save` /
+    :meth:`restore` checkpoint it; :meth:`stop` ends the worker processes
+    (also done at interpreter exit and by ``with Trainer(...) as t:``).
+
+    Subclasses set ``config_class`` and ``policy_class`` and implement
+    :meth:`setup`, :meth:`training_step` and, when they hold more state than
+    the policies' weights, :meth:`get_algorithm_state`/:meth:`set_algorithm_state`.
+    """
+
+    name: ClassVar[str] = "Trainer"
+    config_class: ClassVar[type[TrainerConfig]] = TrainerConfig
+    policy_class: ClassVar[type[Policy]] = Policy
+
+    # -- config ----------------------------------------------------------------------
+    @classmethod
+    def get_default_config(cls) -> dict[str, Any]:
+        """The full default config of this trainer (RLlib's key names)."""
+        return default_config(cls.config_class)
+
+    @classmethod
+    def describe_config(cls) -> str:
+        """Every config key with its default and what it is for."""
+        return "\n".join(describe_config(cls.config_class))
+
+    @classmethod
+    def validate(cls, config: dict[str, Any] | None) -> TrainerConfig:
+        """Validate a user config dict; raise one :class:`ConfigError` with every problem."""
+        cfg = validate_config(cls.config_class, config, where=f"{cls.name} config")
+        problems = cls.check_config(cfg)
+        if problems:
+            raise ConfigError(problems, where=f"{cls.name} config")
+        return cfg
+
+    @classmethod
+    def check_config(cls, cfg: TrainerConfig) -> list[str]:
+        """Cross-field checks of a typed config; return the problems found (each with its arithmetic)."""
+        problems = []
+        if cfg.multiagent.policies:
+            problems.append("multiagent.policies: multi-agent training is not available yet (single-agent envs only)")
+        if cfg.evaluation_config:
+            extra = set(cfg.evaluation_config) - set(cls.config_class.model_fields) - {"lambda"}
+            if extra:
+                problems.append(f"evaluation_config: unknown keys {sorted(extra)}")
+        return problems
+
+    # -- construction -----------------------------------------------------------------
+    def __init__(
+        self,
+        config: dict[str, Any] | None = None,
+        env: Any = None,
+        *,
+        results_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        config = dict(config or {})
+        if env is not None:
+            config["env"] = env
+        self.cfg = self.validate(config)
+        self.config: dict[str, Any] = self.cfg.model_dump(by_alias=True)
+        self.env_spec = resolve_env(self.cfg.env)
+        self._set_log_level(self.cfg.log_level)
+        self.device = self._select_device(self.cfg.num_gpus)
+        if self.cfg.torch_num_threads:
+            torch.set_num_threads(self.cfg.torch_num_threads)
+        if self.cfg.seed is not None:
+            torch.manual_seed(self.cfg.seed)
+        self.rng = np.random.default_rng(self.cfg.seed)
+
+        self.iteration = 0
+        self.timesteps_total = 0
+        self.episodes_total = 0
+        self.time_total_s = 0.0
+        self._episode_window: deque[EpisodeMetrics] = deque(maxlen=self.cfg.metrics_num_episodes_for_smoothing)
+        self._results_root = Path(os.path.expanduser(results_dir or os.environ.get("RLTUNE_RESULTS_DIR", DEFAULT_RESULTS_DIR)))
+        self._logdir: Path | None = None
+        self._eval_worker: RolloutWorker | None = None
+        self._stopped = False
+
+        self.workers = WorkerSet(self.env_spec, self.cfg, self.policy_class, str(self.device))
+        # Stop the worker processes at interpreter exit even if stop() is never called.
+        self._finalizer = weakref.finalize(self, WorkerSet.stop, self.workers)
+        try:
+            self.setup()
+            self.workers.sync_weights({"timestep": 0})
+        except BaseException:
+            self.stop()
+            raise
+
+    @staticmethod
+    def _set_log_level(level: str) -> None:
+        logging.getLogger("rltune").setLevel(logging.WARNING if level in ("WARN", "WARNING") else getattr(logging, level))
+
+    @staticmethod
+    def _select_device(num_gpus: float) -> torch.device:
+        if num_gpus > 0:
+            if not torch.cuda.is_available():
+                raise ConfigError(
+                    f"num_gpus: {num_gpus} asks for a GPU, but torch.cuda.is_available() is False here "
+                    "(no CUDA device or a CPU build of torch); set num_gpus: 0"
+                )
+            return torch.device("cuda")
+        return torch.device("cpu")
+
+    # -- to implement by algorithms ------------------------------------------------------
+    def setup(self) -> None:
+        """Build optimizers and other learner state (policies already exist)."""
+
+    def training_step(self) -> StepOutcome:
+        """Sample and update once; return what was done."""
+        raise NotImplementedError
+
+    def get_algorithm_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Learner state beyond the policy weights: (JSON-able values, tensors)."""
+        return {}, {}
+
+    def set_algorithm_state(self, values: dict[str, Any], tensors: dict[str, Any]) -> None:
+        """Restore what :meth:`get_algorithm_state` returned."""
+
+    def get_checkpoint_arrays(self) -> dict[str, dict[str, np.ndarray]]:
+        """Extra numpy arrays to checkpoint (e.g. a replay buffer), by file name."""
+        return {}
+
+    def set_checkpoint_arrays(self, arrays: dict[str, dict[str, np.ndarray] | None]) -> None:
+        """Restore what :meth:`get_checkpoint_arrays` returned (None for a file the checkpoint lacks)."""
+
+    # -- training ----------------------------------------------------------------------
+    def train(self) -> dict[str, Any]:
+        """Run one training iteration and return its result dict (DESIGN's keys)."""
+        if self._stopped:
+            raise RLTuneError(f"{self.name} was stopped; create a new trainer")
+        start = time.perf_counter()
+        outcome = self.training_step()
+        self.iteration += 1
+        self.timesteps_total += outcome.env_steps
+        self.episodes_total += len(outcome.episodes)
+        self._episode_window.extend(outcome.episodes)
+        elapsed = time.perf_counter() - start
+        self.time_total_s += elapsed
+        return self._make_result(outcome, elapsed)
+
+    def _make_result(self, outcome: StepOutcome, elapsed: float) -> dict[str, Any]:
+        window = list(self._episode_window)
+        rewards = [e.episode_reward for e in window]
+        lengths = [float(e.episode_length) for e in window]
+        result: dict[str, Any] = {
+            "episode_reward_mean": _mean_or_nan(rewards),
+            "episode_reward_min": float(np.min(rewards)) if rewards else math.nan,
+            "episode_reward_max": float(np.max(rewards)) if rewards else math.nan,
+            "episode_len_mean": _mean_or_nan(lengths),
+            "episodes_this_iter": len(outcome.episodes),
+            "episodes_total": self.episodes_total,
+            "timesteps_this_iter": outcome.env_steps,
+            "timesteps_total": self.timesteps_total,
+            "num_env_steps_sampled": self.timesteps_total,
+            "training_iteration": self.iteration,
+            "time_this_iter_s": elapsed,
+            "time_total_s": self.time_total_s,
+            "env_steps_per_s": outcome.env_steps / elapsed if elapsed > 0 else math.nan,
+            "info": {"learner": outcome.learner_info},
+            "custom_metrics": {},
+            "hist_stats": {"episode_reward": rewards, "episode_lengths": [int(x) for x in lengths]},
+            "policy_reward_mean": {},
+            "num_healthy_workers": sum(w.is_alive() for w in self.workers.remote_workers),
+            "num_worker_restarts": sum(w.restarts for w in self.workers.remote_workers),
+        }
+        result.update(outcome.extra)
+        return result
+
+    # -- policies and inference ---------------------------------------------------------
+    def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy:
+        """The learner's policy with this id (``get_weights()`` / ``set_weights()``)."""
+        try:
+            return self.workers.local_worker.policy_map[policy_id]
+        except KeyError:
+            known = sorted(self.workers.local_worker.policy_map)
+            raise ConfigError(f"no policy {policy_id!r}; the policies are {known}") from None
+
+    def compute_single_action(self, obs: Any, *, explore: bool = False, policy_id: str = DEFAULT_POLICY_ID) -> Any:
+        """The action for one raw observation; deterministic unless ``explore``."""
+        return self.get_policy(policy_id).compute_single_action(obs, explore=explore)
+
+    def evaluate(self, num_episodes: int | None = None) -> dict[str, Any]:
+        """Run deterministic episodes in a separate env (with ``evaluation_config``); training stats are untouched."""
+        n = num_episodes or self.cfg.evaluation_duration
+        if self._eval_worker is None:
+            eval_cfg = self.validate({**self.config, **self.cfg.evaluation_config}) if self.cfg.evaluation_config else self.cfg
+            local = self.workers.local_worker
+            self._eval_worker = RolloutWorker(
+                env_spec=self.env_spec,
+                config=eval_cfg,
+                policy_class=self.policy_class,
+                worker_index=0,
+                num_workers=self.cfg.num_workers,
+                num_envs=1,
+                spaces=(local.observation_space, local.action_space),
+            )
+        self._eval_worker.set_weights(self.workers.local_worker.get_weights(), {"timestep": self.timesteps_total})
+        episodes = self._eval_worker.run_episodes(n, explore=False)
+        rewards = [e.episode_reward for e in episodes]
+        return {
+            "evaluation": {
+                "episode_reward_mean": _mean_or_nan(rewards),
+                "episode_reward_min": float(np.min(rewards)) if rewards else math.nan,
+                "episode_reward_max": float(np.max(rewards)) if rewards else math.nan,
+                "episode_len_mean": _mean_or_nan([float(e.episode_length) for e in episodes]),
+                "episodes_this_iter": len(episodes),
+                "hist_stats": {"episode_reward": rewards},
+            }
+        }
+
+    # -- workers and envs --------------------------------------------------------------
+    def foreach_worker(self, fn: Callable[[RolloutWorker], Any]) -> list[Any]:
+        """``fn(worker)`` on the local worker and every rollout worker process; results in worker order."""
+        return self.workers.foreach_worker(fn)
+
+    def foreach_env(self, fn: Callable[[gym.Env], Any]) -> list[Any]:
+        """``fn(env)`` on every env of every worker, local and remote; one flat list of results."""
+        return self.workers.foreach_env(fn)
+
+    def foreach_env_with_context(self, fn: Callable[[gym.Env, EnvContext], Any]) -> list[Any]:
+        """``fn(env, env_context)`` on every env of every worker; one flat list of results."""
+        return self.workers.foreach_env_with_context(fn)
+
+    # -- checkpoints -------------------------------------------------------------------
+    @property
+    def logdir(self) -> Path:
+        """This trainer's own results directory (created on first use)."""
+        if self._logdir is None:
+            stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+            self._logdir = self._results_root / f"{self.name}_{self.env_spec.name.replace('/', '_').replace(':', '_')}_{stamp}"
+            self._logdir.mkdir(parents=True, exist_ok=True)
+        return self._logdir
+
+    @logdir.setter
+    def logdir(self, path: str | os.PathLike[str]) -> None:
+        self._logdir = Path(path)
+        self._logdir.mkdir(parents=True, exist_ok=True)
+
+    def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> str:
+        """Write a checkpoint directory atomically and return its path.
+
+        Without ``checkpoint_dir``: ``<logdir>/checkpoint_<iteration>``.
+        """
+        path = Path(checkpoint_dir) if checkpoint_dir is not None else self.logdir / f"checkpoint_{self.iteration:06d}"
+        values, tensors = self.get_algorithm_state()
+        policy = self.get_policy()
+        metadata = {
+            "algorithm": self.name,
+            "rltune_version": __version__,
+            "iteration": self.iteration,
+            "timesteps_total": self.timesteps_total,
+            "episodes_total": self.episodes_total,
+            "time_total_s": self.time_total_s,
+            "episode_window": [[e.episode_reward, e.episode_length] for e in self._episode_window],
+            "config": ckpt.json_safe(self.config),
+            "observation_space": repr(policy.observation_space),
+            "action_space": repr(policy.action_space),
+            "numpy_rng": self.rng.bit_generator.state,
+            "algorithm_state": values,
+        }
+        state = {
+            "policies": {pid: p.model.state_dict() for pid, p in self.workers.local_worker.policy_map.items()},
+            "generators": {pid: p.generator.get_state() for pid, p in self.workers.local_worker.policy_map.items()},
+            "torch_rng": torch.get_rng_state(),
+            "algorithm": tensors,
+        }
+        saved = ckpt.write_checkpoint(path, metadata, state, self.get_checkpoint_arrays())
+        return str(saved)
+
+    def restore(self, checkpoint_path: str | os.PathLike[str]) -> None:
+        """Load a checkpoint of this algorithm; training goes on from its iteration and timestep counts.
+
+        The checkpoint may come from a trainer with another ``num_workers``.
+        """
+        metadata = ckpt.read_metadata(checkpoint_path)
+        if str(metadata.get("algorithm", "")).upper() != self.name.upper():
+            raise CheckpointError(
+                f"checkpoint {str(checkpoint_path)!r} was written by {metadata.get('algorithm')}, not {self.name}"
+            )
+        state = ckpt.read_tensors(checkpoint_path)
+        policies = self.workers.local_worker.policy_map
+        missing = set(policies) - set(state.get("policies", {}))
+        if missing:
+            raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} has no weights for policies {sorted(missing)}")
+        for pid, policy in policies.items():
+            try:
+                policy.model.load_state_dict(state["policies"][pid])
+            except RuntimeError as exc:
+                first = str(exc).strip().splitlines()
+                raise CheckpointError(
+                    f"checkpoint {str(checkpoint_path)!r} does not fit this {self.name}'s {pid!r} model "
+                    f"(another env or model config?): {' '.join(first[:3])}"
+                ) from None
+            if pid in state.get("generators", {}):
+                policy.generator.set_state(state["generators"][pid])
+        try:
+            self.set_algorithm_state(metadata.get("algorithm_state", {}), state.get("algorithm", {}))
+            self.set_checkpoint_arrays({name: ckpt.read_arrays(checkpoint_path, name) for name in self.get_checkpoint_arrays()})
+            self.iteration = int(metadata["iteration"])
+            self.timesteps_total = int(metadata["timesteps_total"])
+            self.episodes_total = int(metadata.get("episodes_total", 0))
+            self.time_total_s = float(metadata.get("time_total_s", 0.0))
+            self._episode_window.clear()
+            for reward, length in metadata.get("episode_window", []):
+                self._episode_window.append(EpisodeMetrics(float(reward), int(length)))
+            if "numpy_rng" in metadata:
+                self.rng.bit_generator.state = metadata["numpy_rng"]
+            if "torch_rng" in state:
+                torch.set_rng_state(state["torch_rng"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} is incomplete or corrupt: {exc!r}") from None
+        self.workers.sync_weights({"timestep": self.timesteps_total})
+
+    # -- shutdown ----------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop the rollout worker processes and close every env; the trainer cannot train after this."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._eval_worker is not None:
+            self._eval_worker.stop()
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None:
+            finalizer()
+        elif getattr(self, "workers", None) is not None:
+            self.workers.stop()
+
+    def __enter__(self) -> "Trainer":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"{self.name}(env={self.env_spec.name!r}, num_workers={self.cfg.num_workers}, iteration={self.iteration})"

@@ -1,0 +1,161 @@
+"""WorkerSet: the local worker and the rollout worker processes of one trainer."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import gymnasium as gym
+
+from rltune.errors import WorkerError
+from rltune.trainers._config import TrainerConfig
+from rltune.trainers._env_context import EnvContext
+from rltune.trainers._policy import Policy
+from rltune.trainers._registry import EnvSpec
+from rltune.trainers._remote import RemoteWorker, WorkerDiedError
+from rltune.trainers._rollout_worker import RolloutWorker
+from rltune.trainers._sample_batch import SampleResult
+
+logger = logging.getLogger(__name__)
+
+
+class WorkerSet:
+    """Starts the workers, samples from them in parallel, syncs weights, restarts dead ones.
+
+    With ``num_workers == 0`` the local worker owns the envs and samples; else
+    the local worker holds only the policies (for learning and inference) and
+    the trainer process builds no env: spaces come from the config or from
+    worker 1.
+    """
+
+    def __init__(self, env_spec: EnvSpec, config: TrainerConfig, policy_class: type[Policy], device: str) -> None:
+        self.config = config
+        num_workers = config.num_workers
+        self.remote_workers: list[RemoteWorker] = []
+        self._on_recreate: list[Callable[[int], None]] = []
+        try:
+            for index in range(1, num_workers + 1):
+                init = dict(
+                    env_spec=env_spec,
+                    config=config,
+                    policy_class=policy_class,
+                    worker_index=index,
+                    num_workers=num_workers,
+                    num_envs=config.num_envs_per_worker,
+                )
+                self.remote_workers.append(RemoteWorker(index, init))
+            for worker in self.remote_workers:  # they start in parallel; wait for each
+                worker.wait_ready()
+            spaces: tuple[gym.Space, gym.Space] | None = None
+            if config.observation_space is not None and config.action_space is not None:
+                spaces = (config.observation_space, config.action_space)
+            elif self.remote_workers:
+                spaces = self.remote_workers[0].call("get_spaces")
+            self.local_worker = RolloutWorker(
+                env_spec=env_spec,
+                config=config,
+                policy_class=policy_class,
+                worker_index=0,
+                num_workers=num_workers,
+                num_envs=0 if num_workers else config.num_envs_per_worker,
+                spaces=spaces,
+                device=device,
+            )
+        except BaseException:
+            self.stop()
+            raise
+        self._global_vars: dict[str, Any] = {"timestep": 0}
+
+    # -- calls on every remote worker, with restarts ------------------------------------
+    def _call_remote(self, fn: str | Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
+        for worker in self.remote_workers:
+            try:
+                worker.wait_ready()
+                worker.send(fn, *args, **kwargs)
+            except WorkerDiedError:
+                pass  # seen again in receive()
+        # Read every reply before raising, so that no pipe is left holding an unread one.
+        results = []
+        error: BaseException | None = None
+        for worker in self.remote_workers:
+            try:
+                try:
+                    results.append(worker.receive())
+                except WorkerDiedError as exc:
+                    if error is not None:
+                        raise
+                    self._recreate_or_raise(worker, exc)
+                    results.append(worker.call(fn, *args, **kwargs))
+            except BaseException as exc:
+                error = error or exc
+        if error is not None:
+            raise error
+        return results
+
+    def _recreate_or_raise(self, worker: RemoteWorker, exc: WorkerDiedError) -> None:
+        if not self.config.recreate_failed_workers:
+            raise exc
+        if worker.restarts >= self.config.max_num_worker_restarts:
+            raise WorkerError(f"{exc}; gave up after {worker.restarts} restarts (max_num_worker_restarts)") from exc
+        logger.warning("%s; restarting it", str(exc).split(" (set")[0])
+        worker.restart()
+        worker.wait_ready()
+        worker.call("set_weights", self.local_worker.get_weights(), self._global_vars)
+        for callback in self._on_recreate:
+            callback(worker.worker_index)
+
+    def on_worker_recreated(self, callback: Callable[[int], None]) -> None:
+        """Register ``callback(worker_index)``, run after a dead worker was restarted and got the weights."""
+        self._on_recreate.append(callback)
+
+    # -- sampling and weights ----------------------------------------------------------
+    def steps_per_round(self) -> int:
+        """Env steps one parallel ``sample()`` round collects."""
+        return max(1, self.config.num_workers) * self.config.num_envs_per_worker * self.config.rollout_fragment_length
+
+    def sample(self, min_steps: int) -> SampleResult:
+        """Sample rounds (all workers in parallel) until at least ``min_steps`` env steps are collected."""
+        results: list[SampleResult] = []
+        steps = 0
+        while steps < min_steps:
+            if self.remote_workers:
+                round_results = self._call_remote("sample")
+            else:
+                round_results = [self.local_worker.sample()]
+            results.extend(round_results)
+            steps += sum(r.env_steps for r in round_results)
+        return SampleResult.merge(results)
+
+    def sync_weights(self, global_vars: dict[str, Any] | None = None) -> None:
+        """Send the local policies' weights and the global vars to every remote worker."""
+        if global_vars:
+            self._global_vars.update(global_vars)
+            self.local_worker.set_weights({}, self._global_vars)
+        if self.remote_workers:
+            self._call_remote("set_weights", self.local_worker.get_weights(), self._global_vars)
+
+    # -- running user functions -----------------------------------------------------------
+    def foreach_worker(self, fn: Callable[[RolloutWorker], Any], local: bool = True) -> list[Any]:
+        """``fn(worker)`` on the local worker (first, if ``local``) and every remote worker."""
+        results = [fn(self.local_worker)] if local else []
+        return results + self._call_remote("apply", fn)
+
+    def foreach_env(self, fn: Callable[[gym.Env], Any]) -> list[Any]:
+        """``fn(env)`` on every env of every worker; one flat list ordered by (worker, vector) index."""
+        per_worker = [self.local_worker.foreach_env(fn)] + self._call_remote("foreach_env", fn)
+        return [value for values in per_worker for value in values]
+
+    def foreach_env_with_context(self, fn: Callable[[gym.Env, EnvContext], Any]) -> list[Any]:
+        """``fn(env, env_context)`` on every env of every worker, flat, ordered like :meth:`foreach_env`."""
+        per_worker = [self.local_worker.foreach_env_with_context(fn)] + self._call_remote(
+            "foreach_env_with_context", fn
+        )
+        return [value for values in per_worker for value in values]
+
+    def stop(self) -> None:
+        """Stop every remote worker process and close the local envs."""
+        for worker in getattr(self, "remote_workers", []):
+            worker.stop()
+        local = getattr(self, "local_worker", None)
+        if local is not None:
+            local.stop()
