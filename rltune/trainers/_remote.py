@@ -1,6 +1,8 @@
-"""Rollout worker processes: a RolloutWorker in a spawned process, driven through a pipe.
+"""Rollout worker processes: a RolloutWorker in a fresh Python process, driven through a socket.
 
-Messages are cloudpickled ``(fn_or_method_name, args, kwargs)`` so that
+The process is started with ``subprocess`` (not ``multiprocessing``'s spawn,
+which re-runs the user's ``__main__`` script and so demands an
+``if __name__ == "__main__"`` guard that RLlib users do not write). Messages are cloudpickled ``(fn_or_method_name, args, kwargs)`` so that
 lambdas and functions from ``__main__`` reach the worker; replies are
 ``("ok", value)`` or ``("err", exception, traceback_text)``. A worker exits
 when its pipe closes, so it never outlives the trainer (even after SIGKILL);
@@ -10,9 +12,12 @@ it ignores SIGINT so that Ctrl-C is handled once, by the trainer.
 from __future__ import annotations
 
 import logging
-import multiprocessing as mp
+import os
 import pickle
 import signal
+import socket
+import subprocess
+import sys
 import traceback
 from multiprocessing.connection import Connection
 from typing import Any, Callable
@@ -22,8 +27,6 @@ import cloudpickle
 from rltune.errors import RLTuneError, WorkerError
 
 logger = logging.getLogger(__name__)
-
-_CTX = mp.get_context("spawn")
 
 
 def setup_process(log_level: str, torch_num_threads: int | None) -> None:
@@ -38,9 +41,24 @@ def setup_process(log_level: str, torch_num_threads: int | None) -> None:
         torch.set_num_threads(torch_num_threads)
 
 
-def _worker_main(conn: Connection, payload: bytes) -> None:
+def worker_entry(fd: int) -> None:
+    """Entry point of a worker process (``python -c``): read sys.path and the init payload, then serve."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    init = cloudpickle.loads(payload)
+    conn = Connection(fd)
+    try:
+        sys.path[:] = pickle.loads(conn.recv_bytes())
+        payload = conn.recv_bytes()
+    except (EOFError, OSError):
+        return
+    _worker_main(conn, payload)
+
+
+def _worker_main(conn: Connection, payload: bytes) -> None:
+    try:
+        init = cloudpickle.loads(payload)
+    except BaseException as exc:
+        _reply_error(conn, exc)
+        return
     config = init["config"]
     setup_process(config.log_level, config.torch_num_threads)
     from rltune.trainers._rollout_worker import RolloutWorker
@@ -96,15 +114,17 @@ class RemoteWorker:
         self._start()
 
     def _start(self) -> None:
-        self._conn, child = _CTX.Pipe()
-        self.process = _CTX.Process(
-            target=_worker_main,
-            args=(child, self._payload),
-            name=f"rltune-worker-{self.worker_index}",
-            daemon=True,
+        parent_sock, child_sock = socket.socketpair()
+        child_fd = child_sock.fileno()
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", f"from rltune.trainers._remote import worker_entry; worker_entry({child_fd})"],
+            pass_fds=(child_fd,),
+            env=dict(os.environ, RLTUNE_WORKER_INDEX=str(self.worker_index)),
         )
-        self.process.start()
-        child.close()
+        child_sock.close()
+        self._conn = Connection(parent_sock.detach())
+        self._conn.send_bytes(pickle.dumps(list(sys.path)))
+        self._conn.send_bytes(self._payload)
         self._pending = True  # the ready message
 
     def restart(self) -> None:
@@ -114,11 +134,11 @@ class RemoteWorker:
         self._start()
 
     @property
-    def pid(self) -> int | None:
+    def pid(self) -> int:
         return self.process.pid
 
     def is_alive(self) -> bool:
-        return self.process.is_alive()
+        return self.process.poll() is None
 
     def send(self, fn: str | Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Ask the worker to run ``fn`` (a RolloutWorker method name, or ``fn(worker, ...)``)."""
@@ -156,8 +176,10 @@ class RemoteWorker:
         return self.receive()
 
     def _died(self) -> "WorkerDiedError":
-        self.process.join(timeout=1.0)
-        code = self.process.exitcode
+        try:
+            code = self.process.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            code = None
         return WorkerDiedError(
             f"rollout worker {self.worker_index} (pid {self.process.pid}) died"
             + (f" with exit code {code}" if code is not None else "")
@@ -166,22 +188,30 @@ class RemoteWorker:
 
     def stop(self, timeout: float = 5.0) -> None:
         """Ask the worker to close its envs and exit; kill it if it does not."""
-        if self.process.is_alive():
+        if self.is_alive():
             try:
+                if self._pending and self._conn.poll(timeout):
+                    self._conn.recv_bytes()  # the ready message
                 self._pending = False
                 self._conn.send_bytes(cloudpickle.dumps((None, (), {})))
                 if self._conn.poll(timeout):
                     self._conn.recv_bytes()
             except (BrokenPipeError, EOFError, OSError):
                 pass
-            self.process.join(timeout)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                pass
         self.kill()
 
     def kill(self) -> None:
         """Terminate the process now and release the pipe."""
-        if self.process.is_alive():
+        if self.is_alive():
             self.process.kill()
-        self.process.join(timeout=5.0)
+        try:
+            self.process.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            logger.warning("rollout worker %d (pid %d) did not exit after SIGKILL", self.worker_index, self.pid)
         try:
             self._conn.close()
         except OSError:

@@ -372,6 +372,42 @@ class Trainer:
             raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} is incomplete or corrupt: {exc!r}") from None
         self.workers.sync_weights({"timestep": self.timesteps_total})
 
+    @classmethod
+    def from_checkpoint(
+        cls,
+        checkpoint_path: str | os.PathLike[str],
+        config_overrides: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> "Trainer":
+        """Build the trainer a checkpoint was written by (its saved config, updated by ``config_overrides``) and restore it.
+
+        Called on :class:`Trainer` itself it picks the algorithm from the
+        checkpoint. A config value that could not be saved as JSON (a lambda,
+        a class from ``__main__``) must be given again in ``config_overrides``.
+        """
+        from rltune.trainers import get_trainer_class
+
+        metadata = ckpt.read_metadata(checkpoint_path)
+        trainer_cls = get_trainer_class(metadata.get("algorithm", "")) if cls is Trainer else cls
+        config = dict(metadata.get("config", {}))
+        for key in ("observation_space", "action_space"):
+            if isinstance(config.get(key), (str, dict)):
+                config.pop(key)
+        config.update(config_overrides or {})
+        unsaved = sorted(k for k, v in config.items() if isinstance(v, dict) and "__unserializable__" in v)
+        if unsaved:
+            raise CheckpointError(
+                f"checkpoint {str(checkpoint_path)!r}: config keys {unsaved} could not be saved "
+                "(lambdas or objects from __main__); pass them in config_overrides"
+            )
+        trainer = trainer_cls(config, **kwargs)
+        try:
+            trainer.restore(checkpoint_path)
+        except BaseException:
+            trainer.stop()
+            raise
+        return trainer
+
     # -- shutdown ----------------------------------------------------------------------
     def stop(self) -> None:
         """Stop the rollout worker processes and close every env; the trainer cannot train after this."""
