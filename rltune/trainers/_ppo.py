@@ -14,6 +14,7 @@ each iteration, as in RLlib.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Optional
 
 import gymnasium as gym
@@ -23,7 +24,7 @@ from pydantic import Field, field_validator
 
 from rltune.trainers._config import TrainerConfig, _check_schedule, schedule_value
 from rltune.trainers._distributions import Categorical, DiagGaussian
-from rltune.trainers._models import ActorCriticModel
+from rltune.trainers._models import ActorCriticModel, make_adam
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._postprocessing import compute_gae
 from rltune.trainers._sample_batch import (
@@ -43,6 +44,8 @@ from rltune.trainers._sample_batch import (
 )
 from rltune.trainers._spaces import check_action_space
 from rltune.trainers._trainer import StepOutcome, Trainer
+
+logger = logging.getLogger(__name__)
 
 
 class PPOConfig(TrainerConfig):
@@ -164,14 +167,12 @@ class PPO(Trainer):
 
     def setup(self) -> None:
         policy = self.get_policy()
-        self.optimizer = torch.optim.Adam(policy.model.parameters(), lr=self.cfg.lr, eps=1e-5)
+        self.optimizer = make_adam(policy.model.parameters(), lr=self.cfg.lr, eps=1e-5)
         self.kl_coeff = self.cfg.kl_coeff
         round_steps = self.workers.steps_per_round()
         if self.cfg.train_batch_size % round_steps:
             rounds = -(-self.cfg.train_batch_size // round_steps)
-            import logging
-
-            logging.getLogger(__name__).warning(
+            logger.warning(
                 "train_batch_size=%d is not a multiple of num_workers x num_envs_per_worker x "
                 "rollout_fragment_length = %d: each iteration trains on %d x %d = %d samples",
                 self.cfg.train_batch_size, round_steps, rounds, round_steps, rounds * round_steps,
@@ -193,51 +194,59 @@ class PPO(Trainer):
             group["lr"] = lr
 
         device = policy.device
-        obs = torch.from_numpy(batch[OBS]).to(device)
-        actions = torch.from_numpy(batch[ACTIONS]).to(device)
-        old_logp = torch.from_numpy(batch[ACTION_LOGP]).to(device)
-        advantages = torch.from_numpy(batch[ADVANTAGES]).to(device)
-        targets = torch.from_numpy(batch[VALUE_TARGETS]).to(device)
+        columns = {k: torch.from_numpy(batch[k]).to(device) for k in (OBS, ACTIONS, ACTION_LOGP, ADVANTAGES, VALUE_TARGETS)}
         n = batch_size(batch)
         mb = min(cfg.sgd_minibatch_size, n)
+        full_batch = mb == n
+        if full_batch and cfg.normalize_advantages and n > 1:
+            adv = columns[ADVANTAGES]
+            columns[ADVANTAGES] = (adv - adv.mean()) / (adv.std() + 1e-8)  # the same for every epoch
         params = list(policy.model.parameters())
-        sums = np.zeros(7)
+        # Terms whose coefficient is 0 are computed for the stats only, outside the graph.
+        learn_entropy = entropy_coeff > 0 or cfg.entropy_coeff_schedule is not None
+        learn_kl = self.kl_coeff > 0
+        stat_sums = torch.zeros(7, device=device)
         steps = 0
         for _ in range(cfg.num_sgd_iter):
-            order = torch.from_numpy(self.rng.permutation(n)) if cfg.shuffle_sequences else torch.arange(n)
+            # A full-batch minibatch needs no shuffling: its mean loss does not depend on the order.
+            order = None if full_batch or not cfg.shuffle_sequences else torch.from_numpy(self.rng.permutation(n)).to(device)
             for start in range(0, n - mb + 1, mb):
-                idx = order[start : start + mb].to(device)
-                dist_inputs, values = policy.model(obs[idx])
+                if full_batch:
+                    obs, actions, old_logp, adv, targets = (columns[k] for k in (OBS, ACTIONS, ACTION_LOGP, ADVANTAGES, VALUE_TARGETS))
+                else:
+                    idx = order[start : start + mb] if order is not None else slice(start, start + mb)
+                    obs, actions, old_logp, adv, targets = (columns[k][idx] for k in (OBS, ACTIONS, ACTION_LOGP, ADVANTAGES, VALUE_TARGETS))
+                    if cfg.normalize_advantages and mb > 1:
+                        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                dist_inputs, values = policy.model(obs)
                 dist = policy.distribution(dist_inputs)
-                logp = dist.logp(actions[idx])
-                log_ratio = logp - old_logp[idx]
+                log_ratio = dist.logp(actions) - old_logp
                 ratio = log_ratio.exp()
-                adv = advantages[idx]
-                if cfg.normalize_advantages and mb > 1:
-                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
                 surrogate = torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean()
-                vf_err = (values - targets[idx]).pow(2)
+                vf_err = (values - targets).pow(2)
                 vf_loss = (vf_err.clamp(max=cfg.vf_clip_param) if cfg.vf_clip_param is not None else vf_err).mean()
-                entropy = dist.entropy().mean()
-                # k3 estimator of KL(old || new): unbiased and always >= 0.
-                kl = ((ratio - 1.0) - log_ratio).mean()
-                loss = -surrogate - entropy_coeff * entropy
+                loss = -surrogate
                 if cfg.use_critic:
                     loss = loss + cfg.vf_loss_coeff * vf_loss
-                if self.kl_coeff > 0:
+                if learn_entropy:
+                    entropy = dist.entropy().mean()
+                    loss = loss - entropy_coeff * entropy
+                if learn_kl:
+                    kl = ((ratio - 1.0) - log_ratio).mean()  # k3 estimator of KL(old || new), always >= 0
                     loss = loss + self.kl_coeff * kl
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                grad_norm = (
-                    torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip) if cfg.grad_clip else torch.tensor(float("nan"))
-                )
+                grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip) if cfg.grad_clip else torch.full((), float("nan"))
                 self.optimizer.step()
                 with torch.no_grad():
+                    if not learn_entropy:
+                        entropy = dist.entropy().mean()
+                    if not learn_kl:
+                        kl = ((ratio - 1.0) - log_ratio).mean()
                     clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
-                sums += torch.stack(
-                    [loss.detach(), -surrogate.detach(), vf_loss.detach(), entropy.detach(), kl.detach(), clip_fraction, grad_norm.detach().float()]
-                ).cpu().numpy()
+                    stat_sums += torch.stack([loss, -surrogate, vf_loss, entropy, kl, clip_fraction, grad_norm.float()])
                 steps += 1
+        sums = stat_sums.cpu().numpy()
         total_loss, policy_loss, vf_loss_v, entropy_v, kl_v, clip_frac, gnorm = sums / max(steps, 1)
         if self.kl_coeff > 0:
             if kl_v > 2.0 * cfg.kl_target:

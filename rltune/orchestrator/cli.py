@@ -1,0 +1,348 @@
+"""The ``rltune`` command line: ``rltune train`` (one trial) and ``rltune rollout`` (evaluate a checkpoint).
+
+Each subcommand is one ``_add_<name>_parser`` function that declares its
+flags and sets ``handler`` to a ``_<name>(args) -> exit status`` function;
+a new subcommand is one more pair. Every user-caused error (an
+:class:`~rltune.errors.RLTuneError`, malformed JSON or YAML) becomes one
+message on stderr, ``rltune <command>: error: <what is wrong>``, and exit
+status 2, as argparse does for bad flags. Ctrl-C exits with status 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Any, Sequence
+
+from rltune import __version__
+from rltune.errors import ConfigError, RLTuneError
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+LOG_LEVELS = ("DEBUG", "INFO", "WARN", "WARNING", "ERROR")
+
+logger = logging.getLogger(__name__)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``rltune`` command with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    prog = f"{parser.prog} {args.command}"
+    _ensure_cwd_importable()
+    try:
+        return args.handler(args)
+    except (RLTuneError, json.JSONDecodeError) as exc:
+        return _fail(prog, str(exc))
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="rltune",
+        description="Tune and train reinforcement-learning trainers.",
+        epilog="Run 'rltune COMMAND --help' for the flags of a command.",
+    )
+    parser.add_argument("--version", action="version", version=f"rltune {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_train_parser(commands)
+    _add_rollout_parser(commands)
+    return parser
+
+
+def _fail(prog: str, message: str) -> int:
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _ensure_cwd_importable() -> None:
+    """Let import strings ('mymodule:MyEnv') name modules in the current directory, as ``python -m`` does."""
+    cwd = os.getcwd()
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def _json_object(text: str | None, flag: str) -> dict[str, Any] | None:
+    """Parse a flag's JSON object; :class:`ConfigError` names the flag and the error's position."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"not valid JSON: {exc} in {text!r}", where=flag) from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"must be a JSON object ({{\"key\": value, ...}}), but got {text!r}", where=flag)
+    return value
+
+
+def _setup_logging(level: Any) -> None:
+    """Log to stderr at ``level`` (an invalid level is left to the trainer's config validation)."""
+    level = str(level).upper()
+    if level not in LOG_LEVELS:
+        return
+    level = "WARNING" if level == "WARN" else level
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger().setLevel(level)
+
+
+# -- rltune train --------------------------------------------------------------------------
+def _add_train_parser(commands: Any) -> None:
+    p = commands.add_parser(
+        "train",
+        help="train one trial (like 'rllib train')",
+        description=(
+            "Train one trial of a trainer. It writes <results-dir>/<name>/ with params.json\n"
+            "(the full config), result.json (one JSON line per iteration) and checkpoints.\n"
+            "Flags override the fields of a train file (-f); --config is merged into its config."
+        ),
+        epilog=(
+            "examples:\n"
+            "  rltune train --run PPO --env CartPole-v1 --stop '{\"episode_reward_mean\": 475}'\n"
+            "  rltune train -f studies/cartpole-ppo.yaml --config '{\"seed\": 1}'\n"
+            "  rltune train --run PPO --show-config\n\n"
+            "Import strings ('pkg.module:Name') are resolved from the current directory too."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("-f", "--file", metavar="FILE.yaml", help="train file with the fields run, env, config, stop, ...")
+    p.add_argument("--run", metavar="ALGO", help="algorithm: PPO, DQN, or 'pkg.module:TrainerClass'")
+    p.add_argument("--env", help="gymnasium id, register_env name, or 'pkg.module:EnvClass'")
+    p.add_argument("--config", metavar="JSON", help="trainer config as a JSON object (see --show-config)")
+    p.add_argument(
+        "--stop",
+        metavar="JSON",
+        help="stop when ANY result key reaches its value, e.g. '{\"episode_reward_mean\": 475, "
+        "\"timesteps_total\": 200000}'; nested keys as 'info/learner/default_policy/kl'. "
+        "Without criteria: train until Ctrl-C",
+    )
+    p.add_argument("--checkpoint-freq", type=int, metavar="N", help="save a checkpoint every N iterations")
+    p.add_argument(
+        "--checkpoint-at-end",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="save a checkpoint when training stops (default: no)",
+    )
+    p.add_argument("--results-dir", metavar="DIR", help="default: $RLTUNE_RESULTS_DIR or ~/rltune_results")
+    p.add_argument("--name", help="trial directory name (default: RUN_ENV_timestamp)")
+    p.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        help="log level of this process and the rollout workers (config key log_level; default WARN)",
+    )
+    p.add_argument("--show-config", action="store_true", help="print the --run trainer's default config and exit")
+    p.set_defaults(handler=_train)
+
+
+def _train_spec(args: argparse.Namespace) -> Any:
+    """The trial's fields: the train file's, overridden by the flags."""
+    from rltune.orchestrator._stop import StopCriteria
+    from rltune.orchestrator._train_file import TrainSpec, load_train_file
+
+    spec = load_train_file(args.file) if args.file else TrainSpec()
+    fields = spec.model_dump(exclude_none=True)
+    flags = {
+        "run": args.run,
+        "env": args.env,
+        "stop": _json_object(args.stop, "--stop"),
+        "checkpoint_freq": args.checkpoint_freq,
+        "checkpoint_at_end": args.checkpoint_at_end,
+        "results_dir": args.results_dir,
+        "name": args.name,
+    }
+    if flags["stop"] is not None:
+        flags["stop"] = StopCriteria(flags["stop"], where="--stop").criteria
+    fields.update({k: v for k, v in flags.items() if v is not None})
+    config = _deep_merge(fields.get("config") or {}, _json_object(args.config, "--config") or {})
+    if args.env is not None:
+        config.pop("env", None)
+    elif "env" in fields and config.get("env") not in (None, fields["env"]):
+        raise ConfigError(
+            f"env is {fields['env']!r} but config.env is {config['env']!r}; give the env once", where=_source(args)
+        )
+    if args.log_level:
+        config["log_level"] = args.log_level
+    fields["config"] = config
+    if args.checkpoint_freq is not None and args.checkpoint_freq < 0:
+        raise ConfigError(f"must be >= 0, but got {args.checkpoint_freq}", where="--checkpoint-freq")
+    return TrainSpec.model_validate(fields)
+
+
+def _source(args: argparse.Namespace) -> str:
+    return f"train file {args.file!r}" if args.file else "flags"
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _train(args: argparse.Namespace) -> int:
+    from rltune.orchestrator._stop import StopCriteria
+    from rltune.orchestrator._trial import default_trial_name, make_trial_dir, run_trial
+    from rltune.trainers import get_trainer_class
+
+    spec = _train_spec(args)
+    if spec.run is None:
+        raise ConfigError("no algorithm given: use --run ALGO (e.g. --run PPO) or 'run:' in the train file", where=_source(args))
+    trainer_cls = get_trainer_class(spec.run)
+    if args.show_config:
+        print(f"# {trainer_cls.name} default config: key: default  # what it is for")
+        print(trainer_cls.describe_config())
+        return 0
+    config = dict(spec.config or {})
+    env = spec.env if spec.env is not None else config.pop("env", None)
+    if env is None:
+        raise ConfigError("no env given: use --env ENV (e.g. --env CartPole-v1), or 'env:' in the train file", where=_source(args))
+    stop_source = "--stop" if args.stop is not None else f"stop in {_source(args)}"
+    stop = StopCriteria(spec.stop, where=stop_source)
+    _setup_logging(config.get("log_level", "WARN"))
+    trainer = trainer_cls(config=config, env=env, results_dir=spec.results_dir)
+    try:
+        name = spec.name or default_trial_name(trainer.name, trainer.env_spec.name)
+        trial_dir = make_trial_dir(spec.results_dir, name)
+    except BaseException:
+        trainer.stop()
+        raise
+    print(f"{trainer.name} on {trainer.env_spec.name}: trial dir {trial_dir}", flush=True)
+    if not stop:
+        print("no stop criteria (--stop): training until Ctrl-C", flush=True)
+    outcome = run_trial(
+        trainer,
+        trial_dir,
+        stop=stop,
+        checkpoint_freq=spec.checkpoint_freq or 0,
+        checkpoint_at_end=bool(spec.checkpoint_at_end),
+        on_result=_print_result,
+    )
+    last = outcome.last_result or {}
+    done = f"iteration {last.get('training_iteration', 0)}, {last.get('timesteps_total', 0):,} timesteps"
+    if outcome.interrupted:
+        print(f"interrupted (Ctrl-C) after {done}", flush=True)
+    elif outcome.stop_reason is not None:
+        print(f"stopped: {outcome.stop_reason} ({done}, {last.get('time_total_s', 0.0):.1f}s)", flush=True)
+    if outcome.checkpoint:
+        print(f"checkpoint: {outcome.checkpoint}")
+    else:
+        print("checkpoint: none saved (use --checkpoint-at-end or --checkpoint-freq N)")
+    print(f"trial dir:  {outcome.trial_dir} (params.json, result.json)", flush=True)
+    return EXIT_INTERRUPTED if outcome.interrupted else 0
+
+
+def _print_result(result: dict[str, Any]) -> None:
+    """One compact line per iteration (a key the result lacks shows as '-')."""
+
+    def get(key: str, spec: str) -> str:
+        value = result.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return format(value, spec)
+        return format("-", ">" + "".join(c for c in spec.split(".")[0] if c.isdigit()))
+
+    print(
+        f"iter {get('training_iteration', '4d')}"
+        f"  timesteps {get('timesteps_total', '9,d')}"
+        f"  reward_mean {get('episode_reward_mean', '9.3f')}"
+        f"  len_mean {get('episode_len_mean', '7.1f')}"
+        f"  time {get('time_total_s', '7.1f')}s"
+        f"  {get('env_steps_per_s', '8,.0f')} steps/s",
+        flush=True,
+    )
+
+
+# -- rltune rollout ------------------------------------------------------------------------
+def _add_rollout_parser(commands: Any) -> None:
+    p = commands.add_parser(
+        "rollout",
+        help="evaluate a checkpoint: mean return of deterministic episodes",
+        description=(
+            "Restore a checkpoint (a checkpoint_NNNNNN directory, or a trial directory: its latest "
+            "checkpoint) and run deterministic episodes (no exploration); print their mean return. "
+            "--episodes N runs N episodes (default 10); --steps N runs whole episodes until at least "
+            "N env steps are done (with both, whichever comes first)."
+        ),
+    )
+    p.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint directory or trial directory")
+    p.add_argument("--episodes", type=int, metavar="N", help="number of episodes (default 10)")
+    p.add_argument("--steps", type=int, metavar="N", help="run episodes until at least N env steps")
+    p.add_argument("--env", help="env to use instead of the checkpoint's (e.g. 'pkg.module:EnvClass')")
+    p.add_argument("--config", metavar="JSON", help="config overrides as a JSON object (e.g. env_config)")
+    p.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, help="log level (default WARN)")
+    p.set_defaults(handler=_rollout)
+
+
+def _rollout(args: argparse.Namespace) -> int:
+    from rltune.trainers import Trainer
+
+    for flag in ("episodes", "steps"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise ConfigError(f"must be >= 1, but got {value}", where=f"--{flag}")
+    episodes = args.episodes if args.episodes is not None else (None if args.steps else 10)
+    overrides = {**(_json_object(args.config, "--config") or {}), "num_workers": 0, "num_envs_per_worker": 1}
+    if args.env is not None:
+        overrides["env"] = args.env
+    if args.log_level:
+        overrides["log_level"] = args.log_level
+    _setup_logging(overrides.get("log_level", "WARN"))
+    path = _find_checkpoint(args.checkpoint)
+    try:
+        trainer = Trainer.from_checkpoint(path, overrides)
+    except ConfigError as exc:
+        hint = " (rollout builds the env and trainer from the checkpoint's saved config; --env and --config override it)"
+        raise ConfigError([*exc.problems[:-1], exc.problems[-1] + hint], where=f"{exc.where} of checkpoint {path!r}") from None
+    try:
+        rewards, lengths = _run_episodes(trainer, episodes, args.steps)
+    finally:
+        trainer.stop()
+    mean = sum(rewards) / len(rewards)
+    print(f"{trainer.name} checkpoint {path} (iteration {trainer.iteration}, {trainer.timesteps_total:,} timesteps)")
+    print(
+        f"episode_reward_mean: {mean:.3f} over {len(rewards)} deterministic episodes "
+        f"(min {min(rewards):.3f}, max {max(rewards):.3f}, mean length {sum(lengths) / len(lengths):.1f}, "
+        f"{sum(lengths):,.0f} steps)",
+        flush=True,
+    )
+    return 0
+
+
+def _find_checkpoint(path: str) -> str:
+    """``path`` itself, or the latest ``checkpoint_*`` inside a trial directory."""
+    from pathlib import Path
+
+    from rltune.trainers._checkpoint import METADATA_FILE
+
+    directory = Path(path)
+    if directory.is_dir() and not (directory / METADATA_FILE).exists():
+        found = sorted(p for p in directory.glob("checkpoint_*") if (p / METADATA_FILE).exists())
+        if found:
+            return str(found[-1])
+    return path
+
+
+def _run_episodes(trainer: Any, episodes: int | None, steps: int | None) -> tuple[list[float], list[float]]:
+    """Returns and lengths of deterministic episodes: ``episodes`` of them, or until ``steps`` env steps."""
+    if steps is None:
+        evaluation = trainer.evaluate(episodes)["evaluation"]
+        rewards = list(evaluation["hist_stats"]["episode_reward"])
+        return rewards, [evaluation["episode_len_mean"]] * len(rewards)
+    rewards, lengths = [], []
+    while sum(lengths) < steps and (episodes is None or len(rewards) < episodes):
+        evaluation = trainer.evaluate(1)["evaluation"]
+        rewards.append(evaluation["episode_reward_mean"])
+        lengths.append(evaluation["episode_len_mean"])
+    return rewards, lengths
+
+
+if __name__ == "__main__":
+    sys.exit(main())
