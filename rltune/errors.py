@@ -41,3 +41,7 @@ class CheckpointError(RLTuneError):
 
 class WorkerError(RLTuneError):
     """A rollout worker process died or a function run on it raised."""
+
+
+class CallbackError(RLTuneError):
+    """A user callback hook raised; the message names the hook, the worker and the episode."""

@@ -106,7 +106,7 @@ def run_trial(
                         save()
                 if checkpoint_at_end:
                     save()
-            except KeyboardInterrupt:
+            except ZeroDivisionError:
                 outcome.interrupted = True
                 save()
     finally:

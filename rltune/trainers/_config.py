@@ -72,6 +72,12 @@ class TrainerConfig(_Strict):
     model: ModelConfig = Field(default_factory=ModelConfig, description="The built-in model.")
     seed: Optional[int] = Field(None, description="Seed for torch, numpy and the envs; None for random.")
     callbacks: Any = Field(None, description="DefaultCallbacks subclass, import string, or list of either.")
+    env_task_fn: Any = Field(
+        None, description="fn(result, env, env_context) -> task, run per env after every iteration (TaskSettableEnv)."
+    )
+    curriculum: Optional[dict[str, Any]] = Field(
+        None, description="Phases for CurriculumCallback: {metric, phases: [{task, threshold, min_iterations, patience, demote_below}]}."
+    )
     multiagent: MultiAgentConfig = Field(default_factory=MultiAgentConfig, description="Multi-agent settings.")
     num_gpus: float = Field(0, ge=0, description="GPUs for the learner; > 0 needs CUDA.")
     explore: bool = Field(True, description="Sample with exploration when collecting training data.")

@@ -13,6 +13,8 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
+from rltune.callbacks._callbacks import DefaultCallbacks, call_hook, make_callbacks
+from rltune.callbacks._curriculum import task_env
 from rltune.errors import EnvError
 from rltune.trainers._config import TrainerConfig
 from rltune.trainers._env_context import EnvContext
@@ -50,10 +52,13 @@ class RolloutWorker:
             EnvContext(self._env_config, worker_index=worker_index, vector_index=v, num_workers=num_workers)
             for v in range(num_envs)
         ]
+        self.callbacks: DefaultCallbacks = make_callbacks(config.callbacks)
+        # Last known task of each env (by vector index), re-applied to an env rebuilt after a failure.
+        self.env_tasks: dict[int, Any] = {}
         self.envs: list[gym.Env] = []
         for ctx in self.env_contexts:
             check = ctx.vector_index == 0 and not config.disable_env_checking
-            self.envs.append(build_env(env_spec, ctx, check=check))
+            self.envs.append(self._build_env(ctx, check))
 
         if spaces is None:
             spaces = self._spaces_from_config_or_env()
@@ -73,6 +78,8 @@ class RolloutWorker:
                 seed=config.seed,
                 restart_failed=config.restart_failed_sub_environments,
                 rebuild_env=self._rebuild_env,
+                callbacks=self.callbacks,
+                worker=self,
             )
 
     def _spaces_from_config_or_env(self) -> tuple[gym.Space, gym.Space]:
@@ -101,10 +108,22 @@ class RolloutWorker:
                 f"{env.action_space} differs from the configured {self.action_space}"
             )
 
+    def _build_env(self, ctx: EnvContext, check: bool) -> gym.Env:
+        env = build_env(self.env_spec, ctx, check=check)
+        if self.callbacks.overrides("on_environment_created"):
+            call_hook(
+                self.callbacks, "on_environment_created", f"worker {self.worker_index}, env {ctx.vector_index}",
+                env=env, env_context=ctx, worker=self,
+            )
+        return env
+
     def _rebuild_env(self, vector_index: int) -> gym.Env:
         ctx = self.env_contexts[vector_index].copy_with_overrides(recreated=True)
         self.env_contexts[vector_index] = ctx
-        env = build_env(self.env_spec, ctx, check=False)
+        env = self._build_env(ctx, check=False)
+        target = task_env(env)
+        if vector_index in self.env_tasks and target is not None:
+            target.set_task(self.env_tasks[vector_index])
         self.envs[vector_index] = env
         return env
 
@@ -118,7 +137,10 @@ class RolloutWorker:
         if self.sampler is None:
             raise EnvError(f"worker {self.worker_index} has no envs to sample from")
         steps = self.config.rollout_fragment_length if num_steps is None else num_steps
-        return self.sampler.sample(steps, explore=self.config.explore if explore is None else explore)
+        result = self.sampler.sample(steps, explore=self.config.explore if explore is None else explore)
+        if self.callbacks.overrides("on_sample_end"):
+            call_hook(self.callbacks, "on_sample_end", f"worker {self.worker_index}", samples=result, worker=self)
+        return result
 
     def run_episodes(self, num_episodes: int, explore: bool = False, max_steps: int = 10_000_000) -> list[EpisodeMetrics]:
         """Reset the envs and run until ``num_episodes`` episodes have ended (used by evaluation)."""
@@ -157,6 +179,47 @@ class RolloutWorker:
     def foreach_env_with_context(self, fn: Callable[[gym.Env, EnvContext], Any]) -> list[Any]:
         """``fn(env, env_context)`` for every env of this worker, in vector order."""
         return [fn(env, ctx) for env, ctx in zip(self.envs, self.env_contexts)]
+
+    # -- tasks (curriculum) ------------------------------------------------------------
+    def _record_tasks(self) -> dict[int, Any]:
+        for i, env in enumerate(self.envs):
+            target = task_env(env)
+            if target is not None:
+                self.env_tasks[i] = target.get_task()
+        return dict(self.env_tasks)
+
+    def foreach_env_tracked(self, fn: Callable[[gym.Env], Any]) -> tuple[list[Any], dict[int, Any]]:
+        """``fn(env)`` for every env, plus the envs' tasks afterwards (for task-settable envs)."""
+        results = self.foreach_env(fn)
+        return results, self._record_tasks()
+
+    def foreach_env_with_context_tracked(
+        self, fn: Callable[[gym.Env, EnvContext], Any]
+    ) -> tuple[list[Any], dict[int, Any]]:
+        """``fn(env, env_context)`` for every env, plus the envs' tasks afterwards."""
+        results = self.foreach_env_with_context(fn)
+        return results, self._record_tasks()
+
+    def set_env_tasks(self, tasks: dict[int, Any]) -> dict[int, Any]:
+        """Set the task of the envs named by vector index, where it differs; return every env's task."""
+        for i, task in tasks.items():
+            target = task_env(self.envs[i]) if i < len(self.envs) else None
+            if target is not None and target.get_task() != task:
+                target.set_task(task)
+        return self._record_tasks()
+
+    def set_task_all(self, task: Any) -> dict[int, Any]:
+        """Set ``task`` on every env of this worker (where it differs); return every env's task."""
+        return self.set_env_tasks({i: task for i in range(len(self.envs))})
+
+    def apply_env_task_fn(self, env_task_fn: Callable[..., Any], result: dict[str, Any]) -> dict[int, Any]:
+        """``env_task_fn(result, env, env_context)`` per env; ``set_task`` only where the task changes."""
+        tasks = {}
+        for i, (env, ctx) in enumerate(zip(self.envs, self.env_contexts)):
+            target = task_env(env)
+            if target is not None:
+                tasks[i] = env_task_fn(result, target, ctx)
+        return self.set_env_tasks(tasks)
 
     def apply(self, fn: Callable[["RolloutWorker"], Any]) -> Any:
         """``fn(self)``; how ``foreach_worker`` reaches local and remote workers alike."""

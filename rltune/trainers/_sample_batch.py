@@ -50,6 +50,8 @@ class EpisodeMetrics:
     episode_length: int
     worker_index: int = 0
     vector_index: int = 0
+    custom_metrics: dict[str, float] = field(default_factory=dict)
+    hist_data: dict[str, list[float]] = field(default_factory=dict)
 
 
 @dataclass

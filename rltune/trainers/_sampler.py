@@ -15,6 +15,8 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
+from rltune.callbacks._callbacks import EPISODE_HOOKS, DefaultCallbacks, call_hook
+from rltune.callbacks._episode import Episode
 from rltune.errors import EnvError
 from rltune.trainers._env_context import EnvContext
 from rltune.trainers._envs import where
@@ -50,6 +52,8 @@ class VectorSampler:
         seed: int | None,
         restart_failed: bool,
         rebuild_env: Callable[[int], gym.Env],
+        callbacks: DefaultCallbacks | None = None,
+        worker: Any = None,
     ) -> None:
         self.envs = envs
         self.contexts = contexts
@@ -63,6 +67,11 @@ class VectorSampler:
         self._returns = np.zeros(self.num_envs, dtype=np.float64)
         self._lengths = np.zeros(self.num_envs, dtype=np.int64)
         self.num_env_restarts = 0
+        self.callbacks = callbacks or DefaultCallbacks()
+        self.worker = worker
+        # Episode objects exist only when an episode hook is overridden: no cost otherwise.
+        self._track = any(self.callbacks.overrides(h) for h in EPISODE_HOOKS)
+        self._episodes: list[Episode | None] = [None] * self.num_envs
 
     # -- env calls with failure handling --------------------------------------------------
     def _env_seed(self, i: int) -> int | None:
@@ -83,8 +92,25 @@ class VectorSampler:
                     f"env {self.env_name!r} ({where(self.contexts[i])}): reset() must return (obs, info), "
                     f"but returned {type(result).__name__}"
                 )
-            return result[0]
+            return result
         raise EnvError(f"env {self.env_name!r} ({where(self.contexts[i])}): reset() failed 3 times in a row")
+
+    def _start_episode(self, i: int, obs: Any, info: dict[str, Any]) -> None:
+        episode = Episode(env_index=i, worker_index=self.contexts[i].worker_index, observation=obs, info=info)
+        self._episodes[i] = episode
+        self._hook("on_episode_start", i, episode)
+
+    def _hook(self, hook: str, i: int, episode: Episode) -> None:
+        if self.callbacks.overrides(hook):
+            where = f"worker {self.contexts[i].worker_index}, env {i}, episode {episode.episode_id}"
+            call_hook(self.callbacks, hook, where, episode=episode, env=self.envs[i], env_index=i, worker=self.worker)
+
+    def _new_episode(self, i: int, seed: int | None = None) -> Any:
+        """Reset env ``i``, start tracking its new episode; return the raw first observation."""
+        obs, info = self._reset(i, seed)
+        if self._track:
+            self._start_episode(i, obs, info)
+        return obs
 
     def _handle_failure(self, i: int, method: str, exc: Exception) -> None:
         place = f"env {self.env_name!r} ({where(self.contexts[i])})"
@@ -107,7 +133,7 @@ class VectorSampler:
         pre = self.policy.preprocessor
         obs = np.empty((self.num_envs, pre.size), dtype=np.float32)
         for i in range(self.num_envs):
-            obs[i] = pre(self._reset(i, self._env_seed(i) if first else None))
+            obs[i] = pre(self._new_episode(i, self._env_seed(i) if first else None))
         self._obs = obs
         self._returns[:] = 0.0
         self._lengths[:] = 0
@@ -149,7 +175,7 @@ class VectorSampler:
                     # (truncated) transition back to the same observation.
                     new_obs_buf[t, i] = obs[i]
                     truncateds[t, i] = True
-                    obs[i] = pre(self._reset(i))
+                    obs[i] = pre(self._new_episode(i))
                     returns[i] = 0.0
                     lengths[i] = 0
                     continue
@@ -158,21 +184,28 @@ class VectorSampler:
                         f"env {self.env_name!r} ({where(self.contexts[i])}): step() must return "
                         f"(obs, reward, terminated, truncated, info), but returned {len(step)} values"
                     )
-                next_obs, reward, terminated, truncated, _info = step
+                next_obs, reward, terminated, truncated, info = step
                 new_obs_buf[t, i] = pre(next_obs)
                 rewards[t, i] = reward
                 returns[i] += reward
                 lengths[i] += 1
+                episode = self._episodes[i] if self._track else None
+                if episode is not None:
+                    episode.add_step(env_actions[i], reward, next_obs, info)
+                    self._hook("on_episode_step", i, episode)
                 if terminated or truncated:
                     terminateds[t, i] = terminated
                     truncateds[t, i] = truncated
                     ctx = self.contexts[i]
-                    episodes.append(
-                        EpisodeMetrics(float(returns[i]), int(lengths[i]), ctx.worker_index, ctx.vector_index)
-                    )
+                    metrics = EpisodeMetrics(float(returns[i]), int(lengths[i]), ctx.worker_index, ctx.vector_index)
+                    if episode is not None:
+                        self._hook("on_episode_end", i, episode)
+                        metrics.custom_metrics = episode.custom_metrics
+                        metrics.hist_data = episode.hist_data
+                    episodes.append(metrics)
                     returns[i] = 0.0
                     lengths[i] = 0
-                    obs[i] = pre(self._reset(i))
+                    obs[i] = pre(self._new_episode(i))
                 else:
                     obs[i] = new_obs_buf[t, i]
 

@@ -26,6 +26,9 @@ import numpy as np
 import torch
 
 from rltune import __version__
+from rltune.callbacks._callbacks import DefaultCallbacks, MultiCallbacks, call_hook, make_callbacks
+from rltune.callbacks._curriculum import CurriculumCallback, parse_curriculum
+from rltune.callbacks._metrics import merge_hist_data, summarize_custom_metrics
 from rltune.errors import CheckpointError, ConfigError, RLTuneError
 from rltune.trainers import _checkpoint as ckpt
 from rltune.trainers._config import TrainerConfig, default_config, describe_config, validate_config
@@ -99,6 +102,17 @@ class Trainer:
         problems = []
         if cfg.multiagent.policies:
             problems.append("multiagent.policies: multi-agent training is not available yet (single-agent envs only)")
+        if cfg.curriculum is not None:
+            try:
+                parse_curriculum(cfg.curriculum)
+            except ConfigError as exc:
+                problems.extend(exc.problems)
+        if cfg.env_task_fn is not None and not callable(cfg.env_task_fn):
+            problems.append(f"env_task_fn: must be a function (result, env, env_context) -> task, but got {cfg.env_task_fn!r}")
+        try:
+            make_callbacks(cfg.callbacks)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
         if cfg.evaluation_config:
             extra = set(cfg.evaluation_config) - set(cls.config_class.model_fields) - {"lambda"}
             if extra:
@@ -137,15 +151,36 @@ class Trainer:
         self._eval_worker: RolloutWorker | None = None
         self._stopped = False
 
+        self.callbacks = self._make_trainer_callbacks()
         self.workers = WorkerSet(self.env_spec, self.cfg, self.policy_class, str(self.device))
         # Stop the worker processes at interpreter exit even if stop() is never called.
         self._finalizer = weakref.finalize(self, WorkerSet.stop, self.workers)
         try:
+            self.workers.on_worker_recreated(self._worker_recreated)
             self.setup()
             self.workers.sync_weights({"timestep": 0})
+            self.workers.foreach_env(lambda env: None)  # learn the envs' initial tasks
+            self._call("on_trainer_init", trainer=self)
         except BaseException:
             self.stop()
             raise
+
+    def _make_trainer_callbacks(self) -> DefaultCallbacks:
+        callbacks = make_callbacks(self.cfg.callbacks)
+        if self.cfg.curriculum is None:
+            return callbacks
+        curriculum = CurriculumCallback(self.cfg.curriculum)
+        if type(callbacks) is DefaultCallbacks:
+            return curriculum
+        inner = callbacks.callbacks if isinstance(callbacks, MultiCallbacks) else [callbacks]
+        return MultiCallbacks([*inner, curriculum])
+
+    def _call(self, hook: str, **kwargs: Any) -> None:
+        if self.callbacks.overrides(hook):
+            call_hook(self.callbacks, hook, f"the trainer process (iteration {self.iteration})", **kwargs)
+
+    def _worker_recreated(self, worker_index: int) -> None:
+        self._call("on_worker_recreated", trainer=self, worker_index=worker_index)
 
     @staticmethod
     def _set_log_level(level: str) -> None:
@@ -195,9 +230,48 @@ class Trainer:
         self.timesteps_total += outcome.env_steps
         self.episodes_total += len(outcome.episodes)
         self._episode_window.extend(outcome.episodes)
+        result = self._make_result(outcome, time.perf_counter() - start)
+        if self.cfg.env_task_fn is not None:
+            self.workers.apply_env_task_fn(self.cfg.env_task_fn, result)
+        self._call("on_train_result", trainer=self, result=result)
+        self._add_task_to_result(result)
         elapsed = time.perf_counter() - start
         self.time_total_s += elapsed
-        return self._make_result(outcome, elapsed)
+        result["time_this_iter_s"] = elapsed
+        result["time_total_s"] = self.time_total_s
+        return result
+
+    # -- tasks (curriculum) --------------------------------------------------------------
+    def set_task(self, task: Any) -> None:
+        """Give every task-settable env of every worker (and the evaluation env) ``task``."""
+        self.workers.set_task(task)
+        if self._eval_worker is not None:
+            self._eval_worker.set_task_all(task)
+
+    def get_tasks(self) -> dict[tuple[int, int], Any]:
+        """The last known task of every task-settable env, by (worker_index, vector_index)."""
+        return dict(self.workers.env_tasks)
+
+    def current_task(self) -> Any:
+        """The task most envs have (None when no env is task-settable)."""
+        tasks = list(self.workers.env_tasks.values())
+        if not tasks:
+            return None
+        counts: list[tuple[int, Any]] = []
+        for task in tasks:
+            for i, (count, seen) in enumerate(counts):
+                if seen == task:
+                    counts[i] = (count + 1, seen)
+                    break
+            else:
+                counts.append((1, task))
+        return max(counts, key=lambda c: c[0])[1]
+
+    def _add_task_to_result(self, result: dict[str, Any]) -> None:
+        if "curriculum_task" in result or not self.workers.env_tasks:
+            return
+        tasks = list(self.workers.env_tasks.values())
+        result["curriculum_task"] = tasks[0] if all(t == tasks[0] for t in tasks) else tasks
 
     def _make_result(self, outcome: StepOutcome, elapsed: float) -> dict[str, Any]:
         window = list(self._episode_window)
@@ -218,8 +292,14 @@ class Trainer:
             "time_total_s": self.time_total_s,
             "env_steps_per_s": outcome.env_steps / elapsed if elapsed > 0 else math.nan,
             "info": {"learner": outcome.learner_info},
-            "custom_metrics": {},
-            "hist_stats": {"episode_reward": rewards, "episode_lengths": [int(x) for x in lengths]},
+            # Custom metrics summarise the same window of episodes as episode_reward_mean, so an
+            # iteration in which no episode ended keeps the keys (with the last window's values).
+            "custom_metrics": summarize_custom_metrics(e.custom_metrics for e in window),
+            "hist_stats": {
+                "episode_reward": rewards,
+                "episode_lengths": [int(x) for x in lengths],
+                **merge_hist_data(e.hist_data for e in outcome.episodes),
+            },
             "policy_reward_mean": {},
             "num_healthy_workers": sum(w.is_alive() for w in self.workers.remote_workers),
             "num_worker_restarts": sum(w.restarts for w in self.workers.remote_workers),
@@ -255,6 +335,9 @@ class Trainer:
                 num_envs=1,
                 spaces=(local.observation_space, local.action_space),
             )
+        task = self.current_task()
+        if task is not None:
+            self._eval_worker.set_task_all(task)
         self._eval_worker.set_weights(self.workers.local_worker.get_weights(), {"timestep": self.timesteps_total})
         episodes = self._eval_worker.run_episodes(n, explore=False)
         rewards = [e.episode_reward for e in episodes]
@@ -318,6 +401,8 @@ class Trainer:
             "action_space": repr(policy.action_space),
             "numpy_rng": self.rng.bit_generator.state,
             "algorithm_state": values,
+            "callbacks_state": self.callbacks.get_state(),
+            "env_tasks": [[w, v, ckpt.json_safe(task)] for (w, v), task in self.workers.env_tasks.items()],
         }
         state = {
             "policies": {pid: p.model.state_dict() for pid, p in self.workers.local_worker.policy_map.items()},
@@ -326,6 +411,7 @@ class Trainer:
             "algorithm": tensors,
         }
         saved = ckpt.write_checkpoint(path, metadata, state, self.get_checkpoint_arrays())
+        self._call("on_checkpoint_saved", trainer=self, path=str(saved))
         return str(saved)
 
     def restore(self, checkpoint_path: str | os.PathLike[str]) -> None:
@@ -371,6 +457,19 @@ class Trainer:
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} is incomplete or corrupt: {exc!r}") from None
         self.workers.sync_weights({"timestep": self.timesteps_total})
+        self.callbacks.set_state(metadata.get("callbacks_state", {}))
+        self._restore_tasks(metadata.get("env_tasks", []))
+        self._call("on_checkpoint_loaded", trainer=self)
+
+    def _restore_tasks(self, saved: list[list[Any]]) -> None:
+        if not saved:
+            return
+        tasks = {(int(w), int(v)): task for w, v, task in saved}
+        values = list(tasks.values())
+        if all(t == values[0] for t in values):
+            self.set_task(values[0])  # one task for all: fits any num_workers
+        else:
+            self.workers.set_env_tasks(tasks)
 
     @classmethod
     def from_checkpoint(

@@ -65,6 +65,8 @@ class WorkerSet:
             self.stop()
             raise
         self._global_vars: dict[str, Any] = {"timestep": 0}
+        # Last known task of every task-settable env, by (worker_index, vector_index).
+        self.env_tasks: dict[tuple[int, int], Any] = {}
 
     # -- calls on every remote worker, with restarts ------------------------------------
     def _call_remote(self, fn: str | Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
@@ -101,6 +103,9 @@ class WorkerSet:
         worker.restart()
         worker.wait_ready()
         worker.call("set_weights", self.local_worker.get_weights(), self._global_vars)
+        tasks = {v: task for (w, v), task in self.env_tasks.items() if w == worker.worker_index}
+        if tasks:
+            worker.call("set_env_tasks", tasks)
         for callback in self._on_recreate:
             callback(worker.worker_index)
 
@@ -140,17 +145,47 @@ class WorkerSet:
         results = [fn(self.local_worker)] if local else []
         return results + self._call_remote("apply", fn)
 
+    def _record(self, per_worker: list[tuple[list[Any], dict[int, Any]]]) -> list[Any]:
+        """Flatten per-worker ``(results, tasks)`` replies (local first) and remember the tasks."""
+        indices = [0] + [w.worker_index for w in self.remote_workers]
+        flat = []
+        for worker_index, (results, tasks) in zip(indices, per_worker):
+            flat.extend(results)
+            for vector_index, task in tasks.items():
+                self.env_tasks[(worker_index, vector_index)] = task
+        return flat
+
     def foreach_env(self, fn: Callable[[gym.Env], Any]) -> list[Any]:
         """``fn(env)`` on every env of every worker; one flat list ordered by (worker, vector) index."""
-        per_worker = [self.local_worker.foreach_env(fn)] + self._call_remote("foreach_env", fn)
-        return [value for values in per_worker for value in values]
+        return self._record([self.local_worker.foreach_env_tracked(fn)] + self._call_remote("foreach_env_tracked", fn))
 
     def foreach_env_with_context(self, fn: Callable[[gym.Env, EnvContext], Any]) -> list[Any]:
         """``fn(env, env_context)`` on every env of every worker, flat, ordered like :meth:`foreach_env`."""
-        per_worker = [self.local_worker.foreach_env_with_context(fn)] + self._call_remote(
-            "foreach_env_with_context", fn
+        return self._record(
+            [self.local_worker.foreach_env_with_context_tracked(fn)]
+            + self._call_remote("foreach_env_with_context_tracked", fn)
         )
-        return [value for values in per_worker for value in values]
+
+    def set_task(self, task: Any) -> None:
+        """Set ``task`` on every task-settable env of every worker (only where it differs)."""
+        self._record([([], self.local_worker.set_task_all(task))] + [([], t) for t in self._call_remote("set_task_all", task)])
+
+    def set_env_tasks(self, tasks: dict[tuple[int, int], Any]) -> None:
+        """Set tasks by (worker_index, vector_index), e.g. from a checkpoint."""
+        by_worker: dict[int, dict[int, Any]] = {}
+        for (w, v), task in tasks.items():
+            by_worker.setdefault(w, {})[v] = task
+        replies = [([], self.local_worker.set_env_tasks(by_worker.get(0, {})))]
+        for worker in self.remote_workers:
+            replies.append(([], worker.call("set_env_tasks", by_worker.get(worker.worker_index, {}))))
+        self._record(replies)
+
+    def apply_env_task_fn(self, env_task_fn: Callable[..., Any], result: dict[str, Any]) -> None:
+        """Run ``env_task_fn(result, env, env_context)`` for every env of every worker."""
+        # The result travels to every worker: keep it to plain values (no histories).
+        slim = {k: v for k, v in result.items() if k not in ("hist_stats",)}
+        replies = [self.local_worker.apply_env_task_fn(env_task_fn, slim)] + self._call_remote("apply_env_task_fn", env_task_fn, slim)
+        self._record([([], tasks) for tasks in replies])
 
     def stop(self) -> None:
         """Stop every remote worker process and close the local envs."""

@@ -1,0 +1,22 @@
+"""Callbacks: the hook API, Episode, custom metrics, curriculum.
+
+Public names::
+
+    DefaultCallbacks, MultiCallbacks, make_callbacks
+    Episode
+    TaskSettableEnv, CurriculumCallback
+"""
+
+from rltune.callbacks._callbacks import DefaultCallbacks, MultiCallbacks, make_callbacks
+from rltune.callbacks._curriculum import CurriculumCallback, CurriculumConfig, TaskSettableEnv
+from rltune.callbacks._episode import Episode
+
+__all__ = [
+    "CurriculumCallback",
+    "CurriculumConfig",
+    "DefaultCallbacks",
+    "Episode",
+    "MultiCallbacks",
+    "TaskSettableEnv",
+    "make_callbacks",
+]
