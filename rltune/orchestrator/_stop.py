@@ -17,7 +17,6 @@ Invariants:
 from __future__ import annotations
 
 import difflib
-import math
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -86,7 +85,7 @@ class StopCriteria:
             self._checked = True
         for key, threshold in self.criteria.items():
             value = _as_number(lookup(result, key))
-            if value is not None and not math.isnan(value) and value >= threshold:
+            if value is not None and value >= threshold:  # NaN >= x is False: NaN never stops
                 return StopReason(key, value, threshold)
         return None
 

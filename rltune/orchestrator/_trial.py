@@ -106,7 +106,7 @@ def run_trial(
                         save()
                 if checkpoint_at_end:
                     save()
-            except ZeroDivisionError:
+            except KeyboardInterrupt:
                 outcome.interrupted = True
                 save()
     finally:
