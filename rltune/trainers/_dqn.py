@@ -109,8 +109,8 @@ class DQNPolicy(Policy):
             actions = self.model(self.obs_tensor(obs)).argmax(dim=-1).cpu().numpy()
         if explore:
             n = len(actions)
-            rolls = torch.rand(n, generator=self.generator).numpy()
-            random_actions = torch.randint(int(self.action_space.n), (n,), generator=self.generator).numpy()
+            rolls = self.rng.random(n)
+            random_actions = self.rng.integers(0, int(self.action_space.n), n)
             actions = np.where(rolls < self.epsilon, random_actions, actions)
             self.global_timestep += n
         return actions, {}
@@ -180,6 +180,7 @@ class DQN(Trainer):
                     for i in range(num_steps):
                         step_stats = self._update(with_stats=i == num_steps - 1)
                     stats = dict(step_stats, cur_lr=lr)
+                    self.get_policy().weights_changed()
             self.workers.sync_weights({"timestep": sampled})
             if outcome.env_steps >= cfg.min_sample_timesteps_per_iteration:
                 break

@@ -52,11 +52,8 @@ class Policy:
         else:
             self.action_shape = ()
             self.action_dtype = np.int64
-        self.generator = torch.Generator()
-        if seed is not None:
-            self.generator.manual_seed(seed)
-        else:
-            self.generator.seed()
+        # Exploration noise (action sampling, epsilon) comes from this generator; checkpoints save its state.
+        self.rng = np.random.default_rng(seed)
         self.global_timestep = 0
         self.model = self.make_model().to(self.device)
 
@@ -78,8 +75,15 @@ class Policy:
         """Preprocessed observations as a float tensor on the policy's device."""
         return torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)).to(self.device)
 
+    def weights_changed(self) -> None:
+        """Tell the policy its model's parameters changed (drops caches derived from them)."""
+        invalidate = getattr(self.model, "invalidate_fused", None)
+        if invalidate is not None:
+            invalidate()
+
     def compute_single_action(self, obs: Any, explore: bool = False) -> Any:
         """The env action for one raw observation (deterministic unless ``explore``)."""
+        self.weights_changed()
         actions, _ = self.compute_actions(self.preprocessor(obs)[None], explore=explore)
         return self.to_env_actions(actions)[0]
 
@@ -98,6 +102,7 @@ class Policy:
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
         """Load weights from :meth:`get_weights` (of any process)."""
         self.model.load_state_dict({k: torch.as_tensor(v) for k, v in weights.items()})
+        self.weights_changed()
 
     def set_global_timestep(self, timestep: int) -> None:
         """The trainer's total sampled timesteps (drives exploration schedules)."""

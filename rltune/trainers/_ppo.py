@@ -23,7 +23,7 @@ import torch
 from pydantic import Field, field_validator
 
 from rltune.trainers._config import TrainerConfig, _check_schedule, schedule_value
-from rltune.trainers._distributions import Categorical, DiagGaussian
+from rltune.trainers._distributions import Categorical, DiagGaussian, sample_categorical, sample_diag_gaussian
 from rltune.trainers._models import ActorCriticModel, make_adam
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._postprocessing import compute_gae
@@ -101,15 +101,13 @@ class PPOPolicy(Policy):
 
     def compute_actions(self, obs: np.ndarray, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         with torch.inference_mode():
-            dist_inputs, values = self.model(self.obs_tensor(obs))
-            dist = self.distribution(dist_inputs)
-            generator = self.generator if self.device.type == "cpu" else None
-            actions = dist.sample(generator) if explore else dist.deterministic_sample()
-            logp = dist.logp(actions)
-        actions_np = actions.cpu().numpy()
+            dist_inputs, values = self.model.forward_inference(self.obs_tensor(obs))
+            dist_inputs, values = dist_inputs.cpu().numpy(), values.cpu().numpy()
+        sample = sample_diag_gaussian if self.is_continuous else sample_categorical
+        actions, logp = sample(dist_inputs, self.rng, deterministic=not explore)
         if self.is_continuous:
-            actions_np = actions_np.reshape((-1,) + self.action_shape)
-        return actions_np, {ACTION_LOGP: logp.cpu().numpy(), VF_PREDS: values.cpu().numpy()}
+            actions = actions.reshape((-1,) + self.action_shape)
+        return actions, {ACTION_LOGP: logp, VF_PREDS: values}
 
     def values(self, obs: np.ndarray) -> np.ndarray:
         """V(s) for a batch of preprocessed observations."""
@@ -246,6 +244,7 @@ class PPO(Trainer):
                     clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
                     stat_sums += torch.stack([loss, -surrogate, vf_loss, entropy, kl, clip_fraction, grad_norm.float()])
                 steps += 1
+        policy.weights_changed()
         sums = stat_sums.cpu().numpy()
         total_loss, policy_loss, vf_loss_v, entropy_v, kl_v, clip_frac, gnorm = sums / max(steps, 1)
         if self.kl_coeff > 0:

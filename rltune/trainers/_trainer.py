@@ -400,13 +400,13 @@ class Trainer:
             "observation_space": repr(policy.observation_space),
             "action_space": repr(policy.action_space),
             "numpy_rng": self.rng.bit_generator.state,
+            "policy_rngs": {pid: p.rng.bit_generator.state for pid, p in self.workers.local_worker.policy_map.items()},
             "algorithm_state": values,
             "callbacks_state": self.callbacks.get_state(),
             "env_tasks": [[w, v, ckpt.json_safe(task)] for (w, v), task in self.workers.env_tasks.items()],
         }
         state = {
             "policies": {pid: p.model.state_dict() for pid, p in self.workers.local_worker.policy_map.items()},
-            "generators": {pid: p.generator.get_state() for pid, p in self.workers.local_worker.policy_map.items()},
             "torch_rng": torch.get_rng_state(),
             "algorithm": tensors,
         }
@@ -438,8 +438,8 @@ class Trainer:
                     f"checkpoint {str(checkpoint_path)!r} does not fit this {self.name}'s {pid!r} model "
                     f"(another env or model config?): {' '.join(first[:3])}"
                 ) from None
-            if pid in state.get("generators", {}):
-                policy.generator.set_state(state["generators"][pid])
+            if pid in metadata.get("policy_rngs", {}):
+                policy.rng.bit_generator.state = metadata["policy_rngs"][pid]
         try:
             self.set_algorithm_state(metadata.get("algorithm_state", {}), state.get("algorithm", {}))
             self.set_checkpoint_arrays({name: ckpt.read_arrays(checkpoint_path, name) for name in self.get_checkpoint_arrays()})
