@@ -64,8 +64,8 @@ class VectorSampler:
         self.num_envs = len(envs)
         self._seed = seed
         self._obs: np.ndarray | None = None
-        self._returns = np.zeros(self.num_envs, dtype=np.float64)
-        self._lengths = np.zeros(self.num_envs, dtype=np.int64)
+        self._returns = [0.0] * self.num_envs
+        self._lengths = [0] * self.num_envs
         self.num_env_restarts = 0
         self.callbacks = callbacks or DefaultCallbacks()
         self.worker = worker
@@ -135,8 +135,8 @@ class VectorSampler:
         for i in range(self.num_envs):
             obs[i] = pre(self._new_episode(i, self._env_seed(i) if first else None))
         self._obs = obs
-        self._returns[:] = 0.0
-        self._lengths[:] = 0
+        self._returns = [0.0] * self.num_envs
+        self._lengths = [0] * self.num_envs
 
     # -- the sampling loop ------------------------------------------------------------
     def sample(self, num_steps: int, explore: bool = True, postprocess: bool = True) -> SampleResult:
@@ -157,6 +157,12 @@ class VectorSampler:
         extras_buf: dict[str, np.ndarray] = {}
         episodes: list[EpisodeMetrics] = []
         returns, lengths = self._returns, self._lengths
+        envs, track = self.envs, self._track
+        # Per-step values are gathered in lists and written to the buffers once per step.
+        step_obs: list[Any] = [None] * n
+        step_rewards = [0.0] * n
+        step_terminated = [False] * n
+        step_truncated = [False] * n
 
         for t in range(num_steps):
             actions, extras = policy.compute_actions(obs, explore=explore)
@@ -167,48 +173,62 @@ class VectorSampler:
                     extras_buf[key] = np.empty((num_steps,) + value.shape, dtype=value.dtype)
                 extras_buf[key][t] = value
             env_actions = policy.to_env_actions(actions)
+            resets: list[int] = []
+            failed: list[int] = []
             for i in range(n):
                 try:
-                    step = self.envs[i].step(env_actions[i])
+                    step = envs[i].step(env_actions[i])
                 except Exception as exc:
                     self._handle_failure(i, "step", exc)
                     # The interrupted episode is dropped; the step counts as a cut
                     # (truncated) transition back to the same observation.
-                    new_obs_buf[t, i] = obs[i]
-                    truncateds[t, i] = True
-                    obs[i] = pre(self._new_episode(i))
+                    failed.append(i)
+                    step_rewards[i] = 0.0
+                    step_terminated[i] = False
+                    step_truncated[i] = True
                     returns[i] = 0.0
                     lengths[i] = 0
                     continue
-                if len(step) != 5:
+                try:
+                    next_obs, reward, terminated, truncated, info = step
+                except (TypeError, ValueError):
                     raise EnvError(
                         f"env {self.env_name!r} ({where(self.contexts[i])}): step() must return "
-                        f"(obs, reward, terminated, truncated, info), but returned {len(step)} values"
-                    )
-                next_obs, reward, terminated, truncated, info = step
-                new_obs_buf[t, i] = pre(next_obs)
-                rewards[t, i] = reward
+                        f"(obs, reward, terminated, truncated, info), but returned {step!r:.200}"
+                    ) from None
+                step_obs[i] = next_obs
+                step_rewards[i] = reward
+                step_terminated[i] = terminated
+                step_truncated[i] = truncated
                 returns[i] += reward
                 lengths[i] += 1
-                episode = self._episodes[i] if self._track else None
-                if episode is not None:
+                if track:
+                    episode = self._episodes[i]
                     episode.add_step(env_actions[i], reward, next_obs, info)
                     self._hook("on_episode_step", i, episode)
                 if terminated or truncated:
-                    terminateds[t, i] = terminated
-                    truncateds[t, i] = truncated
                     ctx = self.contexts[i]
                     metrics = EpisodeMetrics(float(returns[i]), int(lengths[i]), ctx.worker_index, ctx.vector_index)
-                    if episode is not None:
+                    if track:
+                        episode = self._episodes[i]
                         self._hook("on_episode_end", i, episode)
                         metrics.custom_metrics = episode.custom_metrics
                         metrics.hist_data = episode.hist_data
                     episodes.append(metrics)
                     returns[i] = 0.0
                     lengths[i] = 0
-                    obs[i] = pre(self._new_episode(i))
-                else:
-                    obs[i] = new_obs_buf[t, i]
+                    resets.append(i)
+            if failed:
+                new_obs_buf[t] = [obs_buf[t, j] if j in failed else pre(o) for j, o in enumerate(step_obs)]
+            else:
+                new_obs_buf[t] = pre.batch(step_obs)
+            rewards[t] = step_rewards
+            terminateds[t] = step_terminated
+            truncateds[t] = step_truncated
+            obs = new_obs_buf[t].copy()
+            for i in resets + failed:
+                obs[i] = pre(self._new_episode(i))
+        self._obs = obs
 
         batch = {
             OBS: obs_buf,
