@@ -17,6 +17,8 @@ import os
 import sys
 from typing import Any, Sequence
 
+import yaml
+
 from rltune import __version__
 from rltune.errors import ConfigError, RLTuneError
 
@@ -35,7 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _ensure_cwd_importable()
     try:
         return args.handler(args)
-    except (RLTuneError, json.JSONDecodeError) as exc:
+    except (RLTuneError, json.JSONDecodeError, yaml.YAMLError) as exc:
         return _fail(prog, str(exc))
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

@@ -178,6 +178,13 @@ def test_help_lists_the_subcommands(capsys):
     assert re.search(r"^\s+train\s", out, re.M) and re.search(r"^\s+rollout\s", out, re.M)
 
 
+def test_importing_the_cli_does_not_load_torch():
+    """``rltune --help`` must stay fast: the trainers (and torch) load only when a command runs."""
+    code = "import sys, rltune.orchestrator, rltune.orchestrator.cli; print(sorted({'torch', 'rltune.trainers'} & set(sys.modules)))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "[]", proc.stderr
+
+
 # -- rollout -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
