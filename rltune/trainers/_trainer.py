@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import tempfile
 import time
 import weakref
 from collections import deque
@@ -371,8 +372,10 @@ class Trainer:
         """This trainer's own results directory (created on first use)."""
         if self._logdir is None:
             stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-            self._logdir = self._results_root / f"{self.name}_{self.env_spec.name.replace('/', '_').replace(':', '_')}_{stamp}"
-            self._logdir.mkdir(parents=True, exist_ok=True)
+            env = self.env_spec.name.replace("/", "_").replace(":", "_")
+            self._results_root.mkdir(parents=True, exist_ok=True)
+            # mkdtemp creates the directory exclusively: two trainers never share one.
+            self._logdir = Path(tempfile.mkdtemp(prefix=f"{self.name}_{env}_{stamp}_", dir=self._results_root))
         return self._logdir
 
     @logdir.setter
