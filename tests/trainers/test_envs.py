@@ -1,0 +1,166 @@
+"""Building envs: EnvContext, gymnasium's API check, and envs that raise while sampling."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import cloudpickle
+import pytest
+
+from rltune.errors import EnvError
+from rltune.trainers import PPO, EnvContext
+
+from .envs import CountingEnv, FailingEnv, ObsOutsideSpaceEnv, ResetReturnsObsOnlyEnv
+
+TINY = {
+    "rollout_fragment_length": 10,
+    "train_batch_size": 20,
+    "sgd_minibatch_size": 10,
+    "num_sgd_iter": 1,
+    "model": {"fcnet_hiddens": [8]},
+}
+
+
+# --- EnvContext ---------------------------------------------------------------------
+
+
+def test_env_context_is_the_env_config_dict_plus_attributes():
+    ctx = EnvContext({"a": 1, "b": [2]}, worker_index=2, vector_index=1, num_workers=3)
+    assert isinstance(ctx, dict)
+    assert dict(ctx) == {"a": 1, "b": [2]}
+    assert ctx["a"] == 1 and ctx.get("missing", 5) == 5
+    assert (ctx.worker_index, ctx.vector_index, ctx.num_workers, ctx.recreated) == (2, 1, 3, False)
+    defaults = EnvContext()
+    assert dict(defaults) == {} and (defaults.worker_index, defaults.vector_index, defaults.num_workers) == (0, 0, 0)
+
+
+def test_env_context_copy_with_overrides_keeps_keys_and_attributes():
+    ctx = EnvContext({"a": 1}, worker_index=2, vector_index=1, num_workers=3)
+    other = ctx.copy_with_overrides(vector_index=4, recreated=True)
+    assert dict(other) == {"a": 1}
+    assert (other.worker_index, other.vector_index, other.num_workers, other.recreated) == (2, 4, 3, True)
+    assert (ctx.vector_index, ctx.recreated) == (1, False)  # the original is untouched
+
+
+@pytest.mark.parametrize("roundtrip", [pickle, cloudpickle, "deepcopy"], ids=["pickle", "cloudpickle", "deepcopy"])
+def test_env_context_survives_pickling(roundtrip):
+    ctx = EnvContext({"a": 1}, worker_index=2, vector_index=1, num_workers=3, recreated=True)
+    other = copy.deepcopy(ctx) if roundtrip == "deepcopy" else pickle.loads(roundtrip.dumps(ctx))
+    assert isinstance(other, EnvContext)
+    assert dict(other) == {"a": 1}
+    assert (other.worker_index, other.vector_index, other.num_workers, other.recreated) == (2, 1, 3, True)
+
+
+# --- gymnasium's env checker -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "env_cls, rule",
+    [
+        (ResetReturnsObsOnlyEnv, "reset()"),
+        (ObsOutsideSpaceEnv, "not within the observation space"),
+    ],
+)
+def test_env_breaking_the_gym_api_is_named_with_the_rule(env_cls, rule):
+    with pytest.raises(EnvError) as info:
+        PPO(config=TINY, env=env_cls)
+    message = str(info.value)
+    assert env_cls.__name__ in message
+    assert "worker 0" in message
+    assert rule in message
+    assert "disable_env_checking" in message  # the way out is named
+
+
+def test_env_checker_error_from_a_remote_worker_names_that_worker():
+    with pytest.raises(EnvError) as info:
+        PPO(config={**TINY, "num_workers": 1}, env=ObsOutsideSpaceEnv)
+    message = str(info.value)
+    assert "ObsOutsideSpaceEnv" in message and "worker 1" in message
+    assert "not within the observation space" in message
+
+
+def test_disable_env_checking_skips_the_check():
+    # The obs is out of its Box bounds, which the checker rejects but training tolerates.
+    with PPO(config={**TINY, "disable_env_checking": True}, env=ObsOutsideSpaceEnv) as trainer:
+        result = trainer.train()
+    assert result["timesteps_total"] == 20
+
+
+def test_reset_returning_obs_only_still_fails_clearly_without_the_checker():
+    with PPO(config={**TINY, "disable_env_checking": True}, env=ResetReturnsObsOnlyEnv) as trainer:
+        with pytest.raises(EnvError) as info:
+            trainer.train()
+    message = str(info.value)
+    assert "ResetReturnsObsOnlyEnv" in message and "reset()" in message and "(obs, info)" in message
+
+
+def test_a_valid_env_passes_the_checker():
+    with PPO(config=TINY, env=CountingEnv) as trainer:
+        assert trainer.train()["episode_len_mean"] == 5
+
+
+# --- envs that raise while stepping ----------------------------------------------------
+
+
+def _failing_config(num_workers: int, restart: bool) -> dict:
+    return {
+        **TINY,
+        "num_workers": num_workers,
+        "num_envs_per_worker": 2,
+        # The checker steps the env itself; keep it out so that the step count is exact.
+        "disable_env_checking": True,
+        "restart_failed_sub_environments": restart,
+        "env_config": {"fail_in": "step", "fail_at": 4, "fail_once": True, "episode_len": 100},
+    }
+
+
+@pytest.mark.parametrize("num_workers", [0, 1], ids=["local", "remote"])
+def test_restart_failed_sub_environments_rebuilds_the_env_and_goes_on(num_workers):
+    with PPO(config=_failing_config(num_workers, restart=True), env=FailingEnv) as trainer:
+        worker = num_workers  # the worker that owns the envs: 0 (local) or 1
+        first = trainer.train()
+        assert first["timesteps_this_iter"] == 20
+        contexts = trainer.foreach_env_with_context(lambda env, ctx: (ctx.worker_index, ctx.vector_index, ctx.recreated))
+        assert contexts == [(worker, 0, True), (worker, 1, True)]
+        # The new env instances were built with the recreated context and keep the env_config.
+        described = trainer.foreach_env(lambda env: env.describe())
+        assert [d["recreated"] for d in described] == [True, True]
+        assert all(d["env_config"]["fail_at"] == 4 for d in described)
+        assert sum(r for r in trainer.foreach_worker(lambda w: w.num_env_restarts())) == 2
+        second = trainer.train()
+        assert second["training_iteration"] == 2
+        assert second["timesteps_total"] == 40
+
+
+@pytest.mark.parametrize("num_workers", [0, 1], ids=["local", "remote"])
+def test_env_raising_in_step_without_restart_names_env_and_worker(num_workers):
+    with PPO(config=_failing_config(num_workers, restart=False), env=FailingEnv) as trainer:
+        with pytest.raises(EnvError) as info:
+            trainer.train()
+    message = str(info.value)
+    assert "FailingEnv" in message
+    assert f"worker {num_workers}" in message
+    assert "step()" in message and "boom in step 4" in message
+    assert "restart_failed_sub_environments" in message  # the way out is named
+
+
+def test_env_raising_in_reset_is_rebuilt_too():
+    config = _failing_config(0, restart=True)
+    # reset 1 starts the first episode; reset 2 follows its end after 3 steps.
+    config["env_config"] = {"fail_in": "reset", "fail_at": 2, "episode_len": 3}
+    with PPO(config=config, env=FailingEnv) as trainer:
+        result = trainer.train()
+        assert result["timesteps_this_iter"] == 20
+        assert trainer.foreach_env_with_context(lambda env, ctx: ctx.recreated) == [True, True]
+        assert result["episode_len_mean"] == 3
+
+
+def test_env_raising_in_reset_without_restart_names_the_method():
+    config = _failing_config(0, restart=False)
+    config["env_config"] = {"fail_in": "reset", "fail_at": 2, "episode_len": 3}
+    with PPO(config=config, env=FailingEnv) as trainer:
+        with pytest.raises(EnvError) as info:
+            trainer.train()
+    message = str(info.value)
+    assert "FailingEnv" in message and "worker 0" in message and "reset()" in message and "boom in reset 2" in message
