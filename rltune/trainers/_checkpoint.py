@@ -50,6 +50,13 @@ def write_checkpoint(
 ) -> Path:
     """Write a checkpoint directory at ``path`` atomically (replacing one that exists); return its path."""
     target = Path(path).resolve()
+    if target.exists() and not (target / METADATA_FILE).exists():
+        if not target.is_dir() or any(target.iterdir()):
+            raise CheckpointError(
+                f"cannot save a checkpoint to {str(target)!r}: it exists and is not an rltune checkpoint "
+                "(its files would be lost); choose a new or empty directory"
+            )
+        target.rmdir()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()

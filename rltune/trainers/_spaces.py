@@ -25,7 +25,8 @@ class ObsPreprocessor:
     def __init__(self, space: gym.Space) -> None:
         if not isinstance(space, gym.Space):
             raise SpaceError(f"observation_space must be a gymnasium.Space, but got {space!r}")
-        if not space.is_np_flattenable:
+        unsupported = _unsupported_part(space)
+        if unsupported is not None or not space.is_np_flattenable:
             raise SpaceError(
                 f"observation space {space} is not supported by the built-in models "
                 f"(supported: {SUPPORTED_OBS_SPACES})"
@@ -45,6 +46,17 @@ class ObsPreprocessor:
         if self._is_box:
             return np.asarray(observations, dtype=np.float32).reshape(-1, self.size)
         return np.stack([self(o) for o in observations]).astype(np.float32, copy=False)
+
+
+def _unsupported_part(space: gym.Space) -> gym.Space | None:
+    """The first sub-space the flat preprocessor cannot encode as numbers (Text, Sequence, Graph...)."""
+    if isinstance(space, (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        return None
+    if isinstance(space, gym.spaces.Tuple):
+        return next((p for p in map(_unsupported_part, space.spaces) if p is not None), None)
+    if isinstance(space, gym.spaces.Dict):
+        return next((p for p in map(_unsupported_part, space.spaces.values()) if p is not None), None)
+    return space
 
 
 def check_action_space(space: gym.Space, algorithm: str, allowed: tuple[type, ...]) -> None:

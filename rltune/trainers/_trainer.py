@@ -55,6 +55,21 @@ class StepOutcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _state_dict_mismatch(expected: dict[str, Any], saved: Any) -> str | None:
+    """Why ``saved`` cannot load into a model whose state dict is ``expected`` (None if it can)."""
+    if not isinstance(saved, dict):
+        return "no weights"
+    missing = sorted(set(expected) - set(saved))
+    unexpected = sorted(set(saved) - set(expected))
+    if missing or unexpected:
+        return f"missing {missing}, unexpected {unexpected}"
+    for key, tensor in expected.items():
+        shape = getattr(saved[key], "shape", None)
+        if shape is None or tuple(shape) != tuple(tensor.shape):
+            return f"{key} has shape {None if shape is None else tuple(shape)} in the checkpoint, {tuple(tensor.shape)} here"
+    return None
+
+
 def _mean_or_nan(values: list[float]) -> float:
     return float(np.mean(values)) if values else math.nan
 
@@ -432,15 +447,17 @@ class Trainer:
         missing = set(policies) - set(state.get("policies", {}))
         if missing:
             raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} has no weights for policies {sorted(missing)}")
+        # Check every tensor before loading any, so a failed restore leaves the trainer as it was.
         for pid, policy in policies.items():
-            try:
-                policy.model.load_state_dict(state["policies"][pid])
-            except RuntimeError as exc:
-                first = str(exc).strip().splitlines()
+            problem = _state_dict_mismatch(policy.model.state_dict(), state["policies"][pid])
+            if problem:
                 raise CheckpointError(
                     f"checkpoint {str(checkpoint_path)!r} does not fit this {self.name}'s {pid!r} model "
-                    f"(another env or model config?): {' '.join(first[:3])}"
-                ) from None
+                    f"(another env or model config?): {problem}"
+                )
+        for pid, policy in policies.items():
+            policy.model.load_state_dict(state["policies"][pid])
+            policy.weights_changed()
             if pid in metadata.get("policy_rngs", {}):
                 policy.rng.bit_generator.state = metadata["policy_rngs"][pid]
         try:
