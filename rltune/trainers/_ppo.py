@@ -204,8 +204,11 @@ class PPO(Trainer):
         learn_entropy = entropy_coeff > 0 or cfg.entropy_coeff_schedule is not None
         learn_kl = self.kl_coeff > 0
         stat_sums = torch.zeros(7, device=device)
-        steps = 0
-        for _ in range(cfg.num_sgd_iter):
+        steps = stat_steps = 0
+        for epoch in range(cfg.num_sgd_iter):
+            # Learner stats are means over the minibatches of the last epoch: they describe the
+            # updated policy (the KL that adapts kl_coeff included) and cost nothing in earlier epochs.
+            last_epoch = epoch == cfg.num_sgd_iter - 1
             # A full-batch minibatch needs no shuffling: its mean loss does not depend on the order.
             order = None if full_batch or not cfg.shuffle_sequences else torch.from_numpy(self.rng.permutation(n)).to(device)
             for start in range(0, n - mb + 1, mb):
@@ -236,6 +239,9 @@ class PPO(Trainer):
                 loss.backward()
                 grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip) if cfg.grad_clip else torch.full((), float("nan"))
                 self.optimizer.step()
+                steps += 1
+                if not last_epoch:
+                    continue
                 with torch.no_grad():
                     if not learn_entropy:
                         entropy = dist.entropy().mean()
@@ -243,10 +249,10 @@ class PPO(Trainer):
                         kl = ((ratio - 1.0) - log_ratio).mean()
                     clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
                     stat_sums += torch.stack([loss, -surrogate, vf_loss, entropy, kl, clip_fraction, grad_norm.float()])
-                steps += 1
+                stat_steps += 1
         policy.weights_changed()
         sums = stat_sums.cpu().numpy()
-        total_loss, policy_loss, vf_loss_v, entropy_v, kl_v, clip_frac, gnorm = sums / max(steps, 1)
+        total_loss, policy_loss, vf_loss_v, entropy_v, kl_v, clip_frac, gnorm = sums / max(stat_steps, 1)
         if self.kl_coeff > 0:
             if kl_v > 2.0 * cfg.kl_target:
                 self.kl_coeff *= 1.5

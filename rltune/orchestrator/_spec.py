@@ -1,0 +1,420 @@
+"""Study specs: the fields of a study file (YAML) and of ``tune.run(...)``, validated at the edge.
+
+A study file::
+
+    name: cartpole-ppo-grid            # default: the file's name without .yaml
+    run: PPO                           # trainer name, 'pkg.module:TrainerOrFunction'
+    config:                            # the trainer's config, with search-space entries anywhere
+      env: CartPole-v1
+      lr: {grid_search: [0.01, 0.001, 0.0001]}
+      model: {fcnet_hiddens: {choice: [[64, 64], [256, 256]]}}
+    stop: {episode_reward_mean: 200}   # a trial stops when ANY key reaches its value
+    metric: episode_reward_mean        # reported to Optuna at every iteration
+    mode: max
+    num_samples: 1                     # runs of each grid point (trials, without grid entries)
+    search_alg: tpe                    # grid, random, tpe, gp, cmaes; or {type: tpe, n_startup_trials: 5}
+    scheduler: none                    # (or pruner:) none, median, asha, hyperband; or {type: asha, ...}
+
+:func:`load_study_file` and :func:`make_spec` return a validated
+:class:`StudySpec`; :func:`plan_study` checks what needs more than types (the
+search space, the sampler's and pruner's options, the trainer's config) and
+returns a :class:`StudyPlan`. Every problem found is collected into one
+:class:`~rltune.errors.ConfigError`, each named by its path
+(``config.lr.loguniform: needs [low, high] with 0 < low < high``) and, in a
+file, its line.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rltune.errors import ConfigError
+from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs
+from rltune.orchestrator._stop import StopCriteria
+from rltune.orchestrator._train_file import _describe_yaml_error, _line_of
+
+SAMPLERS = {
+    "grid": "RandomSampler",  # every point is enqueued; the sampler draws nothing
+    "random": "RandomSampler",
+    "tpe": "TPESampler",
+    "gp": "GPSampler",
+    "cmaes": "CmaEsSampler",
+}
+PRUNERS = {
+    "none": "NopPruner",
+    "median": "MedianPruner",
+    "asha": "SuccessiveHalvingPruner",
+    "successive_halving": "SuccessiveHalvingPruner",
+    "hyperband": "HyperbandPruner",
+}
+_ALIASES = {"bayesopt": "gp", "bayesian": "gp", "cma": "cmaes", "cma-es": "cmaes", "sha": "successive_halving",
+            "successivehalving": "successive_halving", "nop": "none", "fifo": "none"}
+
+
+class StudySpec(BaseModel):
+    """Every field of a study; None means not given (the default applies)."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    name: Optional[str] = Field(None, description="Study name: its directory under results_dir and its name in storage.")
+    run: Any = Field(..., description="Trainer name (PPO, DQN), Trainer class, function fn(config, reporter), or 'pkg.module:Name'.")
+    env: Any = Field(None, description="Shorthand for config.env.")
+    config: dict[str, Any] = Field(default_factory=dict, description="The trainable's config, with search-space entries.")
+    stop: Optional[dict[str, Any]] = Field(None, description="A trial stops when ANY result key reaches its value.")
+    metric: str = Field("episode_reward_mean", description="Result key reported to Optuna and optimized.")
+    mode: Literal["max", "min"] = Field("max", description="Maximize or minimize the metric.")
+    num_samples: int = Field(1, ge=1, description="Runs of each grid point; without grid entries, the number of trials.")
+    n_trials: Optional[int] = Field(None, ge=1, description="Total trials of the study (default: grid points x num_samples).")
+    timeout_s: Optional[float] = Field(None, gt=0, description="No new trial starts after this many seconds.")
+    search_alg: Any = Field("tpe", description="grid, random, tpe, gp, cmaes; or {type: NAME, <Optuna sampler options>}.")
+    scheduler: Any = Field(None, description="Pruner: none, median, asha, successive_halving, hyperband; or {type: NAME, ...}.")
+    pruner: Any = Field(None, description="Same as scheduler (Optuna's word).")
+    n_jobs: int = Field(1, ge=1, description="Trials at once (capped by the CPUs: a trial uses 1 + num_workers).")
+    max_concurrent: Optional[int] = Field(None, ge=1, description="Trials at once, ignoring the CPU budget.")
+    checkpoint_freq: int = Field(0, ge=0, description="Checkpoint every N iterations (0: only at the end).")
+    checkpoint_at_end: bool = Field(True, description="Checkpoint a trial when it stops.")
+    keep_checkpoints_num: Optional[int] = Field(None, ge=1, description="Keep only the latest N checkpoints of a trial.")
+    max_failures: int = Field(0, ge=0, description="Restart a failed trial from its last checkpoint up to N times.")
+    trial_timeout_s: Optional[float] = Field(None, gt=0, description="Kill a trial (FAIL) that runs longer than this.")
+    storage: Optional[str] = Field(None, description="Optuna storage URL; default a journal file in the study directory.")
+    results_dir: Optional[str] = Field(None, description="Default $RLTUNE_RESULTS_DIR or ~/rltune_results.")
+    tracking_uri: Optional[str] = Field(None, description="MLflow tracking URI (stored; tracking comes later).")
+    curriculum: Optional[dict[str, Any]] = Field(None, description="Shorthand for config.curriculum (phases).")
+    seed: Optional[int] = Field(None, description="Base seed: the sampler's, and trial n gets seed + n (default 0).")
+
+
+FIELDS = list(StudySpec.model_fields)
+
+
+@dataclass
+class Trainable:
+    """What a trial runs: ``kind`` is ``"trainer"`` or ``"function"``; ``ref`` is shipped to the trial process."""
+
+    kind: str
+    ref: Any  # a trainer name or import string (resolved in the trial), or the class / function itself
+    name: str
+
+
+@dataclass
+class StudyPlan:
+    """A validated study: the spec, its trainable, search space, sampler and pruner (built lazily)."""
+
+    spec: StudySpec
+    trainable: Trainable
+    config: dict[str, Any]
+    space: SearchSpace
+    stop: StopCriteria
+    sampler_name: str
+    sampler_options: dict[str, Any]
+    pruner_name: str
+    pruner_options: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name or "study"
+
+    @property
+    def total_trials(self) -> int:
+        if self.spec.n_trials is not None:
+            return self.spec.n_trials
+        return max(1, len(self.space.grid_points())) * self.spec.num_samples
+
+    @property
+    def direction(self) -> str:
+        return "maximize" if self.spec.mode == "max" else "minimize"
+
+    def make_sampler(self) -> Any:
+        import optuna
+
+        if self.sampler_name == "custom":
+            return self.sampler_options["instance"]
+        options = dict(self.sampler_options)
+        if "seed" in _parameters(getattr(optuna.samplers, SAMPLERS[self.sampler_name])):
+            options.setdefault("seed", self.spec.seed if self.spec.seed is not None else None)
+        return getattr(optuna.samplers, SAMPLERS[self.sampler_name])(**options)
+
+    def make_pruner(self) -> Any:
+        import optuna
+
+        if self.pruner_name == "custom":
+            return self.pruner_options["instance"]
+        return getattr(optuna.pruners, PRUNERS[self.pruner_name])(**self.pruner_options)
+
+    def cpus_per_trial(self, config: dict[str, Any]) -> int:
+        workers = config.get("num_workers", 0) if self.trainable.kind == "trainer" else 0
+        return 1 + (workers if isinstance(workers, int) and workers > 0 else 0)
+
+
+# -- loading ------------------------------------------------------------------------------------
+def load_study_file(path: str | os.PathLike[str], overrides: dict[str, Any] | None = None) -> StudyPlan:
+    """Read, validate and plan a study file; ``overrides`` (from flags) replace its fields.
+
+    Raises one :class:`ConfigError` naming the file and every problem (with its line).
+    """
+    where = f"study file {str(path)!r}"
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise ConfigError("the file does not exist", where=where) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read it ({exc})", where=where) from None
+    try:
+        data = yaml.safe_load(text)
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise ConfigError(_describe_yaml_error(exc), where=where) from None
+    if data is None:
+        raise ConfigError(f"the file is empty; it needs at least 'run' and 'config' (fields: {', '.join(FIELDS)})", where=where)
+    if not isinstance(data, dict):
+        raise ConfigError(f"line 1: must be a mapping of fields ({', '.join(FIELDS)}), but got a {type(data).__name__}", where=where)
+    if len(data) == 1:  # RLlib's layout: {experiment_name: {run: ..., config: ...}}
+        (key, value), = data.items()
+        if key not in FIELDS and isinstance(value, dict) and "run" in value:
+            data = {"name": str(key), **value}
+            root = root.value[0][1]
+    data.setdefault("name", Path(path).stem)
+    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return make_plan(data, where=where, root=root)
+
+
+def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Node | None = None) -> StudyPlan:
+    """Validate the fields of a study (from a file or ``tune.run``) and plan it; one ConfigError with every problem."""
+    try:
+        spec = StudySpec.model_validate(fields)
+    except ValidationError as exc:
+        raise ConfigError([_describe_field_error(root, err) for err in exc.errors()], where=where) from None
+    problems: list[str] = []
+
+    def at(path: tuple[Any, ...], message: str) -> str:
+        line = _line_of(root, path) if root is not None else None
+        return f"line {line}: {message}" if line else message
+
+    config = dict(spec.config)
+    if spec.env is not None:
+        if "env" in config and config["env"] != spec.env:
+            problems.append(at(("env",), f"env is {spec.env!r} but config.env is {config['env']!r}; give the env once"))
+        config["env"] = spec.env
+    if spec.curriculum is not None:
+        if "curriculum" in config:
+            problems.append(at(("curriculum",), "curriculum is given both as a field and in config; give it once"))
+        config["curriculum"] = spec.curriculum
+
+    trainable = None
+    try:
+        trainable = resolve_trainable(spec.run)
+    except ConfigError as exc:
+        problems.extend(at(("run",), f"run: {p}") for p in exc.problems)
+
+    space, space_problems = parse_space(config)
+    problems.extend(at(("config", *_path_of(p)), p) for p in space_problems)
+
+    sampler_name, sampler_options = "tpe", {}
+    try:
+        sampler_name, sampler_options = _choose("search_alg", spec.search_alg, SAMPLERS, "optuna.samplers", "BaseSampler")
+    except ConfigError as exc:
+        problems.extend(at(("search_alg",), p) for p in exc.problems)
+    if sampler_name == "grid" and not space_problems:
+        space, grid_problems = gridify(space)
+        problems.extend(at(("config", *_path_of(p)), p) for p in grid_problems)
+
+    pruner_name, pruner_options = "none", {}
+    if spec.scheduler is not None and spec.pruner is not None:
+        problems.append(at(("pruner",), "scheduler and pruner are the same field; give one"))
+    pruner_field = "pruner" if spec.pruner is not None else "scheduler"
+    pruner_value = spec.pruner if spec.pruner is not None else spec.scheduler
+    if pruner_value is not None:
+        try:
+            pruner_name, pruner_options = _choose(pruner_field, pruner_value, PRUNERS, "optuna.pruners", "BasePruner")
+        except ConfigError as exc:
+            problems.extend(at((pruner_field,), p) for p in exc.problems)
+
+    stop = StopCriteria(None)
+    try:
+        stop = StopCriteria(spec.stop, where="stop")
+    except ConfigError as exc:
+        problems.extend(at(("stop",), f"stop.{p}") for p in exc.problems)
+
+    if not spec.metric:
+        problems.append(at(("metric",), "metric: must be a result key such as episode_reward_mean"))
+    if spec.name is not None and (not spec.name.strip() or "/" in spec.name or spec.name in (".", "..")):
+        problems.append(at(("name",), f"name: must be a non-empty name without '/', but got {spec.name!r}"))
+
+    if trainable is not None and trainable.kind == "trainer" and not space_problems and not problems:
+        if config.get("env") is None:
+            problems.append(at(("config",), f"config.env: {trainable.name} needs an env (e.g. env: CartPole-v1)"))
+        else:
+            problems.extend(at(("config",), p) for p in _validate_trainer_configs(trainable, config, space))
+    if problems:
+        raise ConfigError(problems, where=where)
+    if spec.name is None:
+        from datetime import datetime
+
+        spec = spec.model_copy(update={"name": f"{trainable.name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"})
+    return StudyPlan(spec, trainable, config, space, stop, sampler_name, sampler_options, pruner_name, pruner_options)
+
+
+def _path_of(problem: str) -> tuple[str, ...]:
+    """The config key path at the start of a search-space problem ('config.lr.loguniform: ...' -> ('lr',))."""
+    head = problem.split(":", 1)[0]
+    parts = head.split(".")
+    return tuple(parts[1:])
+
+
+def _describe_field_error(root: yaml.Node | None, err: dict[str, Any]) -> str:
+    loc = err["loc"]
+    path = ".".join(str(p) for p in loc)
+    line = _line_of(root, loc) if root is not None else None
+    at = f"line {line}: " if line else ""
+    if err["type"] == "extra_forbidden":
+        close = difflib.get_close_matches(str(loc[-1]), FIELDS, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else f"the fields are {', '.join(FIELDS)}"
+        return f"{at}{path}: unknown field; {hint}"
+    if err["type"] == "missing":
+        return f"{at}{path}: required (a trainer name such as PPO, 'pkg.module:Name', or a function)"
+    shown = repr(err.get("input"))
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"{at}{path}: {err['msg']} (got {shown})"
+
+
+# -- the trainable ------------------------------------------------------------------------------
+def resolve_trainable(run: Any) -> Trainable:
+    """A trainer (name, class, import string) or a function; ConfigError says which forms are accepted."""
+    if isinstance(run, str):
+        if ":" in run:
+            module, _, attr = run.partition(":")
+            try:
+                obj = getattr(importlib.import_module(module), attr)
+            except (ImportError, AttributeError) as exc:
+                raise ConfigError(f"cannot import {run!r} ({type(exc).__name__}: {exc})") from None
+            kind = _kind_of(obj, run)
+            return Trainable(kind, run, getattr(obj, "name", None) if kind == "trainer" else attr)
+        from rltune.trainers import get_trainer_class
+
+        cls = get_trainer_class(run)  # ConfigError: unknown algorithm, did you mean
+        return Trainable("trainer", cls.name, cls.name)
+    if isinstance(run, type):
+        return Trainable(_kind_of(run, repr(run)), run, getattr(run, "name", run.__name__))
+    if callable(run):
+        return Trainable(_kind_of(run, repr(run)), run, getattr(run, "__name__", "function"))
+    raise ConfigError(
+        f"must be a trainer name (PPO, DQN), a Trainer class, a function fn(config, reporter), "
+        f"or an import string 'pkg.module:Name', but got {run!r}"
+    )
+
+
+def _kind_of(obj: Any, text: str) -> str:
+    if isinstance(obj, type):
+        from rltune.trainers import Trainer
+
+        if issubclass(obj, Trainer):
+            return "trainer"
+        raise ConfigError(f"{text} is a class but not a rltune Trainer subclass")
+    if not callable(obj):
+        raise ConfigError(f"{text} is neither a Trainer class nor a function")
+    try:
+        params = [p for p in inspect.signature(obj).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    except (TypeError, ValueError):
+        return "function"
+    if len(params) > 2:
+        raise ConfigError(f"function {text} must take (config) or (config, reporter), but takes {len(params)} arguments")
+    return "function"
+
+
+def _validate_trainer_configs(trainable: Trainable, config: dict[str, Any], space: SearchSpace) -> list[str]:
+    """Validate the trainer config with the search space's extreme values (unknown keys, bad values)."""
+    from rltune.trainers import get_trainer_class
+
+    cls = get_trainer_class(trainable.ref)
+    problems: list[str] = []
+    for param, candidate in representative_configs(config, space):
+        try:
+            cls.validate(candidate)
+        except ConfigError as exc:
+            for p in exc.problems:
+                text = f"config.{p}" + (f" (with {param} = {_value_at(candidate, param)!r})" if param else "")
+                if text not in problems:
+                    problems.append(text)
+    return problems
+
+
+def _value_at(config: dict[str, Any], name: str) -> Any:
+    node: Any = config
+    for key in name.split("."):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+# -- sampler and pruner -------------------------------------------------------------------------
+def _choose(field: str, value: Any, table: dict[str, str], module: str, base: str) -> tuple[str, dict[str, Any]]:
+    """(name, options) for ``tpe`` / ``{type: tpe, ...}`` / ``{tpe: {...}}`` / an Optuna instance."""
+    optuna_module = importlib.import_module(module) if not isinstance(value, (str, dict)) else None
+    if optuna_module is not None and isinstance(value, getattr(optuna_module, base)):
+        return "custom", {"instance": value}
+    if isinstance(value, str):
+        name, options = value, {}
+    elif isinstance(value, dict) and ("type" in value or "name" in value):
+        key = "type" if "type" in value else "name"
+        name, options = value[key], {k: v for k, v in value.items() if k != key}
+    elif isinstance(value, dict) and len(value) == 1 and isinstance(next(iter(value.values())), (dict, type(None))):
+        (name, options), = value.items()
+        options = options or {}
+    else:
+        raise ConfigError(
+            f"{field}: must be one of {', '.join(table)}, or {{type: NAME, <options>}}, but got {value!r}"
+        )
+    if name is None:
+        name = "none"
+    key = str(name).lower().replace("-", "_")
+    key = _ALIASES.get(key, key)
+    if key not in table:
+        close = difflib.get_close_matches(key, list(table), n=1, cutoff=0.5)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ConfigError(f"{field}: unknown {field} {name!r}; {hint}(one of {', '.join(table)})")
+    cls = getattr(importlib.import_module(module), table[key])
+    allowed = _parameters(cls)
+    problems = []
+    for option in options:
+        if option not in allowed:
+            close = difflib.get_close_matches(option, list(allowed), n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]!r}?" if close else f"options: {', '.join(allowed) or 'none'}"
+            problems.append(f"{field}.{option}: not an option of {key} (Optuna's {table[key]}); {hint}")
+    if not problems:
+        try:
+            cls(**options)
+        except ImportError as exc:
+            problems.append(f"{field}: {key} needs a package that is not installed ({exc})")
+        except (TypeError, ValueError) as exc:
+            problems.append(f"{field}: invalid options for {key} (Optuna's {table[key]}): {exc}")
+    if key == "grid" and options:
+        problems.append(f"{field}: grid takes no options, but got {', '.join(options)}")
+    if problems:
+        raise ConfigError(problems)
+    return key, dict(options)
+
+
+def _parameters(cls: type) -> list[str]:
+    return [n for n, p in inspect.signature(cls).parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def finite(value: Any) -> float | None:
+    """``value`` as a finite float, or None (NaN, inf, missing, not a number)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
