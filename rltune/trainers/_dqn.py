@@ -150,7 +150,8 @@ class DQN(Trainer):
         policy = self.get_policy()
         self.target_model = copy.deepcopy(policy.model)
         self.target_model.requires_grad_(False)
-        self.optimizer = make_adam(policy.model.parameters(), lr=self.cfg.lr)
+        self._params = list(policy.model.parameters())
+        self.optimizer = make_adam(self._params, lr=self.cfg.lr)
         self.buffer = ReplayBuffer(self.cfg.replay_buffer_config.capacity)
         self.last_target_update = 0
         self.num_target_updates = 0
@@ -232,7 +233,7 @@ class DQN(Trainer):
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip:
-            torch.nn.utils.clip_grad_norm_(policy.model.parameters(), cfg.grad_clip)
+            torch.nn.utils.clip_grad_norm_(self._params, cfg.grad_clip)
         self.optimizer.step()
         self.num_grad_steps += 1
         if not with_stats:

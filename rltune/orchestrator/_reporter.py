@@ -1,0 +1,266 @@
+"""The trial side of a trial process: the :class:`Reporter` handed to function trainables.
+
+A function trainable is ``fn(config, reporter)``::
+
+    def train_fn(config, reporter):
+        start = 0
+        if reporter.restored_checkpoint:                 # a resumed or retried trial
+            with open(os.path.join(reporter.restored_checkpoint, "state.json")) as f:
+                start = json.load(f)["step"]
+        for step in range(start, 100):
+            score = ...
+            reporter(score=score)                        # one result; may end the trial (TrialStopped)
+            if reporter.should_checkpoint:               # checkpoint_freq, or the study asks for one
+                with reporter.checkpoint_dir() as d:     # written atomically as checkpoint_<iteration>
+                    with open(os.path.join(d, "state.json"), "w") as f:
+                        json.dump({"step": step + 1}, f)
+
+``reporter(**result)`` sends one result to the orchestrator and waits for its
+decision: it returns to go on, or raises :class:`TrialStopped` when the trial
+ends (a stop criterion met, pruned, Ctrl-C). ``TrialStopped`` is a
+``BaseException`` so that ``except Exception`` in user code does not swallow
+it; catch it only to write a last checkpoint (``stop.checkpoint`` says whether
+one is wanted), then re-raise or return. ``fn(config)`` with one argument
+reports with :func:`rltune.tune.report` instead.
+
+Invariants: ``training_iteration`` counts reports (continued after a restore
+from the checkpoint's iteration); a checkpoint directory appears under its
+final name only once complete; results are also appended to the trial's
+``result.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import time
+import uuid
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Iterator
+
+CHECKPOINT_PREFIX = "checkpoint_"
+RESULT_FILE = "result.json"
+
+_current: "Reporter | None" = None
+
+
+class TrialStopped(BaseException):
+    """Raised by ``reporter(...)`` when the orchestrator ends the trial; ``checkpoint``: a last one is wanted."""
+
+    def __init__(self, reason: str, checkpoint: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.checkpoint = checkpoint
+
+
+class Reporter:
+    """Reports a trial's results to the orchestrator and commits its checkpoints (one per trial process)."""
+
+    def __init__(
+        self,
+        conn: Connection | None,
+        *,
+        trial_dir: str | os.PathLike[str],
+        trial_number: int = 0,
+        seed: int | None = None,
+        restored_checkpoint: str | None = None,
+        start_iteration: int = 0,
+        checkpoint_freq: int = 0,
+        keep_checkpoints_num: int | None = None,
+    ) -> None:
+        self._conn = conn
+        self.trial_dir = Path(trial_dir)
+        self.trial_number = trial_number
+        self.seed = seed
+        self.restored_checkpoint = restored_checkpoint
+        self.iteration = start_iteration
+        self.checkpoint_freq = checkpoint_freq
+        self.keep_checkpoints_num = keep_checkpoints_num
+        self._start = time.time()
+        self._last = self._start
+        self._checkpoint_wanted = False
+        self._saved_at = start_iteration if restored_checkpoint else -1
+        self.trial_dir.mkdir(parents=True, exist_ok=True)
+        self._results = open(self.trial_dir / RESULT_FILE, "a")
+
+    # -- reporting ----------------------------------------------------------------------------
+    def __call__(self, **result: Any) -> None:
+        """Report one result; returns to go on, raises :class:`TrialStopped` when the trial ends."""
+        now = time.time()
+        if "training_iteration" in result and isinstance(result["training_iteration"], int):
+            self.iteration = result["training_iteration"]
+        else:
+            self.iteration += 1
+            result["training_iteration"] = self.iteration
+        result.setdefault("time_this_iter_s", now - self._last)
+        result.setdefault("time_total_s", now - self._start)
+        result.setdefault("timestamp", now)
+        result.setdefault("trial_number", self.trial_number)
+        self._last = now
+        self._results.write(json.dumps(json_safe(result), allow_nan=True) + "\n")
+        self._results.flush()
+        self._checkpoint_wanted = bool(self.checkpoint_freq) and self.iteration % self.checkpoint_freq == 0
+        if self._conn is None:
+            return
+        self._conn.send_bytes(_dumps(("result", result)))
+        decision = _loads(self._conn.recv_bytes())
+        if decision[0] == "stop":
+            self._checkpoint_wanted = self._checkpoint_wanted or bool(decision[2])
+            raise TrialStopped(decision[1], self._checkpoint_wanted)
+
+    report = __call__
+
+    @property
+    def should_checkpoint(self) -> bool:
+        """True when a checkpoint of the iteration just reported is due (checkpoint_freq) or asked for."""
+        return self._checkpoint_wanted and self._saved_at != self.iteration
+
+    # -- checkpoints --------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def checkpoint_dir(self) -> Iterator[str]:
+        """A directory to write a checkpoint in; on exit it becomes ``checkpoint_<iteration>`` atomically."""
+        final = self.trial_dir / f"{CHECKPOINT_PREFIX}{self.iteration:06d}"
+        tmp = self.trial_dir / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        try:
+            yield str(tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self.commit_checkpoint(tmp, final)
+
+    def save_trainer(self, trainer: Any) -> str | None:
+        """Checkpoint a rltune Trainer as ``checkpoint_<iteration>`` (once per iteration)."""
+        if self._saved_at == self.iteration:
+            return None
+        final = self.trial_dir / f"{CHECKPOINT_PREFIX}{self.iteration:06d}"
+        tmp = self.trial_dir / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
+        trainer.save(tmp)
+        return self.commit_checkpoint(tmp, final)
+
+    def commit_checkpoint(self, tmp: Path, final: Path) -> str:
+        if final.exists():
+            old = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
+            os.rename(final, old)
+            os.rename(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, final)
+        self._saved_at = self.iteration
+        self._checkpoint_wanted = False
+        if self.keep_checkpoints_num:
+            for old in list_checkpoints(self.trial_dir)[: -self.keep_checkpoints_num]:
+                shutil.rmtree(old[1], ignore_errors=True)
+        if self._conn is not None:
+            self._conn.send_bytes(_dumps(("checkpoint", str(final), self.iteration)))
+        return str(final)
+
+    def close(self) -> None:
+        self._results.close()
+
+
+def list_checkpoints(trial_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """The committed checkpoints of a trial directory as ``(iteration, path)``, oldest first."""
+    found = []
+    directory = Path(trial_dir)
+    if not directory.is_dir():
+        return []
+    for path in directory.glob(f"{CHECKPOINT_PREFIX}*"):
+        suffix = path.name[len(CHECKPOINT_PREFIX):]
+        if path.is_dir() and suffix.isdigit():
+            found.append((int(suffix), path))
+    return sorted(found)
+
+
+def latest_checkpoint(trial_dir: str | os.PathLike[str]) -> tuple[int, str] | None:
+    found = list_checkpoints(trial_dir)
+    return (found[-1][0], str(found[-1][1])) if found else None
+
+
+def truncate_results(trial_dir: str | os.PathLike[str], iteration: int) -> None:
+    """Keep the lines of ``result.json`` up to ``iteration`` (a trial restarting from a checkpoint)."""
+    path = Path(trial_dir) / RESULT_FILE
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            if int(json.loads(line).get("training_iteration", 0)) <= iteration:
+                kept.append(line)
+        except (ValueError, TypeError, AttributeError):
+            continue
+    path.write_text("".join(line + "\n" for line in kept))
+
+
+def report(**result: Any) -> None:
+    """Report one result from a function trainable ``fn(config)`` that takes no reporter."""
+    if _current is None:
+        raise RuntimeError("tune.report() is only available inside a trial started by tune.run")
+    _current(**result)
+
+
+def json_safe(value: Any) -> Any:
+    """A JSON form of a config or result value: numpy scalars as numbers, classes as 'module:qualname'."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "shape", None) == ():
+        try:
+            return json_safe(item())
+        except (TypeError, ValueError):
+            pass
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        try:
+            return json_safe(tolist())
+        except (TypeError, ValueError):
+            pass
+    module = getattr(value, "__module__", None)
+    qualname = getattr(value, "__qualname__", None)
+    if module and qualname and "<" not in qualname and module != "__main__":
+        return f"{module}:{qualname}"
+    return repr(value)
+
+
+def scalars(result: dict[str, Any], prefix: str = "") -> dict[str, float | int | str | bool | None]:
+    """The scalar leaves of a nested result as ``a/b/c`` keys (lists such as hist_stats left out)."""
+    out: dict[str, Any] = {}
+    for key, value in result.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(scalars(value, name + "/"))
+        elif isinstance(value, float) and not math.isfinite(value):
+            out[name] = None
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            out[name] = value
+        else:
+            safe = json_safe(value)
+            if safe is None or isinstance(safe, (bool, int, float, str)):
+                out[name] = safe
+    return out
+
+
+def _dumps(message: Any) -> bytes:
+    import pickle
+
+    try:
+        return pickle.dumps(message)
+    except Exception:  # a result value that does not pickle: send its JSON form
+        kind, *rest = message
+        return pickle.dumps((kind, *[json_safe(r) for r in rest]))
+
+
+def _loads(data: bytes) -> Any:
+    import pickle
+
+    return pickle.loads(data)

@@ -1,0 +1,163 @@
+"""A trial in its own process: started with ``subprocess``, driven over a socket by the orchestrator.
+
+The orchestrator (:mod:`rltune.orchestrator._runner`) starts
+``python -c "...; trial_entry(fd)"`` with a connected socket, sends
+``sys.path`` and a cloudpickled init dict (the trainable, its config, the
+trial directory, the checkpoint to restore). The trial then sends, in order:
+
+- ``("result", result)`` after every iteration, and waits for
+  ``("continue",)`` or ``("stop", reason, want_checkpoint)``;
+- ``("checkpoint", path, iteration)`` when a checkpoint is committed;
+- ``("done",)`` when the trainable returns or was stopped, or
+  ``("error", traceback_text)`` when it raised; then it exits.
+
+A crash (segfault, ``os._exit``) ends the process without ``done``: the
+orchestrator sees the socket close and the exit code. Subprocess rather
+than multiprocessing: the user's script is never re-imported, so it needs
+no ``if __name__ == "__main__"`` guard. The trial ignores SIGINT (the
+orchestrator turns Ctrl-C into a "stop with checkpoint" decision) and exits
+if the orchestrator dies (its parent pid changes), so it never outlives it.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import signal
+import sys
+import threading
+import time
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any
+
+from rltune.orchestrator import _reporter
+from rltune.orchestrator._reporter import Reporter, TrialStopped, truncate_results
+
+
+def trial_entry(fd: int) -> None:
+    """Entry point of a trial process: read sys.path and the init payload, run the trainable, report."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _watch_parent(os.getppid())
+    conn = Connection(fd)
+    try:
+        sys.path[:] = pickle.loads(conn.recv_bytes())
+        payload = conn.recv_bytes()
+    except (EOFError, OSError):
+        os._exit(1)
+    try:
+        import cloudpickle
+
+        init = cloudpickle.loads(payload)
+    except BaseException:
+        _send(conn, ("error", "the trial could not be unpickled:\n" + traceback.format_exc()))
+        os._exit(1)
+    code = run(conn, init)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def run(conn: Connection | None, init: dict[str, Any]) -> int:
+    """Run one trial attempt; the exit status of the process (0: done or stopped, 1: the trainable raised)."""
+    restore = init.get("restore")
+    start_iteration = int(init.get("start_iteration") or 0)
+    truncate_results(init["trial_dir"], start_iteration if restore else 0)
+    reporter = Reporter(
+        conn,
+        trial_dir=init["trial_dir"],
+        trial_number=init.get("trial_number", 0),
+        seed=init.get("seed"),
+        restored_checkpoint=restore,
+        start_iteration=start_iteration if restore else 0,
+        checkpoint_freq=init.get("checkpoint_freq", 0),
+        keep_checkpoints_num=init.get("keep_checkpoints_num"),
+    )
+    _reporter._current = reporter
+    _seed_everything(init.get("seed"))
+    try:
+        if init["kind"] == "trainer":
+            run_trainer(init["ref"], init["config"], reporter)
+        else:
+            fn = init["ref"]
+            if _takes_reporter(fn):
+                fn(init["config"], reporter)
+            else:
+                fn(init["config"])
+    except TrialStopped:
+        pass
+    except BaseException:
+        _send(conn, ("error", traceback.format_exc()))
+        return 1
+    finally:
+        reporter.close()
+    _send(conn, ("done",))
+    return 0
+
+
+def run_trainer(ref: Any, config: dict[str, Any], reporter: Reporter) -> None:
+    """The loop of a rltune Trainer as a function trainable: train, report, checkpoint when due or asked."""
+    from rltune.trainers import get_trainer_class
+
+    cls = get_trainer_class(ref) if isinstance(ref, str) else ref
+    trainer = cls(config=config, results_dir=str(reporter.trial_dir))
+    try:
+        trainer.logdir = reporter.trial_dir
+        if reporter.restored_checkpoint:
+            trainer.restore(reporter.restored_checkpoint)
+        while True:
+            result = trainer.train()
+            try:
+                reporter(**result)
+            except TrialStopped as stop:
+                if stop.checkpoint:
+                    reporter.save_trainer(trainer)
+                raise
+            if reporter.should_checkpoint:
+                reporter.save_trainer(trainer)
+    finally:
+        trainer.stop()
+
+
+def _takes_reporter(fn: Any) -> bool:
+    import inspect
+
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return True
+    return len(params) >= 2
+
+
+def _seed_everything(seed: int | None) -> None:
+    """Seed Python's RNG, and numpy's and torch's global RNGs when the trainable imported them."""
+    if seed is None:
+        return
+    random.seed(seed)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(seed % 2**32)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(seed)
+
+
+def _send(conn: Connection | None, message: Any) -> None:
+    if conn is None:
+        return
+    try:
+        conn.send_bytes(pickle.dumps(message))
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def _watch_parent(parent: int) -> None:
+    """Exit when the orchestrator dies (e.g. kill -9): its pid is no longer our parent."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="rltune-parent-watch", daemon=True).start()
