@@ -156,8 +156,15 @@ class StudyPlan:
 
 
 # -- loading ------------------------------------------------------------------------------------
-def load_study_file(path: str | os.PathLike[str], overrides: dict[str, Any] | None = None) -> StudyPlan:
+def load_study_file(
+    path: str | os.PathLike[str],
+    overrides: dict[str, Any] | None = None,
+    *,
+    config_overrides: dict[str, Any] | None = None,
+) -> StudyPlan:
     """Read, validate and plan a study file; ``overrides`` (from flags) replace its fields.
+
+    ``config_overrides`` is merged into the file's config (nested dicts key by key).
 
     Raises one :class:`ConfigError` naming the file and every problem (with its line).
     """
@@ -184,6 +191,8 @@ def load_study_file(path: str | os.PathLike[str], overrides: dict[str, Any] | No
             root = root.value[0][1]
     data.setdefault("name", Path(path).stem)
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    if config_overrides:
+        data["config"] = _deep_merge(data.get("config") if isinstance(data.get("config"), dict) else {}, config_overrides)
     return make_plan(data, where=where, root=root)
 
 
@@ -261,6 +270,16 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
 
         spec = spec.model_copy(update={"name": f"{trainable.name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"})
     return StudyPlan(spec, trainable, config, space, stop, sampler_name, sampler_options, pruner_name, pruner_options)
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _path_of(problem: str) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""The ``rltune`` command line: ``rltune train`` (one trial) and ``rltune rollout`` (evaluate a checkpoint).
+"""The ``rltune`` command line: ``train`` (one trial), ``tune`` (a study), ``studies``, ``show``, ``rollout``.
 
 Each subcommand is one ``_add_<name>_parser`` function that declares its
 flags and sets ``handler`` to a ``_<name>(args) -> exit status`` function;
@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rltune {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_train_parser(commands)
+    _add_tune_parser(commands)
+    _add_studies_parser(commands)
+    _add_show_parser(commands)
     _add_rollout_parser(commands)
     return parser
 
@@ -260,6 +263,138 @@ def _print_result(result: dict[str, Any]) -> None:
         f"  {get('env_steps_per_s', '8,.0f')} steps/s",
         flush=True,
     )
+
+
+# -- rltune tune ---------------------------------------------------------------------------
+def _add_tune_parser(commands: Any) -> None:
+    p = commands.add_parser(
+        "tune",
+        help="run a study: trials searched and pruned by Optuna",
+        description=(
+            "Run the study of a study file (see studies/): trials of a trainer or function, each in its own\n"
+            "process, with grid/random/TPE/GP/CMA-ES search and median/ASHA/Hyperband pruning. It writes\n"
+            "<results-dir>/<name>/ with the Optuna storage (study.journal), one directory per trial and\n"
+            "best_config.yaml (the best trial as a 'rltune train -f' file). Ctrl-C checkpoints the running\n"
+            "trials and stops; --resume continues the study. Flags override the file's fields."
+        ),
+        epilog=(
+            "examples:\n"
+            "  rltune tune studies/cartpole-ppo-grid.yaml\n"
+            "  rltune tune studies/cartpole-ppo-tpe-asha.yaml --n-trials 20 --n-jobs 2\n"
+            "  rltune tune studies/cartpole-ppo-tpe-asha.yaml --resume\n"
+            "  rltune train -f ~/rltune_results/cartpole-ppo-grid/best_config.yaml"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("study", metavar="STUDY.yaml", help="study file")
+    p.add_argument("--n-trials", type=int, metavar="N", help="total trials of the study (default: grid points x num_samples)")
+    p.add_argument("--timeout", type=float, metavar="SECONDS", help="start no new trial after this many seconds")
+    p.add_argument("--n-jobs", type=int, metavar="N", help="trials at once (within the CPU budget: 1 + num_workers each)")
+    p.add_argument("--max-concurrent", type=int, metavar="N", help="trials at once, ignoring the CPU budget")
+    p.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: a journal file in the study directory)")
+    p.add_argument("--resume", action="store_true", help="continue the study: keep finished trials, resume interrupted ones")
+    p.add_argument("--results-dir", metavar="DIR", help="default: $RLTUNE_RESULTS_DIR or ~/rltune_results")
+    p.add_argument("--name", help="study name (default: the file's name field, or its file name)")
+    p.add_argument("--num-samples", type=int, metavar="N", help="runs of each grid point")
+    p.add_argument("--stop", metavar="JSON", help="stop criteria of every trial, replacing the file's")
+    p.add_argument("--config", metavar="JSON", help="merged into the file's config")
+    p.add_argument("--tracking-uri", metavar="URI", help="MLflow tracking URI (stored with the study)")
+    p.add_argument("--quiet", action="store_true", help="plain lines instead of the live view")
+    p.set_defaults(handler=_tune)
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from rltune.orchestrator._spec import load_study_file
+    from rltune.tune import run_plan
+
+    for flag in ("n_trials", "n_jobs", "max_concurrent", "num_samples"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise ConfigError(f"must be >= 1, but got {value}", where="--" + flag.replace("_", "-"))
+    if args.timeout is not None and args.timeout <= 0:
+        raise ConfigError(f"must be > 0, but got {args.timeout}", where="--timeout")
+    overrides = {
+        "n_trials": args.n_trials,
+        "timeout_s": args.timeout,
+        "n_jobs": args.n_jobs,
+        "storage": args.storage,
+        "results_dir": args.results_dir,
+        "name": args.name,
+        "num_samples": args.num_samples,
+        "stop": _json_object(args.stop, "--stop"),
+        "tracking_uri": args.tracking_uri,
+    }
+    plan = load_study_file(args.study, overrides, config_overrides=_json_object(args.config, "--config"))
+    analysis = run_plan(plan, resume=args.resume, verbose=1, quiet=args.quiet, max_concurrent=args.max_concurrent)
+    if analysis.interrupted:
+        print(f"resume with: rltune tune {args.study} --resume"
+              + (f" --results-dir {args.results_dir}" if args.results_dir else "")
+              + (f" --name {args.name}" if args.name else ""), flush=True)
+        return EXIT_INTERRUPTED
+    return 0
+
+
+# -- rltune studies / show -----------------------------------------------------------------
+def _add_studies_parser(commands: Any) -> None:
+    p = commands.add_parser(
+        "studies",
+        help="list the studies of a results directory: trials by state, best value",
+        description="List the studies under the results directory with their trial counts by state and best value.",
+    )
+    p.add_argument("--results-dir", metavar="DIR", help="default: $RLTUNE_RESULTS_DIR or ~/rltune_results")
+    p.set_defaults(handler=_studies)
+
+
+def _studies(args: argparse.Namespace) -> int:
+    from rltune.orchestrator._listing import STATES, find_study_dirs, results_root, summarize
+
+    dirs = find_study_dirs(args.results_dir)
+    if not dirs:
+        print(f"no studies in {results_root(args.results_dir)}")
+        return 0
+    header = f"{'study':30} {'trials':>6} " + " ".join(f"{s.lower():>11}" for s in STATES) + f"  {'best':>12}  metric"
+    print(header)
+    for directory in dirs:
+        try:
+            s = summarize(directory)
+        except RLTuneError as exc:
+            print(f"{directory.name:30} (unreadable: {exc})")
+            continue
+        best = f"{s.best_value:.6g}" if s.best_value is not None else "-"
+        best += f" (#{s.best_trial})" if s.best_trial is not None else ""
+        print(f"{s.name:30} {sum(s.counts.values()):>6} " + " ".join(f"{s.counts.get(state, 0):>11}" for state in STATES)
+              + f"  {best:>12}  {s.mode} {s.metric}")
+    return 0
+
+
+def _add_show_parser(commands: Any) -> None:
+    p = commands.add_parser(
+        "show",
+        help="print the trials table of a study",
+        description="Print every trial of a study: state, iterations, metric, params, checkpoint or error.",
+    )
+    p.add_argument("study", metavar="STUDY", help="study name (under --results-dir) or study directory")
+    p.add_argument("--results-dir", metavar="DIR", help="default: $RLTUNE_RESULTS_DIR or ~/rltune_results")
+    p.add_argument("--storage", metavar="URL", help="the study's storage, if not the one in its directory")
+    p.set_defaults(handler=_show)
+
+
+def _show(args: argparse.Namespace) -> int:
+    from rltune.orchestrator._listing import load_study, resolve_study_dir, trial_rows
+
+    directory = resolve_study_dir(args.study, args.results_dir)
+    study, info = load_study(directory, args.storage)
+    metric = info.get("metric", "value")
+    rows = trial_rows(study, metric)
+    print(f"study {info['name']!r} ({info.get('mode', 'max')} {metric}), {len(rows)} trials, directory {directory}")
+    print(f"{'trial':>5}  {'state':11} {'iter':>5}  {metric[:20]:>20}  params / checkpoint or error")
+    for row in rows:
+        value = row[metric]
+        shown = f"{value:.6g}" if isinstance(value, (int, float)) else "-"
+        params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
+        tail = f"error: {row['error']}" if row["state"] == "FAIL" and row["error"] else (row["checkpoint"] or "")
+        print(f"{row['trial']:>5}  {row['state']:11} {row['iter'] or 0:>5}  {shown:>20}  {params}" + (f"  {tail}" if tail else ""))
+    return 0
 
 
 # -- rltune rollout ------------------------------------------------------------------------

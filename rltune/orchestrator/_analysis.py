@@ -1,0 +1,158 @@
+"""What a study returns: :class:`Analysis` (the Optuna study, every trial, the best one) and ``best_config.yaml``.
+
+Trials come from storage, so an analysis of a resumed study holds the
+trials of every session. A trial's ``last_result`` is the full result
+dict for trials run by this process and the stored one (without
+``hist_stats``) for trials of an earlier session.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rltune.orchestrator._reporter import json_safe, latest_checkpoint
+
+
+@dataclass
+class TrialRecord:
+    """One trial of a study: ``number``, ``config``, ``state`` (COMPLETE, PRUNED, FAIL, RUNNING, ...),
+    ``value`` (the metric Optuna holds), ``last_result``, ``checkpoint`` (latest), ``trial_dir``, ``error``."""
+
+    number: int
+    state: str
+    config: dict[str, Any]
+    params: dict[str, Any]
+    value: float | None
+    last_result: dict[str, Any] | None
+    checkpoint: str | None
+    trial_dir: str | None
+    seed: int | None = None
+    error: str | None = None
+    interrupted: bool = False
+
+    @property
+    def training_iteration(self) -> int:
+        return int((self.last_result or {}).get("training_iteration") or 0)
+
+
+@dataclass
+class Analysis:
+    """The outcome of ``tune.run``: ``study`` (optuna.Study), ``trials`` and the best trial's config, result, checkpoint."""
+
+    study: Any
+    trials: list[TrialRecord]
+    metric: str
+    mode: str
+    study_dir: Path
+    best_trial: TrialRecord | None = None
+    interrupted: bool = False
+    best_config_path: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def best_config(self) -> dict[str, Any] | None:
+        return self.best_trial.config if self.best_trial else None
+
+    @property
+    def best_result(self) -> dict[str, Any] | None:
+        return self.best_trial.last_result if self.best_trial else None
+
+    @property
+    def best_checkpoint(self) -> str | None:
+        return self.best_trial.checkpoint if self.best_trial else None
+
+    @property
+    def best_value(self) -> float | None:
+        return self.best_trial.value if self.best_trial else None
+
+    def counts(self) -> dict[str, int]:
+        """Number of trials by state."""
+        counts: dict[str, int] = {}
+        for t in self.trials:
+            counts[t.state] = counts.get(t.state, 0) + 1
+        return counts
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(self.counts().items()))
+        best = f", best {self.metric}={self.best_value:g} (trial {self.best_trial.number})" if self.best_trial else ""
+        return f"Analysis({self.study.study_name!r}: {counts or 'no trials'}{best})"
+
+
+def build_analysis(runner: Any) -> Analysis:
+    """An :class:`Analysis` of the runner's study, from storage and this run's in-memory results."""
+    from optuna.trial import TrialState
+
+    from rltune.orchestrator._runner import decode_trial_config
+
+    plan, study = runner.plan, runner.study
+    records = []
+    for frozen in study.get_trials(deepcopy=False):
+        if frozen.state == TrialState.WAITING:
+            continue
+        attrs = frozen.user_attrs
+        config = runner.configs.get(frozen.number)
+        if config is None:
+            try:
+                config = decode_trial_config(plan, frozen)
+            except Exception:  # the study file changed since: show what was stored
+                config = attrs.get("config", {})
+        trial_dir = attrs.get("trial_dir") or str(runner.study_dir / f"trial_{frozen.number:05d}")
+        found = latest_checkpoint(trial_dir)
+        checkpoint = found[1] if found else attrs.get("checkpoint")
+        records.append(TrialRecord(
+            number=frozen.number,
+            state=frozen.state.name,
+            config=config,
+            params=dict(frozen.params),
+            value=frozen.value if frozen.state == TrialState.COMPLETE else (frozen.value if frozen.values else None),
+            last_result=runner.results.get(frozen.number, attrs.get("last_result")),
+            checkpoint=checkpoint if checkpoint and os.path.isdir(checkpoint) else None,
+            trial_dir=trial_dir,
+            seed=attrs.get("seed"),
+            error=attrs.get("error"),
+            interrupted=bool(attrs.get("interrupted")) and frozen.state == TrialState.RUNNING,
+        ))
+    best = None
+    complete = [r for r in records if r.state == "COMPLETE" and r.value is not None]
+    if complete:
+        pick = max if plan.spec.mode == "max" else min
+        best = pick(complete, key=lambda r: r.value)
+    analysis = Analysis(study, records, plan.spec.metric, plan.spec.mode, runner.study_dir, best, runner.interrupted)
+    if best is not None:
+        analysis.best_config_path = write_best_config(analysis, plan)
+    return analysis
+
+
+def write_best_config(analysis: Analysis, plan: Any) -> Path:
+    """Write ``best_config.yaml``: the best trial as a ``rltune train -f`` file (with its seed)."""
+    best = analysis.best_trial
+    spec = plan.spec
+    trainable = plan.trainable
+    run = trainable.ref if isinstance(trainable.ref, str) else json_safe(trainable.ref)
+    fields: dict[str, Any] = {"name": f"{plan.name}-best", "run": run}
+    config = json_safe(best.config)
+    fields["config"] = config
+    if spec.stop:
+        fields["stop"] = dict(spec.stop)
+    fields["checkpoint_at_end"] = True
+    if spec.checkpoint_freq:
+        fields["checkpoint_freq"] = spec.checkpoint_freq
+    header = [
+        f"# The best trial of study {plan.name!r}: trial {best.number}, {analysis.metric} = {best.value:g} ({analysis.mode}).",
+        f"# Checkpoint: {best.checkpoint or 'none'}",
+    ]
+    if trainable.kind == "trainer":
+        header.append(f"# Re-run it as it ran (same config and seed): rltune train -f {analysis.study_dir / 'best_config.yaml'}")
+    else:
+        header.append("# run is a function trainable: 'rltune train' runs trainers only; re-run it with tune.run(config=...).")
+    path = analysis.study_dir / "best_config.yaml"
+    text = "\n".join(header) + "\n" + yaml.safe_dump(fields, sort_keys=False, default_flow_style=None)
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,132 @@
+"""Reading studies back for ``rltune studies`` and ``rltune show``: trial counts, best values, trial tables.
+
+A study directory has a ``study.json`` naming its storage (the journal
+file beside it, or an Optuna URL); studies are found by scanning the
+results directory for those files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rltune.errors import ConfigError
+from rltune.orchestrator._runner import JOURNAL_FILE, STUDY_FILE, open_storage, owner_alive
+from rltune.orchestrator._trial import default_results_dir
+
+STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "INTERRUPTED")
+
+
+@dataclass
+class StudySummary:
+    name: str
+    directory: Path
+    counts: dict[str, int]
+    best_value: float | None
+    best_trial: int | None
+    metric: str
+    mode: str
+
+
+def results_root(results_dir: str | None) -> Path:
+    return Path(os.path.expanduser(results_dir)) if results_dir else default_results_dir()
+
+
+def find_study_dirs(results_dir: str | None) -> list[Path]:
+    root = results_root(results_dir)
+    if not root.is_dir():
+        return []
+    return sorted(p.parent for p in root.glob(f"*/{STUDY_FILE}"))
+
+
+def load_study(directory: Path, storage: str | None = None) -> tuple[Any, dict[str, Any]]:
+    """The optuna.Study of a study directory (and its study.json)."""
+    import optuna
+
+    from rltune.orchestrator._runner import _quiet_optuna
+
+    _quiet_optuna()
+    info_path = directory / STUDY_FILE
+    try:
+        info = json.loads(info_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{info_path} cannot be read ({exc})", where="study") from None
+    url = storage or info.get("storage")
+    if not url:
+        journal = info.get("journal") or JOURNAL_FILE
+        url = journal if os.path.isabs(journal) else str(directory / journal)
+    try:
+        study = optuna.load_study(study_name=info["name"], storage=open_storage(url, directory))
+    except KeyError:
+        raise ConfigError(f"study {info.get('name')!r} is not in its storage {url}", where="study") from None
+    return study, info
+
+
+def state_of(frozen: Any) -> str:
+    """COMPLETE, PRUNED, FAIL, RUNNING, WAITING, or INTERRUPTED (RUNNING with no live owner)."""
+    state = frozen.state.name
+    if state == "RUNNING" and not owner_alive(frozen.user_attrs.get("owner"), run_id=""):
+        return "INTERRUPTED"
+    return state
+
+
+def summarize(directory: Path, storage: str | None = None) -> StudySummary:
+    study, info = load_study(directory, storage)
+    counts: dict[str, int] = {}
+    best_value = best_trial = None
+    mode = info.get("mode", "max")
+    for frozen in study.get_trials(deepcopy=False):
+        state = state_of(frozen)
+        if state == "WAITING":
+            continue
+        counts[state] = counts.get(state, 0) + 1
+        if state == "COMPLETE" and frozen.value is not None:
+            if best_value is None or (frozen.value > best_value if mode == "max" else frozen.value < best_value):
+                best_value, best_trial = frozen.value, frozen.number
+    return StudySummary(info["name"], directory, counts, best_value, best_trial, info.get("metric", "?"), mode)
+
+
+def resolve_study_dir(study: str, results_dir: str | None) -> Path:
+    """A study given by name (under the results directory) or by its directory."""
+    path = Path(os.path.expanduser(study))
+    if (path / STUDY_FILE).exists():
+        return path
+    candidate = results_root(results_dir) / study
+    if (candidate / STUDY_FILE).exists():
+        return candidate
+    known = [p.name for p in find_study_dirs(results_dir)]
+    import difflib
+
+    close = difflib.get_close_matches(study, known, n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]!r}?" if close else (f" (studies: {', '.join(known)})" if known else "")
+    raise ConfigError(f"no study {study!r} in {results_root(results_dir)}{hint}", where="study")
+
+
+def trial_rows(study: Any, metric: str) -> list[dict[str, Any]]:
+    """One row per trial: number, state, iteration, value, params, checkpoint or error."""
+    from rltune.orchestrator._stop import lookup
+
+    rows = []
+    for frozen in study.get_trials(deepcopy=False):
+        state = state_of(frozen)
+        if state == "WAITING":
+            continue
+        last = frozen.user_attrs.get("last_result") or {}
+        value = frozen.value if frozen.values else None
+        if value is None and frozen.intermediate_values:
+            value = frozen.intermediate_values[max(frozen.intermediate_values)]
+        error = frozen.user_attrs.get("error")
+        rows.append({
+            "trial": frozen.number,
+            "state": state,
+            "iter": last.get("training_iteration") or (max(frozen.intermediate_values) if frozen.intermediate_values else 0),
+            metric: value,
+            "params": dict(frozen.params),
+            "checkpoint": frozen.user_attrs.get("checkpoint"),
+            "error": error.strip().splitlines()[-1] if error and error.strip() else None,
+            "_last": lookup(last, metric) if last else None,
+        })
+    return rows

@@ -1,0 +1,742 @@
+"""Running a study: Optuna asks for trials, each trial runs in its own process, results go back to Optuna.
+
+One thread drives everything (no locks): it fills the free slots with
+trials (interrupted ones first, then Optuna's waiting grid points, then new
+ones the sampler draws), waits on the trial processes' sockets, reports each
+result to Optuna (``trial.report(value, step=training_iteration)``), and
+answers each result with "continue" or "stop" (a stop criterion met, the
+pruner said so, Ctrl-C).
+
+States in storage: a trial is RUNNING while a process of this study owns
+it; COMPLETE with the metric of its last result; PRUNED; FAIL after
+``max_failures`` restarts (its traceback in ``error.txt`` and the user attr
+``error``). An interrupted trial (Ctrl-C, or the orchestrator killed) stays
+RUNNING with an ``owner`` user attr (host, pid, process start time, run id)
+that no live orchestrator matches: ``resume`` continues it from its latest
+checkpoint in the same Optuna trial. Grid points are enqueued once each
+(user attrs ``grid_index`` and ``sample_index``), so a resumed study never
+runs a point twice.
+
+Study directory (``<results_dir>/<name>/``)::
+
+    study.journal        Optuna JournalStorage (the default storage; safe with several processes)
+    study.json           name and storage URL (for ``rltune studies`` / ``rltune show``)
+    best_config.yaml     the best trial as a ``rltune train -f`` file
+    trial_00003/         params.json, result.json, output.log, error.txt, checkpoint_000010/ ...
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from rltune.errors import ConfigError
+from rltune.orchestrator._reporter import json_safe, latest_checkpoint
+from rltune.orchestrator._search_space import decode_params, encode_point, resolve_config, suggest
+from rltune.orchestrator._spec import StudyPlan, finite
+from rltune.orchestrator._stop import _MISSING, StopCriteria, lookup
+from rltune.orchestrator._trial import default_results_dir
+
+logger = logging.getLogger(__name__)
+
+STUDY_FILE = "study.json"
+JOURNAL_FILE = "study.journal"
+BEST_CONFIG_FILE = "best_config.yaml"
+ERROR_FILE = "error.txt"
+OUTPUT_FILE = "output.log"
+PARAMS_FILE = "params.json"
+STOP_GRACE_S = 120.0  # after Ctrl-C, trials get this long to finish their iteration and checkpoint
+
+
+# -- storage ------------------------------------------------------------------------------------
+def study_dir_of(results_dir: str | None, name: str) -> Path:
+    root = Path(os.path.expanduser(results_dir)) if results_dir else default_results_dir()
+    return root / name
+
+
+def open_storage(url: str | None, study_dir: Path) -> Any:
+    """The Optuna storage: ``url`` (any Optuna URL, or a journal file path), else ``<study_dir>/study.journal``."""
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
+
+    if url and "://" in url:
+        return url
+    path = os.path.expanduser(url) if url else str(study_dir / JOURNAL_FILE)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
+
+
+def _quiet_optuna() -> None:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+# -- owners: who runs a RUNNING trial ---------------------------------------------------------
+def _process_start(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def make_owner(run_id: str) -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": _process_start(os.getpid()), "run": run_id}
+
+
+def owner_alive(owner: Any, run_id: str) -> bool:
+    """Whether the orchestrator that owns a RUNNING trial still runs (False: the trial was interrupted)."""
+    if not isinstance(owner, dict):
+        return False
+    if owner.get("host") != socket.gethostname():
+        return True  # another machine: it cannot be checked from here
+    pid = owner.get("pid")
+    if pid == os.getpid():
+        return owner.get("run") == run_id
+    if not isinstance(pid, int):
+        return False
+    start = _process_start(pid)
+    if start is not None:
+        return owner.get("pid_start") in (None, start)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not os.path.isdir("/proc")
+
+
+# -- the running trials -------------------------------------------------------------------------
+@dataclass
+class ActiveTrial:
+    """A trial this orchestrator runs: its Optuna trial, config, process and progress."""
+
+    trial: Any  # optuna.trial.Trial
+    number: int
+    values: dict[str, Any]
+    config: dict[str, Any]
+    seed: int | None
+    trial_dir: Path
+    cpus: int
+    stop: StopCriteria
+    proc: subprocess.Popen | None = None
+    conn: Connection | None = None
+    attempt_start: float = 0.0
+    started: float = field(default_factory=time.time)
+    last_result: dict[str, Any] | None = None
+    checkpoint: str | None = None
+    checkpoint_iteration: int = 0
+    iteration: int = 0
+    failures: int = 0
+    outcome: str | None = None  # "complete" | "pruned" | "interrupted" once decided
+    reason: str | None = None
+    reported_steps: set[int] = field(default_factory=set)
+    finished: bool = False
+
+
+@dataclass
+class TrialEnd:
+    """How a trial ended in this run (for the display)."""
+
+    number: int
+    state: str
+    value: float | None
+    reason: str | None
+
+
+class StudyRunner:
+    """Runs one study to its end (or until interrupted); see the module docstring."""
+
+    def __init__(
+        self,
+        plan: StudyPlan,
+        *,
+        resume: bool = False,
+        display: Any = None,
+        max_concurrent: int | None = None,
+        cpu_count: int | None = None,
+        stop_grace_s: float = STOP_GRACE_S,
+    ) -> None:
+        self.plan = plan
+        self.spec = plan.spec
+        self.resume = resume
+        self.display = display
+        self.max_concurrent = max_concurrent if max_concurrent is not None else self.spec.max_concurrent
+        self.cpu_count = cpu_count or os.cpu_count() or 1
+        self.stop_grace_s = stop_grace_s
+        self.run_id = uuid.uuid4().hex
+        self.study_dir = study_dir_of(self.spec.results_dir, plan.name)
+        self.active: list[ActiveTrial] = []
+        self.ended: list[TrialEnd] = []
+        self.interrupts = 0
+        self.stopping_since: float | None = None
+        self.interrupted = False
+        self.spec_error: ConfigError | None = None
+        self.results: dict[int, dict[str, Any]] = {}  # last result of each trial run here
+        self.configs: dict[int, dict[str, Any]] = {}
+        self._resumable: list[Any] = []
+        self._pending: list[ActiveTrial] = []
+        self._started_total = 0
+        self._start_time = time.monotonic()
+        self._cpu_note = False
+
+    # -- setup ----------------------------------------------------------------------------
+    def open_study(self) -> Any:
+        import optuna
+
+        _quiet_optuna()
+        self.study_dir.mkdir(parents=True, exist_ok=True)
+        self.storage = open_storage(self.spec.storage, self.study_dir)
+        exists = self.plan.name in {s.study_name for s in optuna.get_all_study_summaries(self.storage, include_best_trial=False)}
+        if exists and not self.resume:
+            raise ConfigError(
+                f"study {self.plan.name!r} already exists in {self._storage_text()}; pass --resume "
+                f"(tune.run(..., resume=True)) to continue it, or give another name (--name NAME)",
+                where="study",
+            )
+        self.study = optuna.create_study(
+            storage=self.storage,
+            sampler=self.plan.make_sampler(),
+            pruner=self.plan.make_pruner(),
+            study_name=self.plan.name,
+            direction=self.plan.direction,
+            load_if_exists=True,
+        )
+        if not exists:
+            self.study.set_user_attr("rltune", json_safe({
+                "trainable": self.plan.trainable.name,
+                "metric": self.spec.metric,
+                "mode": self.spec.mode,
+                "search_alg": self.plan.sampler_name,
+                "scheduler": self.plan.pruner_name,
+                "tracking_uri": self.spec.tracking_uri,
+                "study_dir": str(self.study_dir),
+            }))
+        elif self.study.direction.name.lower() != self.plan.direction:
+            raise ConfigError(
+                f"study {self.plan.name!r} in storage maximizes/minimizes differently ({self.study.direction.name}) "
+                f"than mode {self.spec.mode!r}",
+                where="study",
+            )
+        (self.study_dir / STUDY_FILE).write_text(json.dumps({
+            "name": self.plan.name,
+            "storage": self.spec.storage if self.spec.storage and "://" in self.spec.storage else None,
+            "journal": None if self.spec.storage and "://" in self.spec.storage else (
+                os.path.expanduser(self.spec.storage) if self.spec.storage else JOURNAL_FILE),
+            "trainable": self.plan.trainable.name,
+            "metric": self.spec.metric,
+            "mode": self.spec.mode,
+            "tracking_uri": self.spec.tracking_uri,
+        }, indent=2) + "\n")
+        self._enqueue_grid()
+        self._find_resumable()
+        return self.study
+
+    def _storage_text(self) -> str:
+        return self.spec.storage if self.spec.storage else str(self.study_dir / JOURNAL_FILE)
+
+    def _enqueue_grid(self) -> None:
+        """Enqueue every (grid point, sample) not yet in storage, as a trial with fixed params."""
+        from optuna.trial import TrialState
+
+        space = self.plan.space
+        if not space.grid:
+            return
+        seen = set()
+        for t in self.study.get_trials(deepcopy=False):
+            if "grid_index" in t.user_attrs:
+                seen.add((t.user_attrs["grid_index"], t.user_attrs.get("sample_index", 0)))
+        points = space.grid_points()
+        budget = self.plan.total_trials - sum(1 for t in self.study.get_trials(deepcopy=False) if t.state != TrialState.WAITING)
+        for sample in range(self.spec.num_samples):
+            for index, point in enumerate(points):
+                if (index, sample) in seen:
+                    continue
+                waiting = sum(1 for t in self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+                if waiting >= budget:
+                    return
+                self.study.enqueue_trial(encode_point(space, point), user_attrs={"grid_index": index, "sample_index": sample})
+
+    def _find_resumable(self) -> None:
+        from optuna.trial import TrialState
+
+        trials = self.study.get_trials(deepcopy=False)
+        self._started_total = sum(1 for t in trials if t.state != TrialState.WAITING)
+        for t in trials:
+            if t.state == TrialState.RUNNING and not owner_alive(t.user_attrs.get("owner"), self.run_id):
+                self._resumable.append(t)
+
+    # -- the loop -------------------------------------------------------------------------
+    def run(self) -> None:
+        """Run trials until the study has its trials (or its timeout), or until interrupted."""
+        previous = self._install_signal_handlers()
+        try:
+            while True:
+                if self.interrupts and self.stopping_since is None:
+                    self._begin_stop("interrupted")
+                if self.interrupts >= 2 or (
+                    self.stopping_since is not None and time.monotonic() - self.stopping_since > self.stop_grace_s
+                ):
+                    self._kill_all()
+                if self.stopping_since is None:
+                    self._fill()
+                if not self.active:
+                    break
+                ready = wait([a.conn for a in self.active if a.conn is not None], timeout=0.2)
+                for conn in ready:
+                    active = next((a for a in self.active if a.conn is conn), None)
+                    if active is not None:
+                        self._drain(active)
+                self._check_processes()
+                if self.display is not None:
+                    self.display.refresh(self)
+        finally:
+            if self.active:  # an exception in the loop itself: do not leave trial processes behind
+                self._kill_all()
+            for pending in self._pending:  # asked but never started: left for resume
+                self._release(pending)
+            self._restore_signal_handlers(previous)
+        if self.spec_error is not None:
+            raise self.spec_error
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def handler(signum: int, frame: Any) -> None:
+            self.interrupts += 1
+
+        previous = {}
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+        return previous
+
+    @staticmethod
+    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+    def _begin_stop(self, why: str) -> None:
+        self.stopping_since = time.monotonic()
+        if why == "interrupted":
+            self.interrupted = True
+        if self.display is not None:
+            self.display.message(
+                f"{why}: {len(self.active)} running trial(s) checkpoint and stop after their current iteration "
+                "(Ctrl-C again to stop them at once)" if self.active else f"{why}: stopping"
+            )
+
+    def _kill_all(self) -> None:
+        for a in list(self.active):
+            self._kill(a)
+            a.outcome, a.reason = "interrupted", "killed"
+            self._finish_interrupted(a)
+
+    # -- starting trials ------------------------------------------------------------------
+    def _limit(self) -> int:
+        return self.max_concurrent if self.max_concurrent is not None else self.spec.n_jobs
+
+    def _fits(self, candidate: ActiveTrial) -> bool:
+        if len(self.active) >= self._limit():
+            return False
+        if self.max_concurrent is not None or not self.active:
+            return True
+        used = sum(a.cpus for a in self.active)
+        if used + candidate.cpus <= self.cpu_count:
+            return True
+        if not self._cpu_note and self.display is not None:
+            self._cpu_note = True
+            self.display.message(
+                f"n_jobs is {self.spec.n_jobs}, but {self.cpu_count} CPUs hold {len(self.active)} trial(s) of "
+                f"{candidate.cpus} CPU(s) (1 + num_workers) at a time; --max-concurrent N overrides the CPU budget"
+            )
+        return False
+
+    def _fill(self) -> None:
+        while True:
+            if not self._pending:
+                candidate = self._next_trial()
+                if candidate is None:
+                    return
+                self._pending.append(candidate)
+            if not self._fits(self._pending[0]):
+                return
+            self._launch(self._pending.pop(0))
+
+    def _next_trial(self) -> ActiveTrial | None:
+        import optuna
+
+        if self.spec_error is not None:
+            return None
+        if self._resumable:
+            frozen = self._resumable.pop(0)
+            trial = optuna.trial.Trial(self.study, frozen._trial_id)
+            return self._prepare(trial, resumed=frozen)
+        if self._started_total >= self.plan.total_trials:
+            return None
+        if self.spec.timeout_s is not None and time.monotonic() - self._start_time > self.spec.timeout_s:
+            return None
+        trial = self.study.ask()
+        self._started_total += 1
+        return self._prepare(trial)
+
+    def _prepare(self, trial: Any, resumed: Any = None) -> ActiveTrial:
+        number = trial.number
+        trial.set_user_attr("owner", make_owner(self.run_id))
+        values = suggest(trial, self.plan.space)
+        config = resolve_config(self.plan.config, self.plan.space, values)
+        seed = self._seed(number, config)
+        trial_dir = self.study_dir / f"trial_{number:05d}"
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        if resumed is None:
+            trial.set_user_attr("config", json_safe(config))
+            trial.set_user_attr("seed", seed)
+            trial.set_user_attr("trial_dir", str(trial_dir))
+            (trial_dir / PARAMS_FILE).write_text(json.dumps(json_safe({
+                "trial": number, "seed": seed, "params": values, "config": config}), indent=2, sort_keys=True) + "\n")
+        self.configs[number] = config
+        active = ActiveTrial(trial, number, values, config, seed, trial_dir, self.plan.cpus_per_trial(config),
+                             StopCriteria(self.spec.stop, where="stop"))
+        if resumed is not None:
+            active.failures = int(resumed.user_attrs.get("num_failures", 0))
+            active.reported_steps = set(resumed.intermediate_values)
+            if isinstance(resumed.user_attrs.get("last_result"), dict):
+                active.last_result = resumed.user_attrs["last_result"]
+        return active
+
+    def _seed(self, number: int, config: dict[str, Any]) -> int:
+        base = self.spec.seed if self.spec.seed is not None else 0
+        if self.plan.trainable.kind == "trainer":
+            if config.get("seed") is None:
+                config["seed"] = base + number
+            return config["seed"]
+        given = config.get("seed")
+        return given if isinstance(given, int) and not isinstance(given, bool) else base + number
+
+    def _launch(self, a: ActiveTrial) -> None:
+        """Start (or restart) the trial's process, from its latest checkpoint if it has one."""
+        found = latest_checkpoint(a.trial_dir)
+        if found is not None:
+            a.checkpoint_iteration, a.checkpoint = found
+        a.iteration = a.checkpoint_iteration
+        init = {
+            "kind": self.plan.trainable.kind,
+            "ref": self.plan.trainable.ref,
+            "config": a.config,
+            "trial_dir": str(a.trial_dir),
+            "trial_number": a.number,
+            "seed": a.seed,
+            "restore": a.checkpoint,
+            "start_iteration": a.checkpoint_iteration,
+            "checkpoint_freq": self.spec.checkpoint_freq,
+            "keep_checkpoints_num": self.spec.keep_checkpoints_num,
+        }
+        parent_sock, child_sock = socket.socketpair()
+        child_fd = child_sock.fileno()
+        with open(a.trial_dir / OUTPUT_FILE, "ab") as out:
+            a.proc = subprocess.Popen(
+                [sys.executable, "-c",
+                 f"from rltune.orchestrator._trial_process import trial_entry; trial_entry({child_fd})"],
+                pass_fds=(child_fd,),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C reaches the orchestrator only; it stops the trials
+                env=dict(os.environ, RLTUNE_TRIAL_NUMBER=str(a.number), PYTHONUNBUFFERED="1"),
+            )
+        child_sock.close()
+        a.conn = Connection(parent_sock.detach())
+        a.attempt_start = time.monotonic()
+        a.outcome = a.reason = None
+        try:
+            a.conn.send_bytes(pickle.dumps(list(sys.path)))
+            a.conn.send_bytes(cloudpickle.dumps(init))
+        except (BrokenPipeError, OSError):
+            pass  # the process died at once: seen as a crash
+        if a not in self.active:
+            self.active.append(a)
+        if self.display is not None:
+            self.display.trial_started(a)
+
+    # -- messages -------------------------------------------------------------------------
+    def _drain(self, a: ActiveTrial) -> None:
+        while a.conn is not None and not a.finished:
+            try:
+                if not a.conn.poll():
+                    return
+                message = pickle.loads(a.conn.recv_bytes())
+            except (EOFError, OSError):
+                self._crashed(a)
+                return
+            except Exception as exc:  # a result that does not unpickle here
+                self._failed(a, f"a message of the trial could not be read: {exc!r}")
+                return
+            kind = message[0]
+            if kind == "result":
+                self._on_result(a, message[1])
+            elif kind == "checkpoint":
+                a.checkpoint, a.checkpoint_iteration = message[1], message[2]
+                a.trial.set_user_attr("checkpoint", a.checkpoint)
+            elif kind == "done":
+                self._done(a)
+            elif kind == "error":
+                self._failed(a, message[1])
+
+    def _on_result(self, a: ActiveTrial, result: dict[str, Any]) -> None:
+        a.last_result = result
+        self.results[a.number] = result
+        a.iteration = int(result.get("training_iteration", a.iteration + 1))
+        decision: tuple[Any, ...] = ("continue",)
+        metric = lookup(result, self.spec.metric)
+        problem = None
+        if metric is _MISSING:
+            import difflib
+
+            from rltune.orchestrator._stop import flatten_keys
+
+            close = difflib.get_close_matches(self.spec.metric, flatten_keys(result), n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (keys: {', '.join(sorted(flatten_keys(result))[:12])})"
+            problem = ConfigError(f"metric: {self.spec.metric!r} is not a key of the trial's results{hint}", where="study")
+        reason = None
+        if problem is None:
+            try:
+                reason = a.stop.check(result)
+            except ConfigError as exc:
+                problem = exc
+        if problem is not None:
+            self.spec_error = problem
+            self._send(a, ("stop", "invalid study", False))
+            a.outcome, a.reason = "error", str(problem)
+            if self.stopping_since is None:
+                self._begin_stop("invalid study")
+            return
+        value = finite(metric)
+        if value is not None and a.iteration not in a.reported_steps:
+            a.trial.report(value, step=a.iteration)
+            a.reported_steps.add(a.iteration)
+        if self.stopping_since is not None:
+            decision = ("stop", "interrupted", True)
+            a.outcome, a.reason = "interrupted", "interrupted"
+        elif reason is not None:
+            decision = ("stop", str(reason), self.spec.checkpoint_at_end)
+            a.outcome, a.reason = "complete", str(reason)
+        elif self.plan.pruner_name != "none" and value is not None and a.trial.should_prune():
+            decision = ("stop", "pruned", True)
+            a.outcome, a.reason = "pruned", f"pruned at iteration {a.iteration}"
+        self._send(a, decision)
+        if self.display is not None:
+            self.display.trial_result(a)
+
+    def _send(self, a: ActiveTrial, decision: tuple[Any, ...]) -> None:
+        try:
+            a.conn.send_bytes(pickle.dumps(decision))
+        except (BrokenPipeError, OSError):
+            pass  # seen as a crash when the socket is read
+
+    def _done(self, a: ActiveTrial) -> None:
+        """The trainable returned (or stopped when told to): record the trial's end."""
+        self._reap(a)
+        if a.outcome == "error":
+            self._tell_fail(a, a.reason or "invalid study")
+            return
+        if a.outcome == "interrupted":
+            self._finish_interrupted(a)
+            return
+        self._record_progress(a)
+        if a.outcome == "pruned":
+            self._tell(a, "PRUNED", None)
+            return
+        if a.last_result is None:
+            self._tell_fail(a, "the trainable returned without reporting a result (call reporter(**result))")
+            return
+        value = finite(lookup(a.last_result, self.spec.metric))
+        if value is None:
+            self._tell_fail(a, f"metric {self.spec.metric!r} is {lookup(a.last_result, self.spec.metric)!r} "
+                               "in the last result (not a finite number)")
+            return
+        a.reason = a.reason or "returned"
+        self._tell(a, "COMPLETE", value)
+
+    def _record_progress(self, a: ActiveTrial) -> None:
+        if a.last_result is not None:
+            a.trial.set_user_attr("last_result", _storable(a.last_result))
+        if a.checkpoint:
+            a.trial.set_user_attr("checkpoint", a.checkpoint)
+
+    def _tell(self, a: ActiveTrial, state: str, value: float | None) -> None:
+        from optuna.trial import TrialState
+
+        self._retire(a)
+        if state == "COMPLETE":
+            self.study.tell(a.trial, value)
+        else:
+            self.study.tell(a.trial, state=getattr(TrialState, state))
+        self.ended.append(TrialEnd(a.number, state, value, a.reason))
+        if self.display is not None:
+            self.display.trial_ended(a, state, value)
+
+    def _tell_fail(self, a: ActiveTrial, error: str) -> None:
+        self._record_progress(a)
+        a.trial.set_user_attr("error", error[-8000:])
+        a.reason = error.strip().splitlines()[-1] if error.strip() else "failed"
+        self._tell(a, "FAIL", None)
+
+    def _finish_interrupted(self, a: ActiveTrial) -> None:
+        """Leave the trial RUNNING in storage, resumable from its latest checkpoint."""
+        self._reap(a)
+        self._record_progress(a)
+        a.trial.set_user_attr("interrupted", True)
+        self._retire(a)
+        self.ended.append(TrialEnd(a.number, "INTERRUPTED", None, a.reason))
+        if self.display is not None:
+            self.display.trial_ended(a, "INTERRUPTED", None)
+
+    def _release(self, a: ActiveTrial) -> None:
+        """A trial asked but never started stays RUNNING; mark it so that resume takes it."""
+        try:
+            a.trial.set_user_attr("interrupted", True)
+            a.trial.set_user_attr("owner", None)
+        except Exception:  # storage errors at shutdown must not hide the original one
+            logger.debug("could not release trial %d", a.number, exc_info=True)
+
+    def _retire(self, a: ActiveTrial) -> None:
+        a.finished = True
+        if a in self.active:
+            self.active.remove(a)
+        if a.conn is not None:
+            try:
+                a.conn.close()
+            except OSError:
+                pass
+            a.conn = None
+
+    # -- failures -------------------------------------------------------------------------
+    def _failed(self, a: ActiveTrial, error: str) -> None:
+        """The trainable raised, the process crashed or timed out: retry from the checkpoint, or FAIL."""
+        self._reap(a)
+        a.failures += 1
+        with open(a.trial_dir / ERROR_FILE, "a") as f:
+            f.write(f"--- trial {a.number}, attempt {a.failures}, {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n{error.rstrip()}\n")
+        a.trial.set_user_attr("num_failures", a.failures)
+        a.trial.set_user_attr("error", error[-8000:])
+        if a.outcome == "interrupted":  # it failed while checkpointing for Ctrl-C: resumable all the same
+            self._finish_interrupted(a)
+            return
+        if a.failures <= self.spec.max_failures and self.stopping_since is None:
+            if a.conn is not None:
+                try:
+                    a.conn.close()
+                except OSError:
+                    pass
+                a.conn = None
+            if self.display is not None:
+                self.display.message(f"trial {a.number} failed (attempt {a.failures}); restarting it "
+                                     f"from {'its last checkpoint' if latest_checkpoint(a.trial_dir) else 'scratch'}")
+            self._launch(a)
+            return
+        self._tell_fail(a, error)
+
+    def _crashed(self, a: ActiveTrial) -> None:
+        code = None
+        if a.proc is not None:
+            try:
+                code = a.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._kill(a)
+                code = a.proc.returncode
+        if code is not None and code < 0:
+            try:
+                how = f"was killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        else:
+            how = f"exited with code {code}"
+        self._failed(a, f"the trial process (pid {a.proc.pid if a.proc else '?'}) {how} without reporting an error "
+                        f"(a crash, os._exit or a killed process)\n{_tail(a.trial_dir / OUTPUT_FILE)}")
+
+    def _check_processes(self) -> None:
+        now = time.monotonic()
+        for a in list(self.active):
+            if a.finished or a.proc is None:
+                continue
+            timeout = self.spec.trial_timeout_s
+            if timeout is not None and now - a.attempt_start > timeout:
+                self._kill(a)
+                self._failed(a, f"the trial timed out: it ran {now - a.attempt_start:.1f}s, longer than "
+                                f"trial_timeout_s = {timeout:g}s; it was killed")
+                continue
+            if a.proc.poll() is not None and a.conn is not None and not a.conn.poll():
+                self._crashed(a)
+
+    def _kill(self, a: ActiveTrial) -> None:
+        if a.proc is None:
+            return
+        if a.proc.poll() is None:
+            try:
+                os.killpg(a.proc.pid, signal.SIGKILL)  # the trial and its rollout workers
+            except (ProcessLookupError, PermissionError):
+                a.proc.kill()
+        try:
+            a.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            logger.warning("trial %d (pid %d) did not exit after SIGKILL", a.number, a.proc.pid)
+
+    def _reap(self, a: ActiveTrial) -> None:
+        if a.proc is None:
+            return
+        try:
+            a.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._kill(a)
+
+
+def _storable(result: dict[str, Any]) -> dict[str, Any]:
+    """A result as a trial user attr: JSON-safe, without the per-episode lists (hist_stats)."""
+    slim = {k: v for k, v in result.items() if k != "hist_stats"}
+    return _nan_to_none(json_safe(slim))
+
+
+def _nan_to_none(value: Any) -> Any:
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _nan_to_none(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nan_to_none(v) for v in value]
+    return value
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    return (f"--- last lines of {path} ---\n" + "\n".join(text)) if text else ""
+
+
+def decode_trial_config(plan: StudyPlan, frozen: Any) -> dict[str, Any]:
+    """The config a stored trial ran with (its params decoded into the plan's config)."""
+    values = decode_params(plan.space, frozen.params)
+    config = resolve_config(plan.config, plan.space, values)
+    seed = frozen.user_attrs.get("seed")
+    if plan.trainable.kind == "trainer" and config.get("seed") is None and seed is not None:
+        config["seed"] = seed
+    return config
+

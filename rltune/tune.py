@@ -1,0 +1,195 @@
+"""``from rltune import tune``: studies of trainers or functions, searched and pruned by Optuna.
+
+::
+
+    from rltune import tune
+
+    analysis = tune.run(
+        "PPO",
+        stop={"episode_reward_mean": 200},
+        config={"env": "CartPole-v1", "num_gpus": 0, "num_workers": 1,
+                "lr": tune.grid_search([0.01, 0.001, 0.0001])},
+    )
+    print(analysis.best_config, analysis.best_checkpoint)
+
+The same fields make a study file (``rltune tune STUDY.yaml``; see
+``studies/``). Search-space entries: :func:`grid_search`, :func:`choice`,
+:func:`uniform`, :func:`loguniform`, :func:`randint` (upper bound
+excluded), :func:`quniform`, anywhere in ``config`` (``model.fcnet_hiddens``).
+
+A trainable is a trainer name (``"PPO"``), a Trainer class, an import
+string (``"pkg.module:Name"``), or a function ``fn(config, reporter)``
+that calls ``reporter(**result)`` once per iteration (see :class:`Reporter`
+for checkpoints: ``reporter.checkpoint_dir()``, ``reporter.restored_checkpoint``,
+``reporter.should_checkpoint``). Each trial runs in its own process; a trial
+that raises or crashes is recorded (FAIL, with its traceback) and the study
+goes on.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+from rltune.orchestrator._analysis import Analysis, TrialRecord, build_analysis
+from rltune.orchestrator._reporter import Reporter, TrialStopped, report
+from rltune.orchestrator._search_space import Domain, choice, grid_search, loguniform, quniform, randint, uniform
+from rltune.orchestrator._spec import StudyPlan, load_study_file, make_plan
+
+__all__ = [
+    "Analysis",
+    "Domain",
+    "Reporter",
+    "TrialRecord",
+    "TrialStopped",
+    "choice",
+    "grid_search",
+    "load_study_file",
+    "loguniform",
+    "quniform",
+    "randint",
+    "report",
+    "run",
+    "run_plan",
+    "uniform",
+]
+
+
+def run(
+    run_or_experiment: Any = None,
+    *,
+    config: dict[str, Any] | None = None,
+    stop: dict[str, Any] | None = None,
+    name: str | None = None,
+    metric: str | None = None,
+    mode: str | None = None,
+    num_samples: int | None = None,
+    search_alg: Any = None,
+    scheduler: Any = None,
+    pruner: Any = None,
+    n_trials: int | None = None,
+    timeout_s: float | None = None,
+    n_jobs: int | None = None,
+    max_concurrent: int | None = None,
+    checkpoint_freq: int | None = None,
+    checkpoint_at_end: bool | None = None,
+    keep_checkpoints_num: int | None = None,
+    max_failures: int | None = None,
+    trial_timeout_s: float | None = None,
+    storage: str | None = None,
+    results_dir: str | None = None,
+    tracking_uri: str | None = None,
+    curriculum: dict[str, Any] | None = None,
+    env: Any = None,
+    seed: int | None = None,
+    resume: bool = False,
+    verbose: int = 1,
+    raise_on_failed_trial: bool = False,
+) -> Analysis:
+    """Run a study and return its :class:`Analysis` (``study``, ``trials``, ``best_config``, ``best_result``, ``best_checkpoint``).
+
+    The fields are those of a study file (see :mod:`rltune.orchestrator._spec`);
+    a field left None takes its default. ``resume=True`` continues the study
+    ``name`` in its storage: finished trials are kept, interrupted ones go on
+    from their checkpoint, grid points never run twice. ``verbose=0`` prints
+    nothing; 1 shows a live view on a terminal and plain lines otherwise.
+    Invalid fields raise one :class:`~rltune.errors.ConfigError` listing every
+    problem. With ``raise_on_failed_trial`` a study with FAIL trials raises
+    :class:`~rltune.errors.RLTuneError` at the end.
+    """
+    fields = {
+        "run": run_or_experiment,
+        "config": config,
+        "stop": stop,
+        "name": name,
+        "metric": metric,
+        "mode": mode,
+        "num_samples": num_samples,
+        "search_alg": search_alg,
+        "scheduler": scheduler,
+        "pruner": pruner,
+        "n_trials": n_trials,
+        "timeout_s": timeout_s,
+        "n_jobs": n_jobs,
+        "max_concurrent": max_concurrent,
+        "checkpoint_freq": checkpoint_freq,
+        "checkpoint_at_end": checkpoint_at_end,
+        "keep_checkpoints_num": keep_checkpoints_num,
+        "max_failures": max_failures,
+        "trial_timeout_s": trial_timeout_s,
+        "storage": storage,
+        "results_dir": results_dir,
+        "tracking_uri": tracking_uri,
+        "curriculum": curriculum,
+        "env": env,
+        "seed": seed,
+    }
+    if resume and name is None:
+        from rltune.errors import ConfigError
+
+        raise ConfigError("resume=True needs the name of the study to continue (name=...)", where="tune.run")
+    plan = make_plan({k: v for k, v in fields.items() if v is not None}, where="tune.run")
+    analysis = run_plan(plan, resume=resume, verbose=verbose)
+    if raise_on_failed_trial:
+        failed = [t.number for t in analysis.trials if t.state == "FAIL"]
+        if failed:
+            from rltune.errors import RLTuneError
+
+            raise RLTuneError(f"trials {failed} failed (their tracebacks are in error.txt of each trial directory)")
+    return analysis
+
+
+def run_plan(
+    plan: StudyPlan,
+    *,
+    resume: bool = False,
+    verbose: int = 1,
+    quiet: bool = False,
+    max_concurrent: int | None = None,
+    stream: TextIO | None = None,
+) -> Analysis:
+    """Run a validated study plan (what ``tune.run`` and ``rltune tune`` both call)."""
+    from rltune.orchestrator._display import make_display
+    from rltune.orchestrator._runner import StudyRunner
+
+    runner = StudyRunner(plan, resume=resume, max_concurrent=max_concurrent)
+    runner.open_study()
+    display = make_display(runner, verbose=verbose, quiet=quiet, stream=stream)
+    runner.display = display
+    if display is not None:
+        display.start(runner)
+    try:
+        runner.run()
+    finally:
+        if display is not None:
+            display.close()
+    analysis = build_analysis(runner)
+    if display is not None:
+        _summary(display, analysis, plan)
+    return analysis
+
+
+def _summary(display: Any, analysis: Analysis, plan: StudyPlan) -> None:
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(analysis.counts().items()))
+    display.message(f"study {plan.name!r}: {counts or 'no trials'}")
+    if analysis.interrupted:
+        display.message("interrupted: running trials were checkpointed; continue with --resume (tune.run(..., resume=True))")
+    best = analysis.best_trial
+    if best is None:
+        display.message("no trial completed: no best config")
+        return
+    display.message(f"best trial {best.number}: {analysis.metric} = {best.value:g}")
+    params = {k: v for k, v in _flat_params(plan, best.config).items()}
+    if params:
+        display.message("best params: " + ", ".join(f"{k}={v!r}" for k, v in params.items()))
+    display.message(f"best checkpoint: {best.checkpoint or 'none'}")
+    display.message(f"best config: {analysis.best_config_path}")
+
+
+def _flat_params(plan: StudyPlan, config: dict[str, Any]) -> dict[str, Any]:
+    values = {}
+    for p in plan.space.params:
+        node: Any = config
+        for key in p.path:
+            node = node.get(key) if isinstance(node, dict) else None
+        values[p.name] = node
+    return values
