@@ -1,0 +1,16 @@
+"""Fixtures shared by the orchestrator's tests."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _restore_log_levels():
+    """The CLI configures logging (as a CLI does); keep other tests' log levels as they were."""
+    levels = {name: logging.getLogger(name).level for name in ("", "rltune", "optuna")}
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)

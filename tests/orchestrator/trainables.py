@@ -1,0 +1,60 @@
+"""Function trainables for the orchestrator's tests: fast, deterministic, and each failing in one known way.
+
+Every trainable checkpoints its step counter with ``reporter.checkpoint_dir()`` when
+``reporter.should_checkpoint`` and continues from ``reporter.restored_checkpoint``,
+so that resume and retry tests can count iterations exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+
+def _start(reporter) -> int:
+    if reporter.restored_checkpoint:
+        with open(os.path.join(reporter.restored_checkpoint, "state.json")) as f:
+            return json.load(f)["step"]
+    return 0
+
+
+def _save(reporter, step: int) -> None:
+    if reporter.should_checkpoint:
+        with reporter.checkpoint_dir() as d:
+            with open(os.path.join(d, "state.json"), "w") as f:
+                json.dump({"step": step}, f)
+
+
+def counter(config, reporter):
+    """``steps`` iterations of ``score = x * step`` (plus ``noise``), ``sleep`` seconds each; records its pid."""
+    (reporter.trial_dir / f"pid_{os.getpid()}").write_text(str(os.getpid()))
+    start = _start(reporter)
+    with open(reporter.trial_dir / "starts.txt", "a") as f:
+        f.write(f"{start}\n")
+    for step in range(start, config.get("steps", 5)):
+        time.sleep(config.get("sleep", 0.0))
+        try:
+            reporter(score=config.get("x", 1.0) * (step + 1) + config.get("noise", 0.0), step=step + 1)
+        finally:
+            _save(reporter, step + 1)
+
+
+def misbehaving(config, reporter):
+    """``mode``: ok, raise (ValueError at step 2), exit (os._exit(3) at step 2), hang (sleeps), flaky (raises once)."""
+    mode = config["mode"]
+    start = _start(reporter)
+    for step in range(start, config.get("steps", 4)):
+        if step == 2 and mode == "raise":
+            raise ValueError("boom at step 2")
+        if step == 2 and mode == "exit":
+            os._exit(3)
+        if step == 2 and mode == "hang":
+            time.sleep(1000)
+        if step == 2 and mode == "flaky" and not (reporter.trial_dir / "failed_once").exists():
+            (reporter.trial_dir / "failed_once").write_text("1")
+            raise RuntimeError("flaky failure")
+        try:
+            reporter(score=float(step + 1), mode_ok=1)
+        finally:
+            _save(reporter, step + 1)
