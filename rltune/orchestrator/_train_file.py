@@ -10,6 +10,7 @@ A train file holds the fields of ``rltune train``'s flags::
     checkpoint_at_end: true
     results_dir: ~/rltune_results
     config: {lr: 0.0003, ...}
+    curriculum: {phases: [{task: 2, threshold: 0.9}, {task: 8}]}   # optional
 
 RLlib's tuned-example layout, the same fields under one top-level key that
 becomes the name (``cartpole-ppo: {run: PPO, ...}``), is read too.
@@ -40,6 +41,9 @@ class TrainSpec(BaseModel):
     checkpoint_freq: Optional[int] = Field(None, ge=0, description="Save a checkpoint every N iterations (0: never).")
     checkpoint_at_end: Optional[bool] = Field(None, description="Save a checkpoint when the trial ends.")
     results_dir: Optional[str] = Field(None, description="Where trial directories go.")
+    curriculum: Optional[dict[str, Any]] = Field(
+        None, description="Curriculum phases (goes to config['curriculum']; see rltune.callbacks.CurriculumCallback)."
+    )
 
 
 FIELDS = list(TrainSpec.model_fields)

@@ -173,6 +173,8 @@ def _train_spec(args: argparse.Namespace) -> Any:
         )
     if args.log_level:
         config["log_level"] = args.log_level
+    if "curriculum" in fields:
+        config["curriculum"] = fields.pop("curriculum")
     fields["config"] = config
     if args.checkpoint_freq is not None and args.checkpoint_freq < 0:
         raise ConfigError(f"must be >= 0, but got {args.checkpoint_freq}", where="--checkpoint-freq")
