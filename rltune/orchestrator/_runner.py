@@ -361,17 +361,26 @@ class StudyRunner:
         used = sum(a.cpus for a in self.active)
         if used + candidate.cpus <= self.cpu_count:
             return True
+        self._note_cpus(candidate.cpus)
+        return False
+
+    def _note_cpus(self, cpus: int) -> None:
         if not self._cpu_note and self.display is not None:
             self._cpu_note = True
             self.display.message(
-                f"n_jobs is {self.spec.n_jobs}, but {self.cpu_count} CPUs hold {len(self.active)} trial(s) of "
-                f"{candidate.cpus} CPU(s) (1 + num_workers) at a time; --max-concurrent N overrides the CPU budget"
+                f"n_jobs is {self._limit()}, but {self.cpu_count} CPUs hold {len(self.active)} trial(s) of "
+                f"{cpus} CPU(s) (1 + num_workers) at a time; --max-concurrent N overrides the CPU budget"
             )
-        return False
 
     def _fill(self) -> None:
-        while True:
+        while len(self.active) < self._limit():
             if not self._pending:
+                # ask Optuna only when a trial can start now (so that the sampler sees every finished trial)
+                if self.active and self.max_concurrent is None and (
+                    sum(a.cpus for a in self.active) + self.plan.cpus_per_trial(self.plan.config) > self.cpu_count
+                ):
+                    self._note_cpus(self.plan.cpus_per_trial(self.plan.config))
+                    return
                 candidate = self._next_trial()
                 if candidate is None:
                     return
@@ -436,6 +445,8 @@ class StudyRunner:
         if found is not None:
             a.checkpoint_iteration, a.checkpoint = found
         a.iteration = a.checkpoint_iteration
+        if a.checkpoint:
+            self._backfill(a)
         init = {
             "kind": self.plan.trainable.kind,
             "ref": self.plan.trainable.ref,
@@ -474,6 +485,24 @@ class StudyRunner:
             self.active.append(a)
         if self.display is not None:
             self.display.trial_started(a)
+
+    def _backfill(self, a: ActiveTrial) -> None:
+        """Report to Optuna the results up to the checkpoint that it never got (the orchestrator was killed)."""
+        path = a.trial_dir / "result.json"
+        if not path.exists():
+            return
+        for line in path.read_text().splitlines():
+            try:
+                result = json.loads(line)
+                step = int(result["training_iteration"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            value = finite(lookup(result, self.spec.metric))
+            if step <= a.checkpoint_iteration and step not in a.reported_steps and value is not None:
+                a.trial.report(value, step=step)
+                a.reported_steps.add(step)
+            if step == a.checkpoint_iteration:
+                a.last_result = result
 
     # -- messages -------------------------------------------------------------------------
     def _drain(self, a: ActiveTrial) -> None:

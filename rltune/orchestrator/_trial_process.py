@@ -80,7 +80,7 @@ def run(conn: Connection | None, init: dict[str, Any]) -> int:
         if init["kind"] == "trainer":
             run_trainer(init["ref"], init["config"], reporter)
         else:
-            fn = init["ref"]
+            fn = _import(init["ref"]) if isinstance(init["ref"], str) else init["ref"]
             if _takes_reporter(fn):
                 fn(init["config"], reporter)
             else:
@@ -118,6 +118,13 @@ def run_trainer(ref: Any, config: dict[str, Any], reporter: Reporter) -> None:
                 reporter.save_trainer(trainer)
     finally:
         trainer.stop()
+
+
+def _import(ref: str) -> Any:
+    import importlib
+
+    module, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def _takes_reporter(fn: Any) -> bool:

@@ -1,0 +1,124 @@
+"""``rltune tune`` as a process: Ctrl-C and kill -9 of the orchestrator, then ``--resume``, with exact trial counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from rltune.orchestrator._listing import load_study
+
+RLTUNE = Path(sys.executable).parent / "rltune"
+HERE = Path(__file__).parent
+
+STUDY = """
+name: resumable
+run: study_trainables:counter
+metric: score
+n_jobs: 2
+checkpoint_freq: 1
+config:
+  x: {grid_search: [1, 2, 3, 4]}
+  steps: 12
+  sleep: 0.1
+"""
+
+
+@pytest.fixture
+def study_file(tmp_path) -> Path:
+    shutil.copy(HERE / "trainables.py", tmp_path / "study_trainables.py")
+    path = tmp_path / "resumable.yaml"
+    path.write_text(STUDY)
+    return path
+
+
+def _start(study_file: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(RLTUNE), "tune", str(study_file), "--results-dir", str(study_file.parent / "results"), "--quiet", *extra],
+        cwd=study_file.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def _wait_for_results(trial_dir: Path, n: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        path = trial_dir / "result.json"
+        if path.exists() and len(path.read_text().splitlines()) >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{trial_dir} has no {n} results after {timeout}s")
+
+
+def _iterations(trial_dir: Path) -> list[int]:
+    return [json.loads(line)["training_iteration"] for line in (trial_dir / "result.json").read_text().splitlines()]
+
+
+def _check_resumed_study(study_file: Path) -> None:
+    proc = _start(study_file, "--resume")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    study, _ = load_study(study_file.parent / "results" / "resumable")
+    trials = study.get_trials()
+    assert len(trials) == 4 and {t.state for t in trials} == {optuna.trial.TrialState.COMPLETE}
+    assert sorted(t.params["x"] for t in trials) == [1, 2, 3, 4]  # every grid point exactly once
+    assert sorted(t.value for t in trials) == [12, 24, 36, 48]
+    for t in trials:
+        trial_dir = Path(t.user_attrs["trial_dir"])
+        assert _iterations(trial_dir) == list(range(1, 13)), trial_dir
+        assert sorted(t.intermediate_values) == list(range(1, 13))
+    return study
+
+
+def test_ctrl_c_checkpoints_running_trials_and_resume_continues_them(study_file):
+    proc = _start(study_file)
+    trial0 = study_file.parent / "results" / "resumable" / "trial_00000"
+    _wait_for_results(trial0, 3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err
+    assert "--resume" in out
+    study, _ = load_study(study_file.parent / "results" / "resumable")
+    interrupted = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.RUNNING]
+    assert interrupted and all(t.user_attrs.get("interrupted") for t in interrupted)
+    for t in interrupted:  # each stopped at a checkpoint of its last iteration
+        trial_dir = Path(t.user_attrs["trial_dir"])
+        assert (trial_dir / f"checkpoint_{_iterations(trial_dir)[-1]:06d}").is_dir()
+    show = subprocess.run([str(RLTUNE), "show", "resumable", "--results-dir", str(study_file.parent / "results")],
+                          capture_output=True, text=True, timeout=60)
+    assert show.returncode == 0 and "INTERRUPTED" in show.stdout, show.stderr
+    study = _check_resumed_study(study_file)
+    restarted = [t for t in study.get_trials() if t.number in {i.number for i in interrupted}]
+    for t in restarted:  # continued from its checkpoint, not from scratch
+        starts = (Path(t.user_attrs["trial_dir"]) / "starts.txt").read_text().split()
+        assert starts[0] == "0" and int(starts[1]) > 0
+
+
+def test_kill_9_of_the_orchestrator_then_resume(study_file):
+    proc = _start(study_file)
+    trial0 = study_file.parent / "results" / "resumable" / "trial_00000"
+    _wait_for_results(trial0, 4)
+    proc.kill()
+    proc.communicate(timeout=30)
+    pids = [int(p.name.split("_")[1]) for p in (study_file.parent / "results" / "resumable").glob("trial_*/pid_*")]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in pids):
+        time.sleep(0.1)
+    for pid in pids:  # trial processes do not outlive the orchestrator
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().split(")")[1].split()[0] == "Z", f"trial process {pid} still runs"
+    studies = subprocess.run([str(RLTUNE), "studies", "--results-dir", str(study_file.parent / "results")],
+                             capture_output=True, text=True, timeout=60)
+    assert studies.returncode == 0 and "resumable" in studies.stdout
+    study = _check_resumed_study(study_file)
+    starts = [(Path(t.user_attrs["trial_dir"]) / "starts.txt").read_text().split() for t in study.get_trials()]
+    assert any(len(s) == 2 and int(s[1]) > 0 for s in starts)  # at least one continued from its checkpoint
+    assert os.path.exists(study_file.parent / "results" / "resumable" / "best_config.yaml")
