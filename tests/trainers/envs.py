@@ -264,3 +264,15 @@ class ObsOutsideSpaceEnv(CountingEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         return np.array([7.0], dtype=np.float32), {}
+
+
+class LoggingEnv(ContextEnv):
+    """Logs one INFO and one WARNING line (naming its worker) on every reset."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        import logging
+
+        log = logging.getLogger("tests.logging_env")
+        log.info("info from env in worker %s", self.ctx.worker_index)
+        log.warning("warning from env in worker %s", self.ctx.worker_index)
+        return super().reset(seed=seed, options=options)
