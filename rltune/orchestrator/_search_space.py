@@ -126,6 +126,7 @@ class SearchSpace:
     """Every search-space entry of a config, in the config's order."""
 
     params: list[Param]
+    invalid: list[tuple[str, ...]] = field(default_factory=list)  # paths of entries that did not parse
 
     @property
     def grid(self) -> list[Param]:
@@ -214,6 +215,7 @@ def parse_space(config: Mapping[str, Any], *, where: str = "config") -> tuple[Se
     """Find every search-space entry in ``config``; return them and the problems found (``where.path.kind: ...``)."""
     params: list[Param] = []
     problems: list[str] = []
+    invalid: list[tuple[str, ...]] = []
     for path, value in _walk(config, ()):
         entry = as_entry(value)
         label = ".".join((where, *path))
@@ -222,14 +224,16 @@ def parse_space(config: Mapping[str, Any], *, where: str = "config") -> tuple[Se
             if hint:
                 problems.append(f"{label}.{hint[0]}: unknown search-space entry; did you mean {hint[1]!r}? "
                                 f"(entries: {', '.join(KINDS)})")
+                invalid.append(path)
             continue
         kind, args = entry
         param, problem = _parse_entry(path, kind, args)
         if problem:
             problems.append(f"{label}.{kind}: {problem}")
+            invalid.append(path)
         else:
             params.append(param)
-    return SearchSpace(params), problems
+    return SearchSpace(params, invalid), problems
 
 
 def _walk(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
@@ -378,6 +382,18 @@ def resolve_config(config: Mapping[str, Any], space: SearchSpace, values: Mappin
             node = node[key]
         node[p.path[-1]] = copy.deepcopy(values[p.name])
     return resolved
+
+
+def without_paths(config: Mapping[str, Any], paths: list[tuple[str, ...]]) -> dict[str, Any]:
+    """A copy of ``config`` without the keys at ``paths`` (to validate the rest of a config with bad entries)."""
+    pruned = _copy_tree(config)
+    for path in paths:
+        node = pruned
+        for key in path[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(path[-1], None)
+    return pruned
 
 
 def _copy_tree(node: Any) -> Any:

@@ -39,7 +39,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rltune.errors import ConfigError
-from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs
+from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs, without_paths
 from rltune.orchestrator._stop import StopCriteria
 from rltune.orchestrator._train_file import _describe_yaml_error, _line_of
 
@@ -198,15 +198,18 @@ def load_study_file(
 
 def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Node | None = None) -> StudyPlan:
     """Validate the fields of a study (from a file or ``tune.run``) and plan it; one ConfigError with every problem."""
-    try:
-        spec = StudySpec.model_validate(fields)
-    except ValidationError as exc:
-        raise ConfigError([_describe_field_error(root, err) for err in exc.errors()], where=where) from None
-    problems: list[str] = []
-
     def at(path: tuple[Any, ...], message: str) -> str:
         line = _line_of(root, path) if root is not None else None
         return f"line {line}: {message}" if line else message
+
+    try:
+        spec = StudySpec.model_validate(fields)
+    except ValidationError as exc:
+        problems = [_describe_field_error(root, err) for err in exc.errors()]
+        if isinstance(fields.get("config"), dict):  # the search space's problems too, all at once
+            problems.extend(at(("config", *_path_of(p)), p) for p in parse_space(fields["config"])[1])
+        raise ConfigError(_by_line(problems), where=where) from None
+    problems: list[str] = []
 
     config = dict(spec.config)
     if spec.env is not None:
@@ -258,18 +261,30 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
     if spec.name is not None and (not spec.name.strip() or "/" in spec.name or spec.name in (".", "..")):
         problems.append(at(("name",), f"name: must be a non-empty name without '/', but got {spec.name!r}"))
 
-    if trainable is not None and trainable.kind == "trainer" and not space_problems and not problems:
+    if trainable is not None and trainable.kind == "trainer":
         if config.get("env") is None:
             problems.append(at(("config",), f"config.env: {trainable.name} needs an env (e.g. env: CartPole-v1)"))
-        else:
-            problems.extend(at(("config",), p) for p in _validate_trainer_configs(trainable, config, space))
+        else:  # the rest of the config, without the entries already reported
+            checked = without_paths(config, space.invalid)
+            for p in _validate_trainer_configs(trainable, checked, space):
+                problems.append(at(("config", *_path_of(p)), p))
     if problems:
-        raise ConfigError(problems, where=where)
+        raise ConfigError(_by_line(problems), where=where)
     if spec.name is None:
         from datetime import datetime
 
         spec = spec.model_copy(update={"name": f"{trainable.name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"})
     return StudyPlan(spec, trainable, config, space, stop, sampler_name, sampler_options, pruner_name, pruner_options)
+
+
+def _by_line(problems: list[str]) -> list[str]:
+    """Problems in file order (those without a line first), each once."""
+    def line(text: str) -> int:
+        head = text.split(":", 1)[0]
+        return int(head[5:]) if head.startswith("line ") and head[5:].isdigit() else 0
+
+    unique = list(dict.fromkeys(problems))
+    return sorted(unique, key=line)
 
 
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -362,7 +377,9 @@ def _validate_trainer_configs(trainable: Trainable, config: dict[str, Any], spac
             cls.validate(candidate)
         except ConfigError as exc:
             for p in exc.problems:
-                text = f"config.{p}" + (f" (with {param} = {_value_at(candidate, param)!r})" if param else "")
+                if f"config.{p}" in problems:
+                    continue  # a problem of the whole config, already reported
+                text = f"config.{p}" + (f" (when {param} = {_value_at(candidate, param)!r})" if param else "")
                 if text not in problems:
                     problems.append(text)
     return problems

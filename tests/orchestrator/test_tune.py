@@ -222,3 +222,35 @@ def test_best_config_file_reruns_with_rltune_train(tmp_path):
     assert proc.returncode == 0, proc.stderr
     rerun = [json.loads(x) for x in next((tmp_path / "again").glob("*/result.json")).read_text().splitlines()]
     assert rerun[-1]["episode_reward_mean"] == pytest.approx(analysis.best_result["episode_reward_mean"])
+
+
+def test_the_seed_example_as_written(tmp_path):
+    """The issue's example, with a tiny budget: stop after one iteration of a small batch."""
+    analysis = tune.run(
+        "PPO",
+        stop={"training_iteration": 1},
+        config={"env": "CartPole-v1", "num_gpus": 0, "num_workers": 1, "train_batch_size": 200,
+                "rollout_fragment_length": 100, "sgd_minibatch_size": 100, "num_sgd_iter": 1,
+                "lr": tune.grid_search([0.01, 0.001, 0.0001])},
+        results_dir=str(tmp_path),
+        verbose=0,
+    )
+    assert sorted(t.config["lr"] for t in analysis.trials) == [0.0001, 0.001, 0.01]
+    assert [t.state for t in analysis.trials] == ["COMPLETE"] * 3
+    assert all(t.last_result["training_iteration"] == 1 and t.last_result["timesteps_total"] == 200 for t in analysis.trials)
+    assert analysis.best_config["lr"] in (0.01, 0.001, 0.0001)
+    assert analysis.best_result["episode_reward_mean"] == analysis.best_trial.value
+    assert Path(analysis.best_checkpoint, "rltune_checkpoint.json").exists()
+    assert isinstance(analysis.study, optuna.Study) and analysis.study.study_name.startswith("PPO_")
+
+
+def test_the_seed_example_as_a_study_file(tmp_path, capsys):
+    from rltune.orchestrator.cli import main
+
+    repo = Path(__file__).resolve().parents[2]
+    code = main(["tune", str(repo / "studies" / "cartpole-ppo-grid.yaml"), "--results-dir", str(tmp_path), "--quiet",
+                 "--stop", '{"training_iteration": 1}', "--config", '{"train_batch_size": 200, "num_sgd_iter": 1, "num_workers": 0}'])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.count(" COMPLETE after 1 iterations") == 3
+    assert "best config: " + str(tmp_path / "cartpole-ppo-grid" / "best_config.yaml") in out
