@@ -71,10 +71,11 @@ class Analysis:
         return self.best_trial.value if self.best_trial else None
 
     def counts(self) -> dict[str, int]:
-        """Number of trials by state."""
+        """Number of trials by state (INTERRUPTED: RUNNING in storage, left by an interrupted run)."""
         counts: dict[str, int] = {}
         for t in self.trials:
-            counts[t.state] = counts.get(t.state, 0) + 1
+            state = "INTERRUPTED" if t.interrupted else t.state
+            counts[state] = counts.get(state, 0) + 1
         return counts
 
     def __repr__(self) -> str:
