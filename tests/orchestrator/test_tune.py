@@ -254,3 +254,64 @@ def test_the_seed_example_as_a_study_file(tmp_path, capsys):
     assert code == 0, out
     assert out.count(" COMPLETE after 1 iterations") == 3
     assert "best config: " + str(tmp_path / "cartpole-ppo-grid" / "best_config.yaml") in out
+
+
+def test_keep_checkpoints_num_and_an_sqlite_storage(tmp_path):
+    analysis = tune.run(
+        counter,
+        config={"steps": 5},
+        metric="score",
+        checkpoint_freq=1,
+        keep_checkpoints_num=2,
+        storage=f"sqlite:///{tmp_path / 'studies.db'}",
+        results_dir=str(tmp_path),
+        name="sqlite",
+        verbose=0,
+    )
+    (trial,) = analysis.trials
+    assert sorted(p.name for p in Path(trial.trial_dir).glob("checkpoint_*")) == ["checkpoint_000004", "checkpoint_000005"]
+    assert optuna.load_study(study_name="sqlite", storage=f"sqlite:///{tmp_path / 'studies.db'}").trials[0].value == 5.0
+    from rltune.orchestrator.cli import main
+
+    assert main(["show", "sqlite", "--results-dir", str(tmp_path)]) == 0
+
+
+def test_a_stop_key_missing_from_results_exits_2_from_the_cli(tmp_path, capsys):
+    from rltune.orchestrator.cli import main
+
+    (tmp_path / "study_trainables.py").write_text((Path(__file__).parent / "trainables.py").read_text())
+    study = tmp_path / "s.yaml"
+    study.write_text("run: study_trainables:counter\nmetric: score\nstop: {scroe: 3}\nconfig: {steps: 3}\n")
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        code = main(["tune", str(study), "--results-dir", str(tmp_path / "r"), "--quiet"])
+    finally:
+        os.chdir(cwd)
+    err = capsys.readouterr().err
+    assert code == 2 and "'scroe' is not a key of the training results; did you mean 'score'?" in err
+
+
+def test_cpu_budget_caps_concurrency_unless_max_concurrent(tmp_path):
+    from rltune.orchestrator._runner import StudyRunner
+    from rltune.orchestrator._spec import make_plan
+
+    plan = make_plan({"run": "PPO", "config": {"env": "CartPole-v1", "num_workers": 1}, "n_jobs": 4,
+                      "results_dir": str(tmp_path)})
+
+    class Stub:
+        cpus = 2
+
+    runner = StudyRunner(plan, cpu_count=4)
+    assert plan.cpus_per_trial(plan.config) == 2
+    runner.active = [Stub()]
+    assert runner._fits(Stub())
+    runner.active = [Stub(), Stub()]
+    assert not runner._fits(Stub())  # 2 trials x 2 CPUs fill 4 CPUs
+    runner = StudyRunner(plan, cpu_count=4, max_concurrent=3)
+    runner.active = [Stub(), Stub()]
+    assert runner._fits(Stub())
+    runner.active = [Stub(), Stub(), Stub()]
+    assert not runner._fits(Stub())
