@@ -204,7 +204,8 @@ class StudyRunner:
         _quiet_optuna()
         self.study_dir.mkdir(parents=True, exist_ok=True)
         self.storage = open_storage(self.spec.storage, self.study_dir)
-        exists = self.plan.name in {s.study_name for s in optuna.get_all_study_summaries(self.storage, include_best_trial=False)}
+        summaries = {s.study_name: s for s in optuna.get_all_study_summaries(self.storage, include_best_trial=False)}
+        exists = self.plan.name in summaries
         if exists and not self.resume:
             raise ConfigError(
                 f"study {self.plan.name!r} already exists in {self._storage_text()}; pass --resume "
@@ -213,7 +214,7 @@ class StudyRunner:
             )
         self.study = optuna.create_study(
             storage=self.storage,
-            sampler=self.plan.make_sampler(),
+            sampler=self.plan.make_sampler(seed_offset=summaries[self.plan.name].n_trials if exists else 0),
             pruner=self.plan.make_pruner(),
             study_name=self.plan.name,
             direction=self.plan.direction,

@@ -133,15 +133,22 @@ class StudyPlan:
     def direction(self) -> str:
         return "maximize" if self.spec.mode == "max" else "minimize"
 
-    def make_sampler(self) -> Any:
+    def make_sampler(self, seed_offset: int = 0) -> Any:
+        """The Optuna sampler; its seed is the spec's ``seed`` (if any) plus ``seed_offset``.
+
+        A resumed study passes the number of trials it already has, so that
+        its random draws do not repeat those of the first session.
+        """
         import optuna
 
         if self.sampler_name == "custom":
             return self.sampler_options["instance"]
         options = dict(self.sampler_options)
-        if "seed" in _parameters(getattr(optuna.samplers, SAMPLERS[self.sampler_name])):
-            options.setdefault("seed", self.spec.seed if self.spec.seed is not None else None)
-        return getattr(optuna.samplers, SAMPLERS[self.sampler_name])(**options)
+        cls = getattr(optuna.samplers, SAMPLERS[self.sampler_name])
+        if "seed" in _parameters(cls):
+            seed = options.get("seed", self.spec.seed)
+            options["seed"] = None if seed is None else seed + seed_offset
+        return cls(**options)
 
     def make_pruner(self) -> Any:
         import optuna

@@ -81,10 +81,9 @@ def run(conn: Connection | None, init: dict[str, Any]) -> int:
             run_trainer(init["ref"], init["config"], reporter)
         else:
             fn = _import(init["ref"]) if isinstance(init["ref"], str) else init["ref"]
-            if _takes_reporter(fn):
-                fn(init["config"], reporter)
-            else:
-                fn(init["config"])
+            final = fn(init["config"], reporter) if _takes_reporter(fn) else fn(init["config"])
+            if isinstance(final, dict):  # a returned dict is the last result (Ray's function API)
+                reporter(**final)
     except TrialStopped:
         pass
     except BaseException:

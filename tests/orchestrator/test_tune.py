@@ -315,3 +315,17 @@ def test_cpu_budget_caps_concurrency_unless_max_concurrent(tmp_path):
     assert runner._fits(Stub())
     runner.active = [Stub(), Stub(), Stub()]
     assert not runner._fits(Stub())
+
+
+def _reports_with_tune_report(config):
+    for i in range(3):
+        tune.report(score=config["x"] + i)
+    return {"score": 100.0}
+
+
+def test_a_function_of_config_alone_reports_with_tune_report_and_may_return_its_last_result(tmp_path):
+    analysis = tune.run(_reports_with_tune_report, config={"x": tune.grid_search([1, 2])}, metric="score",
+                        results_dir=str(tmp_path), name="report", verbose=0)
+    assert [t.state for t in analysis.trials] == ["COMPLETE", "COMPLETE"]
+    assert [t.value for t in analysis.trials] == [100.0, 100.0]
+    assert analysis.study.trials[0].intermediate_values == {1: 1.0, 2: 2.0, 3: 3.0, 4: 100.0}
