@@ -1,11 +1,20 @@
-"""The orchestrator: trials and studies of rltune trainers, stopping, checkpoints and the ``rltune`` CLI.
+"""The orchestrator: studies and trials of rltune trainers or functions, stopping, checkpoints and the ``rltune`` CLI.
 
-Modules::
+The public API is :mod:`rltune.tune` (``from rltune import tune``) and the
+``rltune`` command. Modules::
 
-    cli           the ``rltune`` command (``train``, ``rollout``); ``main(argv) -> exit status``
-    _trial        one trial of a trainer: trial directory, results, stop criteria, checkpoints
-    _stop         Ray Tune style stop criteria (stop when any result key reaches its value)
-    _train_file   ``rltune train -f FILE.yaml``: reading and validating a train file
+    cli             the ``rltune`` command (train, tune, studies, show, rollout); ``main(argv) -> exit status``
+    _spec           study files and tune.run fields: validation (every problem, by path and line), the plan
+    _search_space   grid_search, choice, uniform, loguniform, randint, quniform: parsing, Optuna suggest, configs
+    _runner         a study's loop: Optuna ask/report/tell, trial processes, CPU budget, failures, Ctrl-C, resume
+    _trial_process  one trial in its own process (subprocess + socket), trainers run as function trainables
+    _reporter       the Reporter of function trainables: results, atomic checkpoints, TrialStopped
+    _analysis       what tune.run returns (Analysis, TrialRecord) and best_config.yaml
+    _display        the rich live view and plain progress lines
+    _listing        reading studies back for ``rltune studies`` / ``rltune show``
+    _trial          one trial of ``rltune train``: trial directory, results, stop criteria, checkpoints
+    _stop           Ray Tune style stop criteria (stop when any result key reaches its value)
+    _train_file     ``rltune train -f FILE.yaml``: reading and validating a train file
 
-Importing this package is cheap: the trainers (and torch) load when a command runs.
+Importing this package is cheap: Optuna, the trainers (and torch) load when a command runs.
 """

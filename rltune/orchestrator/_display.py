@@ -107,7 +107,7 @@ class LiveDisplay(PlainDisplay):
         self._started = True
 
     def _print(self, text: str) -> None:
-        self.console.print(text, highlight=False, markup=False)
+        self.console.print(text, highlight=False, markup=False, soft_wrap=True)
 
     def trial_started(self, a: Any) -> None:
         self.rows[a.number] = {"state": "RUNNING", "a": a}
