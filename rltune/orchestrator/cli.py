@@ -181,6 +181,18 @@ def _train_spec(args: argparse.Namespace) -> Any:
     return TrainSpec.model_validate(fields)
 
 
+def _reject_search_space(config: dict[str, Any], args: argparse.Namespace) -> None:
+    """A config with grid_search / choice / ... entries is a study: say so instead of a type error."""
+    from rltune.orchestrator._search_space import parse_space
+
+    space, _ = parse_space(config)
+    if space:
+        entries = ", ".join(f"config.{p.name} ({p.kind})" for p in space.params)
+        command = f"rltune tune {args.file}" if args.file else "rltune tune STUDY.yaml"
+        raise ConfigError(f"{entries}: search-space entries make a study of many trials; run it with '{command}'",
+                          where=_source(args))
+
+
 def _source(args: argparse.Namespace) -> str:
     return f"train file {args.file!r}" if args.file else "flags"
 
@@ -201,6 +213,7 @@ def _train(args: argparse.Namespace) -> int:
     from rltune.trainers import get_trainer_class
 
     spec = _train_spec(args)
+    _reject_search_space(spec.config or {}, args)
     if spec.run is None:
         raise ConfigError("no algorithm given: use --run ALGO (e.g. --run PPO) or 'run:' in the train file", where=_source(args))
     trainer_cls = get_trainer_class(spec.run)

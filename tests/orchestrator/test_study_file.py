@@ -115,3 +115,10 @@ def test_the_shipped_study_files_are_valid(name):
         pytest.skip("a train file (rltune train -f), not a study")
     plan = load_study_file(path)
     assert plan.total_trials >= 1
+
+
+def test_rltune_train_on_a_study_file_says_to_use_rltune_tune(capsys):
+    path = REPO / "studies" / "cartpole-ppo-grid.yaml"
+    assert main(["train", "-f", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"config.lr (grid_search): search-space entries make a study of many trials; run it with 'rltune tune {path}'" in err
