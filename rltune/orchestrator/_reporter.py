@@ -138,12 +138,14 @@ class Reporter:
         if self._saved_at == self.iteration:
             return None
         final = self.trial_dir / f"{CHECKPOINT_PREFIX}{self.iteration:06d}"
-        tmp = self.trial_dir / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
-        trainer.save(tmp)
-        return self.commit_checkpoint(tmp, final)
+        trainer.save(final)  # atomic itself (and on_checkpoint_saved sees the final path)
+        return self.commit_checkpoint(None, final)
 
-    def commit_checkpoint(self, tmp: Path, final: Path) -> str:
-        if final.exists():
+    def commit_checkpoint(self, tmp: Path | None, final: Path) -> str:
+        """Move ``tmp`` (None: already in place) to ``final`` atomically, drop old ones, tell the orchestrator."""
+        if tmp is None:
+            pass
+        elif final.exists():
             old = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
             os.rename(final, old)
             os.rename(tmp, final)
