@@ -54,18 +54,17 @@ class DiagGaussian:
 
 
 def sample_categorical(
-    logits: np.ndarray, rng: np.random.Generator, deterministic: bool
+    log_probs: np.ndarray, rng: np.random.Generator, deterministic: bool
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Actions ``[B]`` (int64) and their log-probabilities from logits ``[B, n]``."""
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    """Actions ``[B]`` (int64) and their log-probabilities from normalised log-probabilities ``[B, n]``."""
     if deterministic:
         actions = log_probs.argmax(axis=1)
     else:
         cumulative = np.cumsum(np.exp(log_probs), axis=1)
-        draws = rng.random(len(logits), dtype=np.float32)[:, None] * cumulative[:, -1:]
-        actions = np.minimum((cumulative < draws).sum(axis=1), logits.shape[1] - 1)
-    return actions.astype(np.int64), log_probs[np.arange(len(actions)), actions]
+        # Scaling by the last cumulative value keeps the draw below it despite rounding.
+        draws = rng.random((len(log_probs), 1), dtype=np.float32) * cumulative[:, -1:]
+        actions = (cumulative < draws).sum(axis=1)
+    return actions, np.take_along_axis(log_probs, actions[:, None], axis=1)[:, 0]
 
 
 def sample_diag_gaussian(

@@ -78,10 +78,9 @@ class ActorCriticModel(nn.Module):
 
         With separate policy and value networks, both run as one network with
         block-diagonal weights: half the kernel launches per step. The fused
-        weights are rebuilt after :meth:`invalidate_fused` (the sampler calls
-        it at the start of every fragment, the learner after every update)
-        and when a parameter's in-place version counter moved
-        (``load_state_dict``, most optimizers; fused optimizers do not bump it).
+        weights are rebuilt after :meth:`invalidate_fused`, which the policy
+        calls whenever weights may have changed (``set_weights``, the start of
+        every sampled fragment, after every learner update).
         """
         if self.vf_body is None:
             return self(obs)
@@ -99,12 +98,10 @@ class ActorCriticModel(nn.Module):
 
     def invalidate_fused(self) -> None:
         """Forget the fused inference weights (call after changing parameters)."""
-        self._fused_stamp = None
+        self._fused = None
 
     def _fused_layers(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        params = list(self.parameters())
-        stamp = tuple(p._version for p in params) + tuple(p.data_ptr() for p in params)
-        if getattr(self, "_fused_stamp", None) != stamp:
+        if getattr(self, "_fused", None) is None:
             with torch.no_grad():
                 pi = [m for m in self.pi_body if isinstance(m, nn.Linear)] + [self.pi_head]
                 vf = [m for m in self.vf_body if isinstance(m, nn.Linear)] + [self.vf_head]
@@ -113,7 +110,7 @@ class ActorCriticModel(nn.Module):
                     # The first layer reads the same input for both networks: stack its rows.
                     weight = torch.cat([a.weight, b.weight]) if i == 0 else torch.block_diag(a.weight, b.weight)
                     fused.append((weight.detach().clone(), torch.cat([a.bias, b.bias]).detach().clone()))
-            self._fused, self._fused_stamp = fused, stamp
+            self._fused = fused
             self._activation = _ACTIVATION_FNS[type(self.pi_body[1]) if len(self.pi_body) > 1 else nn.Identity]
         return self._fused
 

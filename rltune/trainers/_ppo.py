@@ -102,11 +102,14 @@ class PPOPolicy(Policy):
     def compute_actions(self, obs: np.ndarray, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         with torch.inference_mode():
             dist_inputs, values = self.model.forward_inference(self.obs_tensor(obs))
+            if not self.is_continuous:
+                dist_inputs = torch.log_softmax(dist_inputs, dim=-1)
             dist_inputs, values = dist_inputs.cpu().numpy(), values.cpu().numpy()
-        sample = sample_diag_gaussian if self.is_continuous else sample_categorical
-        actions, logp = sample(dist_inputs, self.rng, deterministic=not explore)
         if self.is_continuous:
+            actions, logp = sample_diag_gaussian(dist_inputs, self.rng, deterministic=not explore)
             actions = actions.reshape((-1,) + self.action_shape)
+        else:
+            actions, logp = sample_categorical(dist_inputs, self.rng, deterministic=not explore)
         return actions, {ACTION_LOGP: logp, VF_PREDS: values}
 
     def values(self, obs: np.ndarray) -> np.ndarray:
