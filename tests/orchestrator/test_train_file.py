@@ -35,6 +35,7 @@ def test_reads_every_field(tmp_path):
         "checkpoint_freq": 5,
         "checkpoint_at_end": True,
         "results_dir": "/tmp/r",
+        "curriculum": None,
     }
 
 
