@@ -26,7 +26,7 @@ same cycle): a change in machine load between cycles cancels out of it. The
 median throughputs are shown too, but on a busy machine they spread with
 the load.
 
-Full run (about 2 minutes)::
+Full run (about 1 minute on 2 quiet cores)::
 
     .venv/bin/python benchmarks/bench_callbacks_overhead.py --json callbacks_overhead.json
 

@@ -20,11 +20,11 @@ that does not solve it within the budget is reported as "not solved within
 N", and counts as more than N in the medians. Every run is its own
 subprocess; seeds alternate between the variants.
 
-Full run (5 seeds, about 1-2 minutes)::
+Full run (5 seeds, about 1 minute on 2 quiet cores)::
 
     .venv/bin/python benchmarks/bench_curriculum.py --json curriculum.json
 
-Smoke test (2 seeds, 30,000-step budget, about 20 seconds)::
+Smoke test (2 seeds, 30,000-step budget, about 15 seconds)::
 
     .venv/bin/python benchmarks/bench_curriculum.py --quick
 """
