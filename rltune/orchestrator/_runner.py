@@ -202,6 +202,12 @@ class StudyRunner:
         import optuna
 
         _quiet_optuna()
+        if not self.plan.name_given and not self.resume:  # a default name: never join another study
+            base, n = self.plan.name, 0
+            while (self.study_dir / STUDY_FILE).exists():
+                n += 1
+                self.plan.spec = self.spec = self.spec.model_copy(update={"name": f"{base}_{n}"})
+                self.study_dir = study_dir_of(self.spec.results_dir, self.plan.name)
         self.study_dir.mkdir(parents=True, exist_ok=True)
         self.storage = open_storage(self.spec.storage, self.study_dir)
         summaries = {s.study_name: s for s in optuna.get_all_study_summaries(self.storage, include_best_trial=False)}

@@ -118,6 +118,7 @@ class StudyPlan:
     sampler_options: dict[str, Any]
     pruner_name: str
     pruner_options: dict[str, Any]
+    name_given: bool = True  # False: a default name (trainable_timestamp) that may take a suffix if taken
 
     @property
     def name(self) -> str:
@@ -277,11 +278,13 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
                 problems.append(at(("config", *_path_of(p)), p))
     if problems:
         raise ConfigError(_by_line(problems), where=where)
-    if spec.name is None:
+    name_given = spec.name is not None
+    if not name_given:
         from datetime import datetime
 
         spec = spec.model_copy(update={"name": f"{trainable.name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"})
-    return StudyPlan(spec, trainable, config, space, stop, sampler_name, sampler_options, pruner_name, pruner_options)
+    return StudyPlan(spec, trainable, config, space, stop, sampler_name, sampler_options, pruner_name, pruner_options,
+                     name_given)
 
 
 def _by_line(problems: list[str]) -> list[str]:

@@ -329,3 +329,10 @@ def test_a_function_of_config_alone_reports_with_tune_report_and_may_return_its_
     assert [t.state for t in analysis.trials] == ["COMPLETE", "COMPLETE"]
     assert [t.value for t in analysis.trials] == [100.0, 100.0]
     assert analysis.study.trials[0].intermediate_values == {1: 1.0, 2: 2.0, 3: 3.0, 4: 100.0}
+
+
+def test_default_study_names_never_join_another_study(tmp_path):
+    first = tune.run(counter, config={"steps": 1}, metric="score", results_dir=str(tmp_path), verbose=0)
+    second = tune.run(counter, config={"steps": 1}, metric="score", results_dir=str(tmp_path), verbose=0)
+    assert first.study.study_name.startswith("counter_") and first.study_dir != second.study_dir
+    assert len(first.trials) == len(second.trials) == 1
