@@ -209,8 +209,13 @@ class StudyRunner:
                 self.plan.spec = self.spec = self.spec.model_copy(update={"name": f"{base}_{n}"})
                 self.study_dir = study_dir_of(self.spec.results_dir, self.plan.name)
         self.study_dir.mkdir(parents=True, exist_ok=True)
-        self.storage = open_storage(self.spec.storage, self.study_dir)
-        summaries = {s.study_name: s for s in optuna.get_all_study_summaries(self.storage, include_best_trial=False)}
+        try:
+            self.storage = open_storage(self.spec.storage, self.study_dir)
+            summaries = {s.study_name: s for s in optuna.get_all_study_summaries(self.storage, include_best_trial=False)}
+        except Exception as exc:  # a bad URL, an unreachable server, a missing driver
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise ConfigError(f"cannot open the Optuna storage {self._storage_text()!r}: {type(exc).__name__}: {first}",
+                              where="storage") from None
         exists = self.plan.name in summaries
         if exists and not self.resume:
             raise ConfigError(

@@ -122,3 +122,11 @@ def test_rltune_train_on_a_study_file_says_to_use_rltune_tune(capsys):
     assert main(["train", "-f", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"config.lr (grid_search): search-space entries make a study of many trials; run it with 'rltune tune {path}'" in err
+
+
+def test_a_storage_that_cannot_be_opened_exits_2(tmp_path, capsys):
+    path = tmp_path / "study.yaml"
+    path.write_text(ENV)
+    code = main(["tune", str(path), "--results-dir", str(tmp_path / "r"), "--storage", "nosuchdialect://x"])
+    err = capsys.readouterr().err
+    assert code == 2 and "cannot open the Optuna storage 'nosuchdialect://x'" in err and "Traceback" not in err
