@@ -145,7 +145,8 @@ class CurriculumCallback(DefaultCallbacks):
         self.streak_up = self.streak_up + 1 if up else 0
         self.streak_down = self.streak_down + 1 if down else 0
         moved = 0
-        if self.streak_up >= phase.patience and self.iterations_in_phase >= phase.min_iterations:
+        last = len(self.curriculum.phases) - 1
+        if self.streak_up >= phase.patience and self.iterations_in_phase >= phase.min_iterations and self.phase < last:
             moved = 1
         elif self.streak_down >= phase.patience and self.phase > 0:
             moved = -1

@@ -10,6 +10,7 @@ result dict.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import math
 import os
@@ -53,6 +54,22 @@ class StepOutcome:
     episodes: list[EpisodeMetrics] = field(default_factory=list)
     learner_info: dict[str, dict[str, float]] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_callable(spec: Any, key: str) -> Callable[..., Any]:
+    """A config value that names a function: the function itself or an import string 'pkg.module:fn'."""
+    if isinstance(spec, str) and ":" in spec:
+        module, _, attr = spec.partition(":")
+        try:
+            obj: Any = importlib.import_module(module)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"{key}: cannot import {spec!r} ({exc})") from None
+        spec = obj
+    if not callable(spec):
+        raise ConfigError(f"{key}: must be a function or an import string 'pkg.module:fn', but got {spec!r}")
+    return spec
 
 
 def _state_dict_mismatch(expected: dict[str, Any], saved: Any) -> str | None:
@@ -123,8 +140,11 @@ class Trainer:
                 parse_curriculum(cfg.curriculum)
             except ConfigError as exc:
                 problems.extend(exc.problems)
-        if cfg.env_task_fn is not None and not callable(cfg.env_task_fn):
-            problems.append(f"env_task_fn: must be a function (result, env, env_context) -> task, but got {cfg.env_task_fn!r}")
+        if cfg.env_task_fn is not None:
+            try:
+                resolve_callable(cfg.env_task_fn, "env_task_fn")
+            except ConfigError as exc:
+                problems.extend(exc.problems)
         try:
             make_callbacks(cfg.callbacks)
         except ConfigError as exc:
@@ -248,7 +268,7 @@ class Trainer:
         self._episode_window.extend(outcome.episodes)
         result = self._make_result(outcome, time.perf_counter() - start)
         if self.cfg.env_task_fn is not None:
-            self.workers.apply_env_task_fn(self.cfg.env_task_fn, result)
+            self.workers.apply_env_task_fn(resolve_callable(self.cfg.env_task_fn, "env_task_fn"), result)
         self._call("on_train_result", trainer=self, result=result)
         self._add_task_to_result(result)
         elapsed = time.perf_counter() - start
@@ -336,8 +356,12 @@ class Trainer:
         """The action for one raw observation; deterministic unless ``explore``."""
         return self.get_policy(policy_id).compute_single_action(obs, explore=explore)
 
-    def evaluate(self, num_episodes: int | None = None) -> dict[str, Any]:
-        """Run deterministic episodes in a separate env (with ``evaluation_config``); training stats are untouched."""
+    def evaluate(self, num_episodes: int | None = None, *, task: Any = None) -> dict[str, Any]:
+        """Run deterministic episodes in a separate env (with ``evaluation_config``); training stats are untouched.
+
+        The evaluation env gets the training envs' current task, or ``task``
+        when given (e.g. the hardest task, to judge a curriculum).
+        """
         n = num_episodes or self.cfg.evaluation_duration
         if self._eval_worker is None:
             eval_cfg = self.validate({**self.config, **self.cfg.evaluation_config}) if self.cfg.evaluation_config else self.cfg
@@ -351,7 +375,8 @@ class Trainer:
                 num_envs=1,
                 spaces=(local.observation_space, local.action_space),
             )
-        task = self.current_task()
+        if task is None:
+            task = self.current_task()
         if task is not None:
             self._eval_worker.set_task_all(task)
         self._eval_worker.set_weights(self.workers.local_worker.get_weights(), {"timestep": self.timesteps_total})
@@ -413,7 +438,9 @@ class Trainer:
             "timesteps_total": self.timesteps_total,
             "episodes_total": self.episodes_total,
             "time_total_s": self.time_total_s,
-            "episode_window": [[e.episode_reward, e.episode_length] for e in self._episode_window],
+            "episode_window": [
+                [e.episode_reward, e.episode_length, ckpt.json_safe(e.custom_metrics)] for e in self._episode_window
+            ],
             "config": ckpt.json_safe(self.config),
             "observation_space": repr(policy.observation_space),
             "action_space": repr(policy.action_space),
@@ -468,8 +495,9 @@ class Trainer:
             self.episodes_total = int(metadata.get("episodes_total", 0))
             self.time_total_s = float(metadata.get("time_total_s", 0.0))
             self._episode_window.clear()
-            for reward, length in metadata.get("episode_window", []):
-                self._episode_window.append(EpisodeMetrics(float(reward), int(length)))
+            for reward, length, *custom in metadata.get("episode_window", []):
+                metrics = custom[0] if custom and isinstance(custom[0], dict) else {}
+                self._episode_window.append(EpisodeMetrics(float(reward), int(length), custom_metrics=metrics))
             if "numpy_rng" in metadata:
                 self.rng.bit_generator.state = metadata["numpy_rng"]
             if "torch_rng" in state:
