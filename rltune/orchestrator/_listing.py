@@ -68,7 +68,7 @@ def load_study(directory: Path, storage: str | None = None) -> tuple[Any, dict[s
 def state_of(frozen: Any) -> str:
     """COMPLETE, PRUNED, FAIL, RUNNING, WAITING, or INTERRUPTED (RUNNING with no live owner)."""
     state = frozen.state.name
-    if state == "RUNNING" and not owner_alive(frozen.user_attrs.get("owner"), run_id=""):
+    if state == "RUNNING" and not owner_alive(frozen.user_attrs.get("owner"), "", frozen.user_attrs.get("heartbeat")):
         return "INTERRUPTED"
     return state
 

@@ -12,8 +12,9 @@ it; COMPLETE with the metric of its last result; PRUNED; FAIL after
 ``max_failures`` restarts (its traceback in ``error.txt`` and the user attr
 ``error``). An interrupted trial (Ctrl-C, or the orchestrator killed) stays
 RUNNING with an ``owner`` user attr (host, pid, process start time, run id)
-that no live orchestrator matches: ``resume`` continues it from its latest
-checkpoint in the same Optuna trial. Grid points are enqueued once each
+that no live orchestrator matches (on another machine, whose pids cannot be
+checked: a ``heartbeat`` user attr older than HEARTBEAT_GRACE_S): ``resume``
+continues it from its latest checkpoint in the same Optuna trial. Grid points are enqueued once each
 (user attrs ``grid_index`` and ``sample_index``), so a resumed study never
 runs a point twice.
 
@@ -61,6 +62,8 @@ ERROR_FILE = "error.txt"
 OUTPUT_FILE = "output.log"
 PARAMS_FILE = "params.json"
 STOP_GRACE_S = 120.0  # after Ctrl-C, trials get this long to finish their iteration and checkpoint
+HEARTBEAT_S = 30.0  # how often the running trials' heartbeat user attr is written
+HEARTBEAT_GRACE_S = 180.0  # a trial of another machine without a heartbeat for this long is interrupted
 
 
 # -- storage ------------------------------------------------------------------------------------
@@ -100,12 +103,17 @@ def make_owner(run_id: str) -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": os.getpid(), "pid_start": _process_start(os.getpid()), "run": run_id}
 
 
-def owner_alive(owner: Any, run_id: str) -> bool:
-    """Whether the orchestrator that owns a RUNNING trial still runs (False: the trial was interrupted)."""
+def owner_alive(owner: Any, run_id: str, heartbeat: Any = None) -> bool:
+    """Whether the orchestrator that owns a RUNNING trial still runs (False: the trial was interrupted).
+
+    On this machine: its pid runs with the same start time (and, for this
+    very process, the same run id). On another machine: its trial's
+    ``heartbeat`` user attr is younger than :data:`HEARTBEAT_GRACE_S`.
+    """
     if not isinstance(owner, dict):
         return False
     if owner.get("host") != socket.gethostname():
-        return True  # another machine: it cannot be checked from here
+        return isinstance(heartbeat, (int, float)) and time.time() - heartbeat < HEARTBEAT_GRACE_S
     pid = owner.get("pid")
     if pid == os.getpid():
         return owner.get("run") == run_id
@@ -196,6 +204,7 @@ class StudyRunner:
         self._started_total = 0
         self._start_time = time.monotonic()
         self._cpu_note = False
+        self._last_heartbeat = 0.0
 
     # -- setup ----------------------------------------------------------------------------
     def open_study(self) -> Any:
@@ -292,7 +301,8 @@ class StudyRunner:
         trials = self.study.get_trials(deepcopy=False)
         self._started_total = sum(1 for t in trials if t.state != TrialState.WAITING)
         for t in trials:
-            if t.state == TrialState.RUNNING and not owner_alive(t.user_attrs.get("owner"), self.run_id):
+            if t.state == TrialState.RUNNING and not owner_alive(t.user_attrs.get("owner"), self.run_id,
+                                                                 t.user_attrs.get("heartbeat")):
                 self._resumable.append(t)
 
     # -- the loop -------------------------------------------------------------------------
@@ -317,6 +327,7 @@ class StudyRunner:
                     if active is not None:
                         self._drain(active)
                 self._check_processes()
+                self._heartbeat()
                 if self.display is not None:
                     self.display.refresh(self)
         finally:
@@ -327,6 +338,15 @@ class StudyRunner:
             self._restore_signal_handlers(previous)
         if self.spec_error is not None:
             raise self.spec_error
+
+    def _heartbeat(self) -> None:
+        """Every HEARTBEAT_S: the time, in each running trial's ``heartbeat`` user attr (for other machines)."""
+        now = time.time()
+        if now - self._last_heartbeat < HEARTBEAT_S:
+            return
+        self._last_heartbeat = now
+        for a in self.active:
+            a.trial.set_user_attr("heartbeat", now)
 
     def _install_signal_handlers(self) -> dict[int, Any]:
         if threading.current_thread() is not threading.main_thread():

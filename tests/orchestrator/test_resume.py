@@ -122,3 +122,19 @@ def test_kill_9_of_the_orchestrator_then_resume(study_file):
     starts = [(Path(t.user_attrs["trial_dir"]) / "starts.txt").read_text().split() for t in study.get_trials()]
     assert any(len(s) == 2 and int(s[1]) > 0 for s in starts)  # at least one continued from its checkpoint
     assert os.path.exists(study_file.parent / "results" / "resumable" / "best_config.yaml")
+
+
+def test_owners_on_this_machine_by_pid_and_elsewhere_by_heartbeat():
+    import socket
+
+    from rltune.orchestrator._runner import make_owner, owner_alive
+
+    me = make_owner("run-a")
+    assert owner_alive(me, "run-a") and not owner_alive(me, "run-b")  # an earlier run of this same process
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    assert not owner_alive({**me, "pid": int(dead.stdout)}, "run-a")
+    assert not owner_alive({**me, "pid": os.getppid(), "pid_start": "1"}, "run-a")  # a reused pid
+    assert not owner_alive(None, "run-a")
+    elsewhere = {**me, "host": socket.gethostname() + "-other"}
+    assert owner_alive(elsewhere, "run-a", heartbeat=time.time() - 10)
+    assert not owner_alive(elsewhere, "run-a", heartbeat=time.time() - 3600)
