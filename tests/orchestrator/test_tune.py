@@ -336,3 +336,10 @@ def test_default_study_names_never_join_another_study(tmp_path):
     second = tune.run(counter, config={"steps": 1}, metric="score", results_dir=str(tmp_path), verbose=0)
     assert first.study.study_name.startswith("counter_") and first.study_dir != second.study_dir
     assert len(first.trials) == len(second.trials) == 1
+
+
+def test_study_timeout_starts_no_new_trial_and_lets_running_ones_finish(tmp_path):
+    analysis = tune.run(counter, config={"x": tune.uniform(0, 1), "steps": 4, "sleep": 0.1}, metric="score",
+                        n_trials=100, timeout_s=0.5, results_dir=str(tmp_path), name="timeout", verbose=0)
+    assert 1 <= len(analysis.trials) < 5
+    assert all(t.state == "COMPLETE" and t.training_iteration == 4 for t in analysis.trials)
