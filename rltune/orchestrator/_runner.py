@@ -39,6 +39,7 @@ import sys
 import threading
 import time
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -256,6 +257,8 @@ class StudyRunner:
                 f"than mode {self.spec.mode!r}",
                 where="study",
             )
+        if exists:
+            self._check_space_unchanged()
         (self.study_dir / STUDY_FILE).write_text(json.dumps({
             "name": self.plan.name,
             "storage": self.spec.storage if self.spec.storage and "://" in self.spec.storage else None,
@@ -269,6 +272,27 @@ class StudyRunner:
         self._enqueue_grid()
         self._find_resumable()
         return self.study
+
+    def _check_space_unchanged(self) -> None:
+        """Optuna keeps one kind of distribution per parameter name: a changed search space is an error."""
+        from optuna.distributions import check_distribution_compatibility
+
+        from rltune.orchestrator._search_space import distribution
+
+        stored: dict[str, Any] = {}
+        for t in self.study.get_trials(deepcopy=False):
+            for name, dist in t.distributions.items():
+                stored.setdefault(name, dist)
+        problems = []
+        for p in self.plan.space.params:
+            if p.name in stored:
+                try:
+                    check_distribution_compatibility(stored[p.name], distribution(p))
+                except ValueError as exc:
+                    problems.append(f"config.{p.name}: the study's trials drew it from {stored[p.name]!r}, but it is "
+                                    f"now {p.describe()} ({exc}); keep it, or start another study (--name NEW)")
+        if problems:
+            raise ConfigError(problems, where=f"resume of study {self.plan.name!r}")
 
     def _storage_text(self) -> str:
         return self.spec.storage if self.spec.storage else str(self.study_dir / JOURNAL_FILE)
@@ -426,10 +450,18 @@ class StudyRunner:
 
         if self.spec_error is not None:
             return None
-        if self._resumable:
+        while self._resumable:
             frozen = self._resumable.pop(0)
             trial = optuna.trial.Trial(self.study, frozen._trial_id)
-            return self._prepare(trial, resumed=frozen)
+            try:
+                return self._prepare(trial, resumed=frozen)
+            except ValueError as exc:  # the study's search space changed since the trial started
+                error = (f"cannot resume trial {frozen.number}: its params {frozen.params} do not fit the study's "
+                         f"search space any more ({exc})")
+                trial.set_user_attr("error", error)
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                if self.display is not None:
+                    self.display.message(error)
         if self._started_total >= self.plan.total_trials:
             return None
         if self.spec.timeout_s is not None and time.monotonic() - self._start_time > self.spec.timeout_s:
@@ -441,7 +473,10 @@ class StudyRunner:
     def _prepare(self, trial: Any, resumed: Any = None) -> ActiveTrial:
         number = trial.number
         trial.set_user_attr("owner", make_owner(self.run_id))
-        values = suggest(trial, self.plan.space)
+        with warnings.catch_warnings():
+            # a resumed trial keeps the values it drew, even if the study file's ranges changed since
+            warnings.filterwarnings("ignore", message="Inconsistent parameter values", category=RuntimeWarning)
+            values = suggest(trial, self.plan.space)
         config = resolve_config(self.plan.config, self.plan.space, values)
         seed = self._seed(number, config)
         trial_dir = self.study_dir / f"trial_{number:05d}"

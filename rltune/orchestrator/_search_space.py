@@ -349,6 +349,21 @@ def suggest(trial: Any, space: SearchSpace) -> dict[str, Any]:
     return values
 
 
+def distribution(p: Param) -> Any:
+    """The Optuna distribution that :func:`suggest` uses for ``p``."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    if p.kind in ("grid_search", "choice"):
+        return CategoricalDistribution(Categorical(p.values).encoded)
+    if p.kind == "uniform":
+        return FloatDistribution(p.low, p.high)
+    if p.kind == "loguniform":
+        return FloatDistribution(p.low, p.high, log=True)
+    if p.kind == "randint":
+        return IntDistribution(int(p.low), int(p.high) - 1)
+    return FloatDistribution(p.low, p.high, step=p.q)
+
+
 def decode_params(space: SearchSpace, params: Mapping[str, Any]) -> dict[str, Any]:
     """The values of an Optuna trial's stored ``params`` (categorical ones decoded)."""
     values = {}

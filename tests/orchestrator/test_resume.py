@@ -138,3 +138,15 @@ def test_owners_on_this_machine_by_pid_and_elsewhere_by_heartbeat():
     elsewhere = {**me, "host": socket.gethostname() + "-other"}
     assert owner_alive(elsewhere, "run-a", heartbeat=time.time() - 10)
     assert not owner_alive(elsewhere, "run-a", heartbeat=time.time() - 3600)
+
+
+def test_resume_with_a_changed_kind_of_search_space_entry_exits_2(study_file):
+    proc = _start(study_file)
+    _wait_for_results(study_file.parent / "results" / "resumable" / "trial_00000", 2)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    study_file.write_text(STUDY.replace("x: {grid_search: [1, 2, 3, 4]}", "x: {uniform: [1, 4]}"))
+    resumed = _start(study_file, "--resume")
+    out, err = resumed.communicate(timeout=60)
+    assert resumed.returncode == 2, out + err
+    assert "invalid resume of study 'resumable': config.x: the study's trials drew it from CategoricalDistribution" in err
