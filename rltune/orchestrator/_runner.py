@@ -309,15 +309,17 @@ class StudyRunner:
             if "grid_index" in t.user_attrs:
                 seen.add((t.user_attrs["grid_index"], t.user_attrs.get("sample_index", 0)))
         points = space.grid_points()
-        budget = self.plan.total_trials - sum(1 for t in self.study.get_trials(deepcopy=False) if t.state != TrialState.WAITING)
+        trials = self.study.get_trials(deepcopy=False)
+        budget = self.plan.total_trials - sum(1 for t in trials if t.state != TrialState.WAITING)
+        waiting = sum(1 for t in trials if t.state == TrialState.WAITING)
         for sample in range(self.spec.num_samples):
             for index, point in enumerate(points):
                 if (index, sample) in seen:
                     continue
-                waiting = sum(1 for t in self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
                 if waiting >= budget:
                     return
                 self.study.enqueue_trial(encode_point(space, point), user_attrs={"grid_index": index, "sample_index": sample})
+                waiting += 1
 
     def _find_resumable(self) -> None:
         from optuna.trial import TrialState
