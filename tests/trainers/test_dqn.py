@@ -1,0 +1,205 @@
+"""DQN: epsilon schedule, n-step postprocessing, targets, target-network syncs, gradient-step ratio, learning."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rltune.errors import SpaceError
+from rltune.trainers import DQN
+from rltune.trainers._dqn import DISCOUNTS, DQNConfig, DQNPolicy
+from rltune.trainers._sample_batch import ACTIONS, NEW_OBS, OBS, REWARDS, TERMINATEDS, TRUNCATEDS
+
+SMALL = {
+    "rollout_fragment_length": 16,
+    "train_batch_size": 8,
+    "learning_starts": 0,
+    "min_sample_timesteps_per_iteration": 64,
+    "model": {"fcnet_hiddens": [16]},
+    "seed": 0,
+}
+
+
+def _policy(**config) -> DQNPolicy:
+    cfg = DQNConfig.model_validate({"model": {"fcnet_hiddens": [8]}, **config})
+    return DQNPolicy(gym.spaces.Box(-1, 1, (2,), np.float32), gym.spaces.Discrete(3), cfg, seed=0)
+
+
+def test_epsilon_anneals_linearly_then_stays_final():
+    policy = _policy(exploration_config={"initial_epsilon": 1.0, "final_epsilon": 0.1, "epsilon_timesteps": 100})
+    for timestep, expected in [(0, 1.0), (50, 0.55), (100, 0.1), (10_000, 0.1)]:
+        policy.set_global_timestep(timestep)
+        assert policy.epsilon == pytest.approx(expected)
+
+
+def test_exploring_actions_are_random_at_epsilon_one_and_greedy_at_zero():
+    obs = np.zeros((2000, 2), np.float32)
+    policy = _policy(exploration_config={"initial_epsilon": 1.0, "final_epsilon": 1.0})
+    random_actions, _ = policy.compute_actions(obs, explore=True)
+    counts = np.bincount(random_actions, minlength=3) / len(obs)
+    np.testing.assert_allclose(counts, [1 / 3] * 3, atol=0.05)
+    greedy, _ = policy.compute_actions(obs, explore=False)
+    assert len(set(greedy.tolist())) == 1  # same obs, same argmax
+
+
+def test_n_step_postprocessing_matches_hand_values():
+    policy = _policy(n_step=3, gamma=0.5)
+    # One env, 5 steps; the episode terminates at step 2, a new one starts at step 3.
+    rewards = np.array([[1.0], [2.0], [4.0], [8.0], [16.0]], np.float32)
+    terminateds = np.array([[False], [False], [True], [False], [False]])
+    batch = {
+        OBS: np.arange(5, dtype=np.float32).reshape(5, 1, 1).repeat(2, axis=2),
+        NEW_OBS: np.arange(1, 6, dtype=np.float32).reshape(5, 1, 1).repeat(2, axis=2),
+        ACTIONS: np.zeros((5, 1), np.int64),
+        REWARDS: rewards,
+        TERMINATEDS: terminateds,
+        TRUNCATEDS: np.zeros((5, 1), bool),
+    }
+    out = policy.postprocess_trajectory(batch)
+    # t=0: 1 + .5*2 + .25*4, ends at the terminal step 2 (new_obs 3), discount .5**3
+    # t=1: 2 + .5*4, terminal at step 2; t=2: 4, terminal
+    # t=3: 8 + .5*16, the fragment ends after step 4 (new_obs 5), not terminal; t=4: 16
+    np.testing.assert_allclose(out[REWARDS], [3.0, 4.0, 4.0, 16.0, 16.0])
+    np.testing.assert_allclose(out[NEW_OBS][:, 0], [3, 3, 3, 5, 5])
+    np.testing.assert_array_equal(out[TERMINATEDS], [True, True, True, False, False])
+    np.testing.assert_allclose(out[DISCOUNTS], [0.125, 0.25, 0.5, 0.25, 0.5])
+    assert TRUNCATEDS not in out
+
+
+def test_one_step_transitions_discount_by_gamma():
+    policy = _policy(gamma=0.9)
+    batch = {
+        OBS: np.zeros((2, 1, 2), np.float32),
+        NEW_OBS: np.ones((2, 1, 2), np.float32),
+        ACTIONS: np.zeros((2, 1), np.int64),
+        REWARDS: np.array([[1.0], [2.0]], np.float32),
+        TERMINATEDS: np.array([[False], [True]]),
+        TRUNCATEDS: np.zeros((2, 1), bool),
+    }
+    out = policy.postprocess_trajectory(batch)
+    np.testing.assert_allclose(out[REWARDS], [1.0, 2.0])
+    np.testing.assert_allclose(out[DISCOUNTS], [0.9, 0.9])
+
+
+def test_training_intensity_sets_gradient_steps_per_sampled_step():
+    trainer = DQN(config={**SMALL, "training_intensity": 4.0}, env="CartPole-v1")
+    try:
+        trainer.train()
+        # 64 sampled steps x 4 / train_batch_size 8 = 32 gradient steps
+        assert trainer.num_grad_steps == 32
+        stats = trainer.train()["info"]["learner"]["default_policy"]
+        assert stats["num_grad_steps"] == 64
+    finally:
+        trainer.stop()
+
+
+def test_target_network_syncs_every_target_network_update_freq_steps():
+    trainer = DQN(config={**SMALL, "target_network_update_freq": 32}, env="CartPole-v1")
+    try:
+        trainer.train()  # 4 rounds of 16 steps: syncs at 16 (first eligible: 16 >= 32? no) -> at 32 and 64
+        assert trainer.num_target_updates == 2
+        online = trainer.get_policy().model.state_dict()
+        target = trainer.target_model.state_dict()
+        # The sync happens before that round's gradient step, so the online net has moved on since.
+        assert any(not torch.equal(online[k], target[k]) for k in online)
+    finally:
+        trainer.stop()
+
+
+def test_double_q_target_uses_online_argmax_and_target_values():
+    trainer = DQN(config={**SMALL, "double_q": True, "gamma": 0.5, "lr": 1e-9}, env="CartPole-v1")
+    try:
+        trainer.train()
+        policy = trainer.get_policy()
+        new_obs = torch.randn(5, 4)
+        with torch.no_grad():
+            online_argmax = policy.model(new_obs).argmax(1)
+            expected = 1.0 + 0.5 * trainer.target_model(new_obs).gather(1, online_argmax[:, None])[:, 0]
+        trainer.buffer.set_state(
+            {
+                OBS: np.zeros((5, 4), np.float32),
+                ACTIONS: np.zeros(5, np.int64),
+                REWARDS: np.ones(5, np.float32),
+                NEW_OBS: new_obs.numpy(),
+                TERMINATEDS: np.zeros(5, bool),
+                DISCOUNTS: np.full(5, 0.5, np.float32),
+            }
+        )
+        captured = {}
+        original = torch.nn.functional.smooth_l1_loss
+
+        def spy(q, target, *args, **kwargs):
+            captured["target"] = target.detach().clone()
+            return original(q, target, *args, **kwargs)
+
+        torch.nn.functional.smooth_l1_loss = spy
+        try:
+            trainer.cfg = trainer.cfg.model_copy(update={"train_batch_size": 5})
+            trainer.rng = np.random.default_rng(0)
+            trainer._update(with_stats=False)
+        finally:
+            torch.nn.functional.smooth_l1_loss = original
+        # Sampled rows are a permutation-with-replacement of the 5 stored ones: compare as sets.
+        got = sorted(captured["target"].tolist())
+        pool = expected.tolist()
+        for value in got:
+            assert min(abs(value - p) for p in pool) < 1e-5
+    finally:
+        trainer.stop()
+
+
+def test_dqn_refuses_continuous_actions():
+    with pytest.raises(SpaceError, match="DQN supports Discrete"):
+        DQN(config=SMALL, env="Pendulum-v1")
+
+
+def test_replay_buffer_survives_a_checkpoint_when_asked(tmp_path):
+    config = {**SMALL, "store_buffer_in_checkpoints": True}
+    trainer = DQN(config=config, env="CartPole-v1")
+    try:
+        trainer.train()
+        path = trainer.save(tmp_path / "ck")
+        stored = trainer.buffer.get_state()
+        epsilon = trainer.get_policy().epsilon
+    finally:
+        trainer.stop()
+    restored = DQN(config=config, env="CartPole-v1")
+    try:
+        restored.restore(path)
+        np.testing.assert_array_equal(restored.buffer.get_state()[OBS], stored[OBS])
+        assert restored.get_policy().epsilon == pytest.approx(epsilon)
+        assert restored.num_grad_steps == trainer.num_grad_steps
+        result = restored.train()
+        assert result["timesteps_total"] == 128
+    finally:
+        restored.stop()
+
+
+def test_dqn_learns_cartpole():
+    trainer = DQN(
+        config={
+            "rollout_fragment_length": 4,
+            "train_batch_size": 32,
+            "learning_starts": 500,
+            "target_network_update_freq": 250,
+            "exploration_config": {"epsilon_timesteps": 5000, "final_epsilon": 0.05},
+            "training_intensity": 32,
+            "lr": 1e-3,
+            "model": {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"},
+            "min_sample_timesteps_per_iteration": 1000,
+            "seed": 0,
+        },
+        env="CartPole-v1",
+    )
+    try:
+        first = trainer.train()["episode_reward_mean"]
+        best = first
+        for _ in range(12):
+            best = max(best, trainer.train()["episode_reward_mean"])
+            if best > max(2.5 * first, 60):
+                break
+        assert best > max(2.5 * first, 60), (first, best)
+    finally:
+        trainer.stop()
