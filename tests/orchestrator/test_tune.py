@@ -343,3 +343,12 @@ def test_study_timeout_starts_no_new_trial_and_lets_running_ones_finish(tmp_path
                         n_trials=100, timeout_s=0.5, results_dir=str(tmp_path), name="timeout", verbose=0)
     assert 1 <= len(analysis.trials) < 5
     assert all(t.state == "COMPLETE" and t.training_iteration == 4 for t in analysis.trials)
+
+
+def test_optuna_sampler_and_pruner_instances_are_accepted(tmp_path):
+    analysis = tune.run(counter, config={"x": tune.uniform(0, 1), "steps": 2}, metric="score", n_trials=3,
+                        search_alg=optuna.samplers.RandomSampler(seed=5), scheduler=optuna.pruners.MedianPruner(),
+                        results_dir=str(tmp_path), name="instances", verbose=0)
+    assert isinstance(analysis.study.sampler, optuna.samplers.RandomSampler)
+    assert isinstance(analysis.study.pruner, optuna.pruners.MedianPruner)
+    assert analysis.counts() == {"COMPLETE": 3}
