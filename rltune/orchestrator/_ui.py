@@ -1,0 +1,176 @@
+"""``rltune ui``: the MLflow UI on the tracking store of a results directory.
+
+:func:`run_ui` starts ``mlflow ui`` (MLflow's server) on the same store the
+studies write to (see :func:`rltune.orchestrator._tracking.resolve_tracking_uri`),
+bound to 127.0.0.1, waits until it answers, prints its address and runs
+until Ctrl-C (or SIGTERM), then stops the server and its workers. The
+server's own log goes to ``<results_dir>/mlflow_ui.log``. When the store is
+an MLflow server already, there is nothing to start: its address is printed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, TextIO
+
+from rltune.errors import ConfigError, RLTuneError
+from rltune.orchestrator._tracking import DB_FILE, artifact_root, is_remote, resolve_tracking_uri
+
+UI_LOG = "mlflow_ui.log"
+START_TIMEOUT_S = 120.0  # the first start on a new store creates its tables (slow on a busy machine)
+
+
+def ui_command(tracking_uri: str, results_dir: Path, host: str, port: int) -> list[str]:
+    """The ``mlflow ui`` command line for a store and the artifact root of ``results_dir``."""
+    root = artifact_root(results_dir).as_uri()
+    return [sys.executable, "-m", "mlflow", "ui",
+            "--backend-store-uri", tracking_uri,
+            "--default-artifact-root", root,
+            "--artifacts-destination", root,
+            "--host", host, "--port", str(port),
+            "--workers", "1"]
+
+
+class UIServer:
+    """A running ``mlflow ui`` process: ``url``, ``stop()``; a context manager."""
+
+    def __init__(self, proc: subprocess.Popen, url: str, log_path: Path) -> None:
+        self.proc = proc
+        self.url = url
+        self.log_path = log_path
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop the server and its children: SIGTERM to its process group, SIGKILL after ``timeout`` s."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.proc.poll()  # reap the leader; the group lives on while a child (uvicorn) does
+            try:
+                os.killpg(self.proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+
+    def __enter__(self) -> "UIServer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def start_ui(results_dir: str | os.PathLike[str], port: int = 5000, tracking_uri: str | None = None, *,
+             host: str = "127.0.0.1", timeout_s: float = START_TIMEOUT_S) -> UIServer:
+    """Start ``mlflow ui`` on the store of ``results_dir`` and return once it answers on ``host:port``."""
+    uri = resolve_tracking_uri(tracking_uri, results_dir)
+    root = Path(os.path.expanduser(str(results_dir))).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    _check_port_free(host, port)
+    log_path = root / UI_LOG
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(ui_command(uri, root, host, port), stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # its own group: we stop it
+    server = UIServer(proc, f"http://{host}:{port}", log_path)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise RLTuneError(f"mlflow ui exited with code {proc.returncode} before it answered; "
+                              f"its log is {log_path}:\n{_tail(log_path)}")
+        if _answers(f"{server.url}/health"):
+            return server
+        if time.monotonic() > deadline:
+            server.stop()
+            raise RLTuneError(f"mlflow ui did not answer on {server.url} within {timeout_s:.0f} s; its log is {log_path}")
+        time.sleep(0.25)
+
+
+def run_ui(results_dir: str | os.PathLike[str] | None = None, port: int = 5000, tracking_uri: str | None = None, *,
+           host: str = "127.0.0.1", out: TextIO | None = None) -> int:
+    """``rltune ui``: serve the MLflow UI of ``results_dir``'s store until Ctrl-C; the exit status (0).
+
+    ``results_dir`` None: ``$RLTUNE_RESULTS_DIR`` or ``~/rltune_results``.
+    Raises :class:`ConfigError` when the port is taken and
+    :class:`RLTuneError` when the server does not start (the CLI turns both
+    into one message and exit status 2).
+    """
+    from rltune.orchestrator._trial import default_results_dir
+
+    out = out or sys.stdout
+    results = Path(os.path.expanduser(str(results_dir))) if results_dir else default_results_dir()
+    uri = resolve_tracking_uri(tracking_uri, results)
+    if is_remote(uri):
+        print(f"The tracking store is the MLflow server {uri}: open it in a browser (nothing to start).", file=out)
+        return 0
+    if uri == resolve_tracking_uri(None, results) and not (results / DB_FILE).exists() and not os.environ.get("MLFLOW_TRACKING_URI"):
+        print(f"No study has been tracked in {results} yet; the UI starts on an empty store.", file=out)
+    previous = _sigterm_as_interrupt()
+    server = None
+    try:
+        server = start_ui(results, port, tracking_uri, host=host)
+        print(f"MLflow UI for {uri}: {server.url}  (Ctrl-C stops it)", file=out, flush=True)
+        server.proc.wait()
+        if server.proc.returncode not in (0, None):
+            raise RLTuneError(f"mlflow ui stopped with code {server.proc.returncode}; its log is {server.log_path}:\n"
+                              f"{_tail(server.log_path)}")
+    except KeyboardInterrupt:
+        print("stopping the MLflow UI", file=out, flush=True)
+    finally:
+        if server is not None:
+            server.stop()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    return 0
+
+
+def _sigterm_as_interrupt() -> Any:
+    """In the main thread, make SIGTERM stop the UI like Ctrl-C (the server is in its own process group)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds it
+        try:
+            sock.bind((host, port))
+        except OSError:
+            raise ConfigError(f"port {port} on {host} is in use; pass --port with a free port (e.g. --port {port + 1})",
+                              where="ui") from None
+
+
+def _answers(url: str) -> bool:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # 127.0.0.1 never goes through a proxy
+    try:
+        with opener.open(url, timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
