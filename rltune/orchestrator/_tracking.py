@@ -159,7 +159,7 @@ def clean_key(key: str, limit: int | None = None) -> str:
         import hashlib
 
         digest = hashlib.sha1(key.encode()).hexdigest()[:8]
-        key = key[: limit - 9] + "~" + digest
+        key = key[: limit - 9] + "-" + digest
     return key
 
 
@@ -442,7 +442,8 @@ class StudyTracker(_Tracker):
         for key, value in params.items():
             key = clean_key(key, max_key)
             if len(value) > max_value:
-                value = value[: max_value - 20] + f"...(+{len(value) - max_value + 20} chars)"
+                suffix = f"... ({len(value)} chars in all)"
+                value = value[: max_value - len(suffix)] + suffix
                 truncated.append(key)
             if key not in existing:
                 entries.append(Param(key, value))

@@ -39,6 +39,14 @@ def ui_command(tracking_uri: str, results_dir: Path, host: str, port: int) -> li
             "--workers", "1"]
 
 
+def ui_env() -> dict[str, str]:
+    """The server's environment: MLflow's job execution (GenAI evaluation jobs, several worker
+    processes) is off unless the user set MLFLOW_SERVER_ENABLE_JOB_EXECUTION; a viewer needs none."""
+    env = dict(os.environ)
+    env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+    return env
+
+
 class UIServer:
     """A running ``mlflow ui`` process: ``url``, ``stop()``; a context manager."""
 
@@ -48,30 +56,97 @@ class UIServer:
         self.log_path = log_path
 
     def stop(self, timeout: float = 15.0) -> None:
-        """Stop the server and its children: SIGTERM to its process group, SIGKILL after ``timeout`` s."""
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.proc.poll()  # reap the leader; the group lives on while a child (uvicorn) does
-            try:
-                os.killpg(self.proc.pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.1)
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(timeout=10)
+        """Stop the server and every process it started (see :func:`stop_process_tree`)."""
+        stop_process_tree(self.proc, timeout=timeout)
 
     def __enter__(self) -> "UIServer":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def stop_process_tree(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
+    """Stop ``proc`` (started with ``start_new_session``), its process group and every descendant.
+
+    ``sig`` goes to the group; what is left after ``timeout`` s gets SIGKILL.
+    Descendants are listed before signalling (from /proc, with their start
+    times, so that a reused pid is never hit): MLflow's job runner starts
+    its consumers in sessions of their own, outside the server's group.
+    """
+    tree = _descendants(proc.pid)
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+    for pid in tree:
+        _signal_if_same(pid, tree[pid], sig)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        proc.poll()  # reap the leader
+        if proc.returncode is not None and not _group_alive(proc.pid) and not any(
+                _start_time(pid) == start for pid, start in tree.items()):
+            return
+        time.sleep(0.1)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for pid in tree:
+        _signal_if_same(pid, tree[pid], signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return None if fields[0] == "Z" else fields[19]  # a zombie counts as gone
+    except (OSError, IndexError):
+        return None
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """Every descendant of ``root`` with its start time (empty where /proc is missing)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = [int(e) for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return {}
+    for pid in entries:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(pid)
+    found: dict[int, str] = {}
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        start = _start_time(pid)
+        if start is not None and pid not in found:
+            found[pid] = start
+            todo.extend(children.get(pid, []))
+    return found
+
+
+def _signal_if_same(pid: int, start: str, sig: int) -> None:
+    if _start_time(pid) == start:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def start_ui(results_dir: str | os.PathLike[str], port: int = 5000, tracking_uri: str | None = None, *,
@@ -84,7 +159,8 @@ def start_ui(results_dir: str | os.PathLike[str], port: int = 5000, tracking_uri
     log_path = root / UI_LOG
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(ui_command(uri, root, host, port), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # its own group: we stop it
+                                stderr=subprocess.STDOUT, env=ui_env(),
+                                start_new_session=True)  # its own group: we stop it
     server = UIServer(proc, f"http://{host}:{port}", log_path)
     deadline = time.monotonic() + timeout_s
     while True:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from rltune.orchestrator._ui import stop_process_tree
+
 from ._study import simulate_study
 from ._trial_side import KEEP_CHECKPOINTS, run_complete_trial
 
@@ -29,7 +31,8 @@ SERVER_START_TIMEOUT_S = 180.0
 
 def mlflow_env() -> dict[str, str]:
     """The environment of MLflow processes started by the tests: no telemetry, no inherited tracking URI."""
-    env = dict(os.environ, MLFLOW_DISABLE_TELEMETRY="true", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, MLFLOW_DISABLE_TELEMETRY="true", PYTHONUNBUFFERED="1",
+               MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")  # no job-runner processes
     env.pop("MLFLOW_TRACKING_URI", None)
     return env
 
@@ -91,17 +94,19 @@ def answers(url: str) -> bool:
 class MlflowServer:
     """``mlflow server`` on 127.0.0.1 with an SQLite store (a copy of the template) and proxied artifacts."""
 
-    def __init__(self, directory: Path, template_db: Path) -> None:
+    def __init__(self, directory: Path, template_db: Path, port: int | None = None) -> None:
+        """A new server on a copy of the template store; with ``port``, a restart on the store already in ``directory``."""
         directory.mkdir(parents=True, exist_ok=True)
-        shutil.copy(template_db, directory / "server.db")
-        self.port = free_port()
+        if port is None:
+            shutil.copy(template_db, directory / "server.db")
+        self.port = port or free_port()
         self.uri = f"http://127.0.0.1:{self.port}"
         self.log = directory / "server.log"
         cmd = [sys.executable, "-m", "mlflow", "server",
                "--backend-store-uri", f"sqlite:///{directory / 'server.db'}",
                "--artifacts-destination", str(directory / "artifacts"),
                "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"]
-        with open(self.log, "wb") as log:
+        with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          env=mlflow_env(), start_new_session=True)
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
@@ -112,29 +117,8 @@ class MlflowServer:
             time.sleep(0.25)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
-        """Stop the server: ``sig`` to its process group (the CLI and its uvicorn child), SIGKILL if it lingers."""
-        stop_group(self.proc, sig)
-
-
-def stop_group(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
-    """Signal the process group that ``proc`` leads (started with start_new_session) and wait until it is gone."""
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        proc.poll()
-        try:
-            os.killpg(proc.pid, 0)  # any member left? (the group id stays ours while it has members)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait(timeout=10)
+        """Stop the server: ``sig`` to it and everything it started, SIGKILL for what lingers."""
+        stop_process_tree(self.proc, sig)
 
 
 @pytest.fixture
