@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rltune.errors import ConfigError
 from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs, without_paths
 from rltune.orchestrator._stop import StopCriteria
-from rltune.orchestrator._train_file import _describe_yaml_error, _line_of
+from rltune.orchestrator._yaml_files import deep_merge, line_of, read_mapping
 
 SAMPLERS = {
     "grid": "RandomSampler",  # every point is enqueued; the sampler draws nothing
@@ -177,37 +177,18 @@ def load_study_file(
     Raises one :class:`ConfigError` naming the file and every problem (with its line).
     """
     where = f"study file {str(path)!r}"
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        raise ConfigError("the file does not exist", where=where) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read it ({exc})", where=where) from None
-    try:
-        data = yaml.safe_load(text)
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        raise ConfigError(_describe_yaml_error(exc), where=where) from None
-    if data is None:
-        raise ConfigError(f"the file is empty; it needs at least 'run' and 'config' (fields: {', '.join(FIELDS)})", where=where)
-    if not isinstance(data, dict):
-        raise ConfigError(f"line 1: must be a mapping of fields ({', '.join(FIELDS)}), but got a {type(data).__name__}", where=where)
-    if len(data) == 1:  # RLlib's layout: {experiment_name: {run: ..., config: ...}}
-        (key, value), = data.items()
-        if key not in FIELDS and isinstance(value, dict) and "run" in value:
-            data = {"name": str(key), **value}
-            root = root.value[0][1]
+    data, root = read_mapping(path, kind="study file", fields=FIELDS, required="'run' and 'config'")
     data.setdefault("name", Path(path).stem)
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     if config_overrides:
-        data["config"] = _deep_merge(data.get("config") if isinstance(data.get("config"), dict) else {}, config_overrides)
+        data["config"] = deep_merge(data.get("config") if isinstance(data.get("config"), dict) else {}, config_overrides)
     return make_plan(data, where=where, root=root)
 
 
 def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Node | None = None) -> StudyPlan:
     """Validate the fields of a study (from a file or ``tune.run``) and plan it; one ConfigError with every problem."""
     def at(path: tuple[Any, ...], message: str) -> str:
-        line = _line_of(root, path) if root is not None else None
+        line = line_of(root, path) if root is not None else None
         return f"line {line}: {message}" if line else message
 
     try:
@@ -297,16 +278,6 @@ def _by_line(problems: list[str]) -> list[str]:
     return sorted(unique, key=line)
 
 
-def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def _path_of(problem: str) -> tuple[str, ...]:
     """The config key path at the start of a search-space problem ('config.lr.loguniform: ...' -> ('lr',))."""
     head = problem.split(":", 1)[0]
@@ -317,7 +288,7 @@ def _path_of(problem: str) -> tuple[str, ...]:
 def _describe_field_error(root: yaml.Node | None, err: dict[str, Any]) -> str:
     loc = err["loc"]
     path = ".".join(str(p) for p in loc)
-    line = _line_of(root, loc) if root is not None else None
+    line = line_of(root, loc) if root is not None else None
     at = f"line {line}: " if line else ""
     if err["type"] == "extra_forbidden":
         close = difflib.get_close_matches(str(loc[-1]), FIELDS, n=1, cutoff=0.6)

@@ -26,6 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rltune.errors import ConfigError
+from rltune.orchestrator._yaml_files import line_of, read_mapping
 
 
 class TrainSpec(BaseModel):
@@ -51,49 +52,17 @@ FIELDS = list(TrainSpec.model_fields)
 
 def load_train_file(path: str | Path) -> TrainSpec:
     """Read and validate a train file; :class:`ConfigError` names the file, the line and the fix."""
-    where = f"train file {str(path)!r}"
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        raise ConfigError("the file does not exist", where=where) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read it ({exc})", where=where) from None
-    try:
-        data = yaml.safe_load(text)
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        raise ConfigError(_describe_yaml_error(exc), where=where) from None
-    if data is None:
-        raise ConfigError(f"the file is empty; it needs at least 'run' and 'env' (fields: {', '.join(FIELDS)})", where=where)
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"line 1: must be a mapping of fields ({', '.join(FIELDS)}), but got a {type(data).__name__}", where=where
-        )
-    if len(data) == 1:  # RLlib's layout: {experiment_name: {run: ..., env: ...}}
-        (key, value), = data.items()
-        if key not in FIELDS and isinstance(value, dict) and "run" in value:
-            data = {"name": str(key), **value}
-            root = root.value[0][1]
+    data, root = read_mapping(path, kind="train file", fields=FIELDS, required="'run' and 'env'")
     try:
         return TrainSpec.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError([_describe_field_error(root, err) for err in exc.errors()], where=where) from None
-
-
-def _describe_yaml_error(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    context = getattr(exc, "context", None)
-    text = f"{context}, {problem}" if context else problem
-    if mark is None:
-        return f"not valid YAML: {text}"
-    return f"line {mark.line + 1}, column {mark.column + 1}: not valid YAML: {text}"
+        raise ConfigError([_describe_field_error(root, err) for err in exc.errors()], where=f"train file {str(path)!r}") from None
 
 
 def _describe_field_error(root: yaml.Node, err: dict[str, Any]) -> str:
     loc = err["loc"]
     path = ".".join(str(p) for p in loc)
-    line = _line_of(root, loc)
+    line = line_of(root, loc)
     at = f"line {line}: " if line else ""
     if err["type"] == "extra_forbidden":
         close = difflib.get_close_matches(str(loc[-1]), FIELDS, n=1, cutoff=0.5)
@@ -103,21 +72,3 @@ def _describe_field_error(root: yaml.Node, err: dict[str, Any]) -> str:
     if len(shown) > 60:
         shown = shown[:57] + "..."
     return f"{at}{path}: {err['msg']} (got {shown})"
-
-
-def _line_of(node: yaml.Node, loc: tuple[Any, ...]) -> int | None:
-    """1-based line of the YAML node at ``loc`` (the deepest one found), or None."""
-    line = None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            match = next(((k, v) for k, v in node.value if k.value == str(part)), None)
-            if match is None:
-                break
-            line = match[0].start_mark.line + 1
-            node = match[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line

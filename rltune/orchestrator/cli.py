@@ -21,6 +21,7 @@ import yaml
 
 from rltune import __version__
 from rltune.errors import ConfigError, RLTuneError
+from rltune.orchestrator._yaml_files import deep_merge
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -164,7 +165,7 @@ def _train_spec(args: argparse.Namespace) -> Any:
     if flags["stop"] is not None:
         flags["stop"] = StopCriteria(flags["stop"], where="--stop").criteria
     fields.update({k: v for k, v in flags.items() if v is not None})
-    config = _deep_merge(fields.get("config") or {}, _json_object(args.config, "--config") or {})
+    config = deep_merge(fields.get("config") or {}, _json_object(args.config, "--config") or {})
     if args.env is not None:
         config.pop("env", None)
     elif "env" in fields and config.get("env") not in (None, fields["env"]):
@@ -195,16 +196,6 @@ def _reject_search_space(config: dict[str, Any], args: argparse.Namespace) -> No
 
 def _source(args: argparse.Namespace) -> str:
     return f"train file {args.file!r}" if args.file else "flags"
-
-
-def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
 
 
 def _train(args: argparse.Namespace) -> int:
