@@ -236,6 +236,9 @@ set_model(PolicyModel())
 def save_policy_model(trainer_or_checkpoint: Any, path: str | os.PathLike[str]) -> Path:
     """Save the policy as an MLflow pyfunc model directory at ``path`` (which must not exist).
 
+    ``trainer_or_checkpoint``: a Trainer, a checkpoint path, or a directory
+    that :func:`write_policy_dir` exported.
+
     The model is a "model from code" (a three-line file naming
     :class:`PolicyModel`), not a pickle: MLflow 3 refuses to unpickle models
     unless ``MLFLOW_ALLOW_PICKLE_DESERIALIZATION`` is set.
@@ -244,7 +247,10 @@ def save_policy_model(trainer_or_checkpoint: Any, path: str | os.PathLike[str]) 
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no progress bars in trial logs
     with tempfile.TemporaryDirectory(prefix="rltune_policy_") as tmp:
-        policy_dir = write_policy_dir(trainer_or_checkpoint, Path(tmp) / POLICY_DIR)
+        if isinstance(trainer_or_checkpoint, (str, os.PathLike)) and (Path(trainer_or_checkpoint) / SPEC_FILE).is_file():
+            policy_dir = Path(trainer_or_checkpoint)  # already exported by write_policy_dir
+        else:
+            policy_dir = write_policy_dir(trainer_or_checkpoint, Path(tmp) / POLICY_DIR)
         spec = json.loads((policy_dir / SPEC_FILE).read_text())
         obs_space = space_from_json(spec["observation_space"])
         code = Path(tmp) / "rltune_policy_model.py"

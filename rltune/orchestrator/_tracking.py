@@ -12,7 +12,16 @@ with explicit run ids (never the fluent API's global active run):
   checkpoints, files, a learning curve and the trained policy as an MLflow
   pyfunc model. It is built from a run id and a tracking URI, so it works in
   the trial's own process (``TrialTracker(**study_tracker.trial_tracker_args(run_id))``)
-  as well as in the orchestrator (``study_tracker.trial(run_id)``).
+  as well as in the orchestrator (``study_tracker.open_trial(...)`` or
+  ``study_tracker.trial(run_id)``, sharing the study tracker's client).
+
+Threads: by default every call runs in the caller's thread. With
+``StudyTracker(..., background=True)`` the study tracker and the trial
+trackers it makes queue their MLflow calls on one tracking thread, run in
+order, so the orchestrator's loop never waits on MLflow (opening a new
+SQLite store takes seconds; a slow server more); what is uploaded later
+(checkpoint directories, files, a policy exported from a checkpoint) is
+snapshotted when the call is made. ``close()`` waits for the queue.
 
 Store: ``tracking_uri`` if given, else ``$MLFLOW_TRACKING_URI``, else an
 embedded SQLite store ``sqlite:///<results_dir>/mlflow.db`` with artifacts
@@ -61,6 +70,8 @@ import re
 import tempfile
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
@@ -296,47 +307,112 @@ class _Failures:
         return f"MLflow tracking ({self.owner}): {sum(self.counts.values())} call(s) not recorded ({kinds})"
 
 
-class _Tracker:
-    """The parts both trackers share: a lazily opened client and the failure log."""
+class _Shared:
+    """What a study tracker shares with the trial trackers it makes: the client, the failure log, the thread.
 
-    def __init__(self, tracking_uri: str, owner: str) -> None:
+    Inline mode (``executor`` None): every task runs in the caller's thread.
+    Background mode: tasks run one at a time, in submission order, on one
+    thread (``rltune-mlflow``), so the caller never waits on MLflow.
+    """
+
+    def __init__(self, tracking_uri: str, owner: str, background: bool) -> None:
         self.tracking_uri = tracking_uri
-        self._failures = _Failures(owner)
-        self._client: Any = None
+        self.failures = _Failures(owner)
+        self.client: Any = None
+        self.executor: ThreadPoolExecutor | None = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="rltune-mlflow") if background else None)
+
+    @property
+    def background(self) -> bool:
+        return self.executor is not None
+
+    def get_client(self) -> Any:
+        if self.client is None:
+            self.client = make_client(self.tracking_uri)
+        return self.client
+
+    def run(self, task: Callable[[], T], *, wait: bool = False) -> T | None:
+        """Run ``task`` now (inline) or queue it (background); ``wait``: block for its result."""
+        if self.executor is None:
+            return _guarded(task)
+        future = self.executor.submit(_guarded, task)
+        return future.result() if wait else None
+
+    def drain(self, timeout_s: float) -> None:
+        """Background mode: wait for the queued tasks (at most ``timeout_s``), cancel the rest, go inline."""
+        executor, self.executor = self.executor, None
+        if executor is None:
+            return
+        try:
+            executor.submit(lambda: None).result(timeout=timeout_s)
+        except FuturesTimeout:
+            self.failures._record("close", f"tracking calls still queued after {timeout_s:.0f} s (cancelled)")
+            logger.warning("MLflow tracking (%s): calls still queued after %.0f s were cancelled",
+                           self.failures.owner, timeout_s)
+        executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _guarded(task: Callable[[], T]) -> T | None:
+    """Tasks account for MLflow failures themselves; anything else escaping one is a bug, logged, never raised."""
+    try:
+        return task()
+    except Exception:  # noqa: BLE001
+        logger.exception("MLflow tracking: a tracking task failed unexpectedly")
+        return None
+
+
+class _Tracker:
+    """The parts both trackers share: the client, the failure log and how tasks run."""
+
+    def __init__(self, shared: _Shared) -> None:
+        self._shared = shared
+
+    @property
+    def tracking_uri(self) -> str:
+        return self._shared.tracking_uri
+
+    @property
+    def background(self) -> bool:
+        """Whether MLflow calls run on the tracking thread (methods return before they are done)."""
+        return self._shared.background
 
     @property
     def unrecorded(self) -> list[str]:
         """What could not be recorded (or was skipped while the store was unavailable), in order."""
-        return self._failures.unrecorded
+        return self._shared.failures.unrecorded
 
     @property
     def failure_counts(self) -> dict[str, int]:
         """Failed or skipped calls by kind (``metrics``, ``checkpoint``, ``open`` ...)."""
-        return dict(self._failures.counts)
+        return dict(self._shared.failures.counts)
 
     def summary(self) -> str | None:
-        """A one-line summary of what was not recorded, or None; the runner logs it at the end."""
-        return self._failures.summary()
-
-    def _attempt(self, kind: str, what: str, fn: Callable[[], T]) -> tuple[bool, T | None]:
-        return self._failures.attempt(kind, what, fn)
+        """A one-line summary of what was not recorded, or None (``close()`` logs it)."""
+        return self._shared.failures.summary()
 
     @property
     def client(self) -> Any:
-        if self._client is None:
-            self._client = make_client(self.tracking_uri)
-        return self._client
+        return self._shared.get_client()
+
+    def _attempt(self, kind: str, what: str, fn: Callable[[], T]) -> tuple[bool, T | None]:
+        return self._shared.failures.attempt(kind, what, fn)
 
 
 # -- the orchestrator side ---------------------------------------------------------------------
 class StudyTracker(_Tracker):
     """The study's experiment and parent run, and one nested run per trial (orchestrator process).
 
-    Call order (one thread): ``StudyTracker(...)``, then per trial
-    ``start_trial`` -> (the trial logs through a :class:`TrialTracker`) ->
-    ``end_trial``; ``refresh_study_plots(study)`` after trials end and with
-    ``final=True`` at the end; ``close()``. Every method returns normally
-    even when MLflow fails (see the module docstring).
+    Call order (one thread): ``StudyTracker(...)``; per trial ``start_trial``
+    (or ``open_trial``), the trial's logging through a :class:`TrialTracker`,
+    then ``end_trial``; ``refresh_study_plots(study, final=False)`` as trials
+    end and ``refresh_study_plots(study)`` at the end; ``close()``. Every
+    method returns normally even when MLflow fails (see the module docstring).
+
+    ``background=True``: MLflow calls (opening the store included: importing
+    mlflow and creating a new store take seconds) run in order on one
+    tracking thread and methods return at once, except ``start_trial``,
+    which waits for its run id (``open_trial`` does not). ``close()`` waits
+    for the queue, at most ``drain_timeout_s``.
     """
 
     def __init__(
@@ -349,21 +425,25 @@ class StudyTracker(_Tracker):
         *,
         study_params: Mapping[str, Any] | None = None,
         plot_interval_s: float = 30.0,
+        background: bool = False,
+        drain_timeout_s: float = 300.0,
     ) -> None:
-        super().__init__(resolve_tracking_uri(tracking_uri, results_dir), f"study {study_name!r}")
+        uri = resolve_tracking_uri(tracking_uri, results_dir)
+        super().__init__(_Shared(uri, f"study {study_name!r}", background))
         self.results_dir = Path(os.path.expanduser(str(results_dir)))
         self.study_name = study_name
         self.sampler_name = sampler_name
         self.pruner_name = pruner_name
-        self.study_params = dict(study_params or {})
+        self.study_params = flatten_params({"study": dict(study_params)}) if study_params else {}
         self.plot_interval_s = plot_interval_s
+        self.drain_timeout_s = drain_timeout_s
         self.experiment_id: str | None = None
         self.parent_run_id: str | None = None
         self.trial_runs: dict[int, str] = {}  # trial number -> run id
         self._last_plots = -math.inf
-        self._ensure_open()
+        self._shared.run(self._ensure_open)
 
-    # -- opening ----------------------------------------------------------------------
+    # -- opening (tasks) --------------------------------------------------------------
     def _ensure_open(self) -> bool:
         if self.parent_run_id is not None:
             return True
@@ -390,7 +470,8 @@ class StudyTracker(_Tracker):
                 location = (artifact_root(self.results_dir) / safe).as_uri()
             try:
                 experiment_id = client.create_experiment(self.study_name, artifact_location=location, tags={
-                    EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1], TAG_STUDY: self.study_name, TAG_SAMPLER: self.sampler_name, TAG_PRUNER: self.pruner_name,
+                    EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1], TAG_STUDY: self.study_name,
+                    TAG_SAMPLER: self.sampler_name, TAG_PRUNER: self.pruner_name,
                     "mlflow.note.content": f"rltune study {self.study_name!r}: search {self.sampler_name}, "
                                            f"pruner {self.pruner_name}. The parent run holds the best trial, "
                                            "trials.csv and the study's plots; each trial is a nested run.",
@@ -415,9 +496,8 @@ class StudyTracker(_Tracker):
         run = client.create_run(self.experiment_id, run_name=self.study_name, tags={
             TAG_ROLE: "study", TAG_STUDY: self.study_name, TAG_SAMPLER: self.sampler_name, TAG_PRUNER: self.pruner_name,
         })
-        params = flatten_params({"study": self.study_params}) if self.study_params else {}
-        if params:
-            self._log_params(client, run.info.run_id, params, existing={})
+        if self.study_params:
+            _log_params(client, run.info.run_id, self.study_params, existing={})
         return run.info.run_id
 
     def _search(self, filter_string: str) -> list[Any]:
@@ -433,78 +513,84 @@ class StudyTracker(_Tracker):
             if not token:
                 return runs
 
-    def _log_params(self, client: Any, run_id: str, params: Mapping[str, str], existing: Mapping[str, str]) -> list[str]:
-        """Log params not yet in ``existing``, values truncated to MLflow's limit; the truncated keys."""
-        from mlflow.entities import Param
-
-        max_value, _, max_key, _, per_batch = _limits()
-        entries, truncated = [], []
-        for key, value in params.items():
-            key = clean_key(key, max_key)
-            if len(value) > max_value:
-                suffix = f"... ({len(value)} chars in all)"
-                value = value[: max_value - len(suffix)] + suffix
-                truncated.append(key)
-            if key not in existing:
-                entries.append(Param(key, value))
-        for i in range(0, len(entries), per_batch):
-            client.log_batch(run_id, params=entries[i:i + per_batch], synchronous=True)
-        return truncated
-
     # -- trials -----------------------------------------------------------------------
     def start_trial(self, trial_number: int, params: Mapping[str, Any], key_params: Mapping[str, Any]) -> str | None:
         """Create (or, for a resumed trial, reopen) the trial's nested run; its run id, None if MLflow failed.
 
         ``params``: the trial's full config (logged flattened with dotted keys);
         ``key_params``: the values the sampler chose (they name the run).
+        Waits for the run id in background mode (see :meth:`open_trial`).
         """
+        flat = flatten_params(params)
+        return self._shared.run(lambda: self._start_trial(trial_number, flat, dict(key_params)), wait=True)
+
+    def open_trial(self, trial_number: int, params: Mapping[str, Any], key_params: Mapping[str, Any],
+                   **trial_options: Any) -> "TrialTracker":
+        """:meth:`start_trial` and a :class:`TrialTracker` on the run, in this process; never waits.
+
+        In background mode the run is created on the tracking thread before
+        any call made through the returned tracker. ``trial_options``:
+        ``keep_checkpoints_num``, ``metric``, ``mode`` of :class:`TrialTracker`.
+        """
+        tracker = TrialTracker(None, self.tracking_uri, _shared=self._shared, _label=f"trial {trial_number}",
+                               **trial_options)
+        flat = flatten_params(params)
+
+        def start() -> None:
+            tracker.run_id = self._start_trial(trial_number, flat, dict(key_params))
+
+        self._shared.run(start)
+        return tracker
+
+    def _start_trial(self, number: int, flat_params: dict[str, str], key_params: dict[str, Any]) -> str | None:
         if not self._ensure_open():
-            self._failures._record("trial", f"the run of trial {trial_number} (no parent run)")
+            self._shared.failures._record("trial", f"the run of trial {number} (no parent run)")
             return None
-        what = f"the run of trial {trial_number}"
-        ok, run_id = self._attempt("trial", what, lambda: self._start_trial(trial_number, params, key_params))
+        ok, run_id = self._attempt("trial", f"the run of trial {number}",
+                                   lambda: self._create_or_reopen(number, key_params))
         if ok and run_id is not None:
-            self.trial_runs[trial_number] = run_id
-            self._attempt("params", f"the params of trial {trial_number}",
-                          lambda: self._trial_params(run_id, trial_number, params))
+            self.trial_runs[number] = run_id
+            self._attempt("params", f"the params of trial {number}", lambda: self._trial_params(run_id, flat_params))
         return run_id
 
-    def _start_trial(self, number: int, params: Mapping[str, Any], key_params: Mapping[str, Any]) -> str:
+    def _create_or_reopen(self, number: int, key_params: Mapping[str, Any]) -> str:
         client = self.client
-        tags = {TAG_ROLE: "trial", TAG_STUDY: self.study_name, TAG_TRIAL: str(number), TAG_STATE: "RUNNING",
-                TAG_SAMPLER: self.sampler_name, TAG_PRUNER: self.pruner_name, TAG_PARENT: self.parent_run_id}
         run_id = self.trial_runs.get(number)
         if run_id is not None:  # resumed: the same run goes on
             client.update_run(run_id, status="RUNNING")
             client.set_tag(run_id, TAG_STATE, "RUNNING")
             return run_id
-        run = client.create_run(self.experiment_id, run_name=run_name(number, key_params), tags=tags)
-        return run.info.run_id
+        tags = {TAG_ROLE: "trial", TAG_STUDY: self.study_name, TAG_TRIAL: str(number), TAG_STATE: "RUNNING",
+                TAG_SAMPLER: self.sampler_name, TAG_PRUNER: self.pruner_name, TAG_PARENT: self.parent_run_id}
+        return client.create_run(self.experiment_id, run_name=run_name(number, key_params), tags=tags).info.run_id
 
-    def _trial_params(self, run_id: str, number: int, params: Mapping[str, Any]) -> None:
+    def _trial_params(self, run_id: str, flat_params: dict[str, str]) -> None:
         client = self.client
         existing = client.get_run(run_id).data.params
-        truncated = self._log_params(client, run_id, flatten_params(params), existing)
+        truncated = _log_params(client, run_id, flat_params, existing)
         if truncated:
-            _, max_tag, *_ = _limits()
-            note = ("values cut to MLflow's limit of %d characters: " % _limits()[0]) + ", ".join(truncated)
+            max_value, max_tag, *_ = _limits()
+            note = f"values cut to MLflow's limit of {max_value} characters: " + ", ".join(truncated)
             client.set_tag(run_id, TAG_TRUNCATED, note[:max_tag])
 
-    def end_trial(self, run_id: str | None, state: str, *, reason: str | None = None, error: str | None = None) -> None:
+    def end_trial(self, run: "str | TrialTracker | None", state: str, *, reason: str | None = None,
+                  error: str | None = None) -> None:
         """End the trial's run: COMPLETE -> FINISHED, PRUNED -> KILLED, FAIL -> FAILED, INTERRUPTED -> KILLED.
 
+        ``run``: its run id or the :class:`TrialTracker` from :meth:`open_trial`.
         The rltune state goes to the ``rltune.state`` tag, ``reason`` (why it
         stopped) to ``rltune.reason``, and the tail of a failed trial's
-        traceback to ``rltune.error``. ``run_id`` None (MLflow failed when the
-        trial started) is a no-op.
+        traceback to ``rltune.error``. A trial without run (MLflow failed when
+        it started) is a no-op.
         """
         if state not in RUN_STATUS:
             raise ValueError(f"state must be one of {sorted(RUN_STATUS)}, but got {state=!r}")
-        if run_id is None:
-            return
         _, max_tag, *_ = _limits()
 
         def end() -> None:
+            run_id = run.run_id if isinstance(run, TrialTracker) else run
+            if run_id is None:
+                return
             from mlflow.entities import RunTag
 
             tags = [RunTag(TAG_STATE, state)]
@@ -512,45 +598,49 @@ class StudyTracker(_Tracker):
                 tags.append(RunTag("rltune.reason", reason[:max_tag]))
             if error:
                 tags.append(RunTag("rltune.error", error.strip()[-max_tag:]))
-            self.client.log_batch(run_id, tags=tags, synchronous=True)
-            if RUN_STATUS[state] == "RUNNING":
-                self.client.update_run(run_id, status="RUNNING")
-            else:
-                self.client.set_terminated(run_id, status=RUN_STATUS[state])
 
-        self._attempt("trial", f"the end ({state}) of run {run_id}", end)
+            def log() -> None:
+                self.client.log_batch(run_id, tags=tags, synchronous=True)
+                if RUN_STATUS[state] == "RUNNING":
+                    self.client.update_run(run_id, status="RUNNING")
+                else:
+                    self.client.set_terminated(run_id, status=RUN_STATUS[state])
 
-    def trial(self, run_id: str | None, **kwargs: Any) -> "TrialTracker":
-        """A :class:`TrialTracker` on a trial's run sharing this tracker's client (for the orchestrator's own logging)."""
-        tracker = TrialTracker(run_id, self.tracking_uri, **kwargs)
-        tracker._client = self._client
-        return tracker
+            self._attempt("trial", f"the end ({state}) of run {run_id}", log)
+
+        self._shared.run(end)
+
+    def trial(self, run_id: str | None, **trial_options: Any) -> "TrialTracker":
+        """A :class:`TrialTracker` on a trial's run in this process, sharing this tracker's client and thread."""
+        return TrialTracker(run_id, self.tracking_uri, _shared=self._shared, _label=f"run {run_id}", **trial_options)
 
     def trial_tracker_args(self, run_id: str | None) -> dict[str, Any]:
-        """Picklable arguments of ``TrialTracker(**args)`` for the trial's process."""
+        """Picklable arguments of ``TrialTracker(**args)`` for the trial's own process."""
         return {"run_id": run_id, "tracking_uri": self.tracking_uri}
 
     # -- the parent run's summary -------------------------------------------------------
     def update_best(self, trial_number: int, value: float, params: Mapping[str, Any]) -> None:
         """Record the best trial so far on the parent run: tags and the ``best_value`` metric (step = trial number)."""
+        flat = flatten_params(params)
+        self._shared.run(lambda: self._update_best(trial_number, float(value), flat))
+
+    def _update_best(self, trial_number: int, value: float, flat_params: dict[str, str]) -> None:
         if not self._ensure_open():
             return
         from mlflow.entities import Metric, RunTag
 
         _, max_tag, *_ = _limits()
-        tags = [RunTag("rltune.best_trial", str(trial_number)), RunTag("rltune.best_value", repr(float(value)))]
-        run_id = self.trial_runs.get(trial_number)
-        if run_id:
-            tags.append(RunTag("rltune.best_run_id", run_id))
-        for key, text in flatten_params(params).items():
-            tags.append(RunTag(clean_key(f"best.{key}"), text[:max_tag]))
-        metrics = [Metric("best_value", float(value), int(time.time() * 1000), int(trial_number))] if math.isfinite(value) else []
-        parent = self.parent_run_id
+        tags = [RunTag("rltune.best_trial", str(trial_number)), RunTag("rltune.best_value", repr(value))]
+        if trial_number in self.trial_runs:
+            tags.append(RunTag("rltune.best_run_id", self.trial_runs[trial_number]))
+        tags += [RunTag(clean_key(f"best.{key}"), text[:max_tag]) for key, text in flat_params.items()]
+        metrics = [Metric("best_value", value, int(time.time() * 1000), int(trial_number))] if math.isfinite(value) else []
         per_batch = _limits()[4]
 
         def log() -> None:
-            for i in range(0, max(len(tags), 1), per_batch):
-                self.client.log_batch(parent, metrics=metrics if i == 0 else [], tags=tags[i:i + per_batch], synchronous=True)
+            for i in range(0, len(tags), per_batch):
+                self.client.log_batch(self.parent_run_id, metrics=metrics if i == 0 else [],
+                                      tags=tags[i:i + per_batch], synchronous=True)
 
         self._attempt("best", f"the best trial ({trial_number})", log)
 
@@ -559,22 +649,29 @@ class StudyTracker(_Tracker):
 
         ``final=False`` (while the study runs) does it at most every
         ``plot_interval_s`` seconds. A plot that needs more trials (param
-        importances need two complete trials) is left out until it can be drawn.
+        importances need two complete trials) is left out until it can be
+        drawn. The trials are copied when this is called; drawing and
+        uploading happen on the tracking thread in background mode.
         """
         now = time.monotonic()
         if not final and now - self._last_plots < self.plot_interval_s:
             return
         self._last_plots = now
+        try:
+            trials = study.get_trials(deepcopy=True)
+            directions = list(study.directions)
+        except Exception as exc:  # noqa: BLE001 - an unreadable study storage: nothing to draw
+            self._shared.failures._failed("plots", "the study's trials (for the plots)", exc)
+            return
+        self._shared.run(lambda: self._refresh(trials, directions))
+
+    def _refresh(self, trials: list[Any], directions: list[Any]) -> None:
         if not self._ensure_open():
             return
-        try:
-            trials = study.get_trials(deepcopy=False)
-            best = study.best_trial if any(t.state.name == "COMPLETE" for t in trials) else None
-        except Exception as exc:  # noqa: BLE001 - an unreadable study storage: nothing to draw
-            self._failures._failed("plots", "the study's trials (for the plots)", exc)
-            return
-        if best is not None and best.value is not None:
-            self.update_best(best.number, best.value, best.params)
+        complete = [t for t in trials if t.state.name == "COMPLETE" and t.values]
+        if complete:
+            best = (max if directions[0].name == "MAXIMIZE" else min)(complete, key=lambda t: t.values[0])
+            self._update_best(best.number, float(best.values[0]), flatten_params(best.params))
         with tempfile.TemporaryDirectory(prefix="rltune_plots_") as tmp:
             csv_path = Path(tmp) / "trials.csv"
             csv_path.write_text(trials_csv(trials, self.trial_runs))
@@ -583,23 +680,65 @@ class StudyTracker(_Tracker):
 
             plot_dir = Path(tmp) / "plots"
             plot_dir.mkdir()
-            for name, problem in _plots.study_plots(study, trials, plot_dir).items():
-                if problem is not None:
-                    self._failures._failed("plots", f"plot {name}", problem)
+            try:
+                snapshot = _study_snapshot(trials, directions)
+            except Exception as exc:  # noqa: BLE001
+                self._shared.failures._failed("plots", "a copy of the study for the plots", exc)
+                return
+            for name, problem in _plots.study_plots(snapshot, trials, plot_dir).items():
+                self._shared.failures._failed("plots", f"plot {name}", problem)
             if any(plot_dir.iterdir()):
                 self._attempt("plots", "the study's plots",
                               lambda: self.client.log_artifacts(self.parent_run_id, str(plot_dir), "plots"))
 
     def close(self, *, interrupted: bool = False) -> None:
-        """End the parent run: FINISHED, or KILLED when the study was interrupted (a resume reopens it)."""
-        if self.parent_run_id is None:
-            return
+        """End the parent run (FINISHED, or KILLED when interrupted: a resume reopens it); log what was lost.
+
+        In background mode this first waits for the queued calls (at most
+        ``drain_timeout_s``); the tracker works inline afterwards.
+        """
         status = "KILLED" if interrupted else "FINISHED"
-        self._attempt("study", f"the end ({status}) of the study's parent run",
-                      lambda: self.client.set_terminated(self.parent_run_id, status=status))
+
+        def end() -> None:
+            if self.parent_run_id is not None:
+                self._attempt("study", f"the end ({status}) of the study's parent run",
+                              lambda: self.client.set_terminated(self.parent_run_id, status=status))
+
+        self._shared.run(end)
+        self._shared.drain(self.drain_timeout_s)
         summary = self.summary()
         if summary:
             logger.warning("%s", summary)
+
+
+def _log_params(client: Any, run_id: str, params: Mapping[str, str], existing: Mapping[str, str]) -> list[str]:
+    """Log params not yet in ``existing``, values cut to MLflow's limit; the keys that were cut."""
+    from mlflow.entities import Param
+
+    max_value, _, max_key, _, per_batch = _limits()
+    entries, truncated = [], []
+    for key, value in params.items():
+        key = clean_key(key, max_key)
+        if len(value) > max_value:
+            suffix = f"... ({len(value)} chars in all)"
+            value = value[: max_value - len(suffix)] + suffix
+            truncated.append(key)
+        if key not in existing:
+            entries.append(Param(key, value))
+    for i in range(0, len(entries), per_batch):
+        client.log_batch(run_id, params=entries[i:i + per_batch], synchronous=True)
+    return truncated
+
+
+def _study_snapshot(trials: list[Any], directions: list[Any]) -> Any:
+    """An in-memory copy of a study's trials for plotting (another thread may change the real study)."""
+    import optuna
+
+    storage = optuna.storages.InMemoryStorage()
+    storage.create_new_study(directions=directions, study_name="snapshot")
+    snapshot = optuna.Study(study_name="snapshot", storage=storage)
+    snapshot.add_trials([t for t in trials if t.state.is_finished()])
+    return snapshot
 
 
 def trials_csv(trials: Sequence[Any], run_ids: Mapping[int, str] | None = None) -> str:
@@ -614,11 +753,11 @@ def trials_csv(trials: Sequence[Any], run_ids: Mapping[int, str] | None = None) 
     writer.writerow(["number", "state", "value", "datetime_start", "datetime_complete", "duration_s",
                      *[f"params_{n}" for n in names], "mlflow_run_id"])
     for t in trials:
-        duration = (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete and t.datetime_start else ""
+        duration = (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete and t.datetime_start else None
         writer.writerow([t.number, t.state.name, "" if t.value is None else t.value,
                          t.datetime_start.isoformat(timespec="seconds") if t.datetime_start else "",
                          t.datetime_complete.isoformat(timespec="seconds") if t.datetime_complete else "",
-                         f"{duration:.1f}" if duration != "" else "",
+                         "" if duration is None else f"{duration:.1f}",
                          *[_csv_value(t.params.get(n, "")) for n in names], (run_ids or {}).get(t.number, "")])
     return out.getvalue()
 
@@ -632,14 +771,18 @@ class TrialTracker(_Tracker):
     """One trial's run: results, checkpoints, files, learning curve, policy model.
 
     Built from a run id and a tracking URI (the parent passes them down), so
-    it may live in the trial's own process. ``run_id`` None (the orchestrator
-    could not create the run) makes every call a no-op recorded in
-    ``unrecorded``.
+    it may live in the trial's own process; or made by a
+    :class:`StudyTracker` (``open_trial``, ``trial``) in the orchestrator,
+    sharing its client, failure log and (background mode) tracking thread.
+    ``run_id`` None (the orchestrator could not create the run) makes every
+    call a no-op recorded in ``unrecorded``.
 
     Checkpoints: with ``keep_checkpoints_num`` N, the run keeps the N latest
     uploaded checkpoints plus the best one (by ``metric`` in ``mode`` of the
     result logged before it, or the ``score`` given); others are deleted
-    from the run's artifacts as new ones arrive.
+    from the run's artifacts as new ones arrive. In background mode what is
+    uploaded later (checkpoint directories, files) is snapshotted when the
+    call is made, so the caller may change or delete it afterwards.
     """
 
     def __init__(
@@ -650,8 +793,10 @@ class TrialTracker(_Tracker):
         keep_checkpoints_num: int | None = None,
         metric: str = "episode_reward_mean",
         mode: str = "max",
+        _shared: _Shared | None = None,
+        _label: str = "",
     ) -> None:
-        super().__init__(tracking_uri, f"run {run_id}")
+        super().__init__(_shared or _Shared(tracking_uri, f"run {run_id}", background=False))
         if mode not in ("max", "min"):
             raise ValueError(f"mode must be 'max' or 'min', but got {mode=!r}")
         self.run_id = run_id
@@ -660,12 +805,15 @@ class TrialTracker(_Tracker):
         self.mode = mode
         self.history: list[dict[str, Any]] = []  # per result: iteration, timesteps, metric, curriculum phase/task
         self.checkpoints: list[tuple[str, float | None]] = []  # uploaded (name, score), oldest first
+        self._prefix = f"{_label}: " if _label else ""
         self._last_task: Any = None
         self._artifact_repo: Any = None
 
-    def _run_attempt(self, kind: str, what: str, fn: Callable[[], T]) -> tuple[bool, T | None]:
+    def _logged(self, kind: str, what: str, fn: Callable[[], T]) -> tuple[bool, T | None]:
+        """Inside a task: ``fn()`` against this trial's run, accounted for; a no-op without run."""
+        what = self._prefix + what
         if self.run_id is None:
-            self._failures._record(kind, f"{what} (the trial has no MLflow run)")
+            self._shared.failures._record(kind, f"{what} (the trial has no MLflow run)")
             return False, None
         return self._attempt(kind, what, fn)
 
@@ -674,54 +822,67 @@ class TrialTracker(_Tracker):
         """Log every numeric entry of one result at ``step = training_iteration``, in one batch call.
 
         Nested keys are joined with '/' (``info/learner/default_policy/entropy``,
-        ``custom_metrics/pole_angle_mean``); bools are 0/1; NaN and
-        non-numeric values are left out; a non-numeric ``curriculum_task``
+        ``custom_metrics/pole_angle_mean``); bools are 0/1; NaN, infinities
+        and non-numeric values are left out; a non-numeric ``curriculum_task``
         goes to the ``rltune.curriculum_task`` tag when it changes. More than
         1000 metrics go in chunks of 1000 (MLflow's batch limit).
         """
         step = _step(result, len(self.history) + 1)
         metrics = flatten_metrics(result)
         self.history.append(_curve_point(result, step, self.metric))
-        if not metrics and self.run_id is None:
-            return
-        from mlflow.entities import Metric, RunTag
-
-        now = int(time.time() * 1000)
-        entries = [Metric(key, value, now, step) for key, value in metrics.items()]
-        tags = []
         task = result.get("curriculum_task")
+        task_tag = None
         if task is not None and _number(task) is None and task != self._last_task:
-            tags.append(RunTag("rltune.curriculum_task", json.dumps(task, default=repr)[: _limits()[1]]))
+            task_tag = json.dumps(task, default=repr)[: _limits()[1]]
+            self._last_task = task
+        now = int(time.time() * 1000)
         per_batch = _limits()[3]
 
         def log() -> None:
+            from mlflow.entities import Metric, RunTag
+
+            entries = [Metric(key, value, now, step) for key, value in metrics.items()]
+            tags = [RunTag("rltune.curriculum_task", task_tag)] if task_tag is not None else []
             for i in range(0, max(len(entries), 1), per_batch):
                 self.client.log_batch(self.run_id, metrics=entries[i:i + per_batch], tags=tags if i == 0 else [],
                                       synchronous=True)
 
-        ok, _ = self._run_attempt("metrics", f"the metrics of iteration {step} ({len(entries)} values)", log)
-        if ok:
-            self._last_task = task
+        self._shared.run(lambda: self._logged("metrics", f"the metrics of iteration {step} ({len(metrics)} values)", log))
 
     # -- artifacts ----------------------------------------------------------------------
     def log_checkpoint(self, path: str | os.PathLike[str], *, score: float | None = None) -> str | None:
         """Upload a checkpoint directory as ``checkpoints/<name>``; its artifact path, None if not recorded.
 
         ``score`` (default: ``metric`` of the last logged result) decides which
-        checkpoint is the best one kept with ``keep_checkpoints_num``.
+        checkpoint is the best one kept with ``keep_checkpoints_num``. In
+        background mode the upload happens later (from a snapshot) and this
+        returns None.
         """
         path = Path(path)
         name = path.name
         if score is None and self.history:
             score = self.history[-1].get("metric")
-        ok, _ = self._run_attempt("checkpoint", f"checkpoint {name}",
-                                  lambda: self.client.log_artifacts(self.run_id, str(path), f"checkpoints/{name}"))
-        if not ok:
-            return None
-        self.checkpoints = [c for c in self.checkpoints if c[0] != name] + [(name, score)]
-        for old in self._checkpoints_to_drop():
-            self.delete_checkpoint(old)
-        return f"checkpoints/{name}"
+        source = path
+        if self.background:
+            ok, source = self._attempt("checkpoint", f"{self._prefix}checkpoint {name} (snapshot)", lambda: _snapshot(path))
+            if not ok:
+                return None
+
+        def upload() -> str | None:
+            try:
+                ok, _ = self._logged("checkpoint", f"checkpoint {name}", lambda: self.client.log_artifacts(
+                    self.run_id, str(source), f"checkpoints/{name}"))
+            finally:
+                if source is not path:
+                    _remove(source)
+            if not ok:
+                return None
+            self.checkpoints = [c for c in self.checkpoints if c[0] != name] + [(name, score)]
+            for old in self._checkpoints_to_drop():
+                self._delete_checkpoint(old)
+            return f"checkpoints/{name}"
+
+        return self._shared.run(upload)
 
     def _checkpoints_to_drop(self) -> list[str]:
         keep = self.keep_checkpoints_num
@@ -735,7 +896,9 @@ class TrialTracker(_Tracker):
 
     def delete_checkpoint(self, name: str) -> None:
         """Delete ``checkpoints/<name>`` from the run's artifacts (the local directory is not touched)."""
+        self._shared.run(lambda: self._delete_checkpoint(name))
 
+    def _delete_checkpoint(self, name: str) -> None:
         def delete() -> None:
             if self._artifact_repo is None:
                 from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
@@ -744,22 +907,32 @@ class TrialTracker(_Tracker):
                 self._artifact_repo = get_artifact_repository(uri, tracking_uri=self.tracking_uri)
             self._artifact_repo.delete_artifacts(f"checkpoints/{name}")
 
-        ok, _ = self._run_attempt("checkpoint", f"the deletion of checkpoint {name}", delete)
+        ok, _ = self._logged("checkpoint", f"the deletion of checkpoint {name}", delete)
         if ok:
             self.checkpoints = [c for c in self.checkpoints if c[0] != name]
 
     def log_files(self, *paths: str | os.PathLike[str], artifact_path: str | None = None) -> None:
         """Upload files (``params.json``, ``result.json``, ``error.txt`` ...); missing ones are skipped."""
-        for path in paths:
-            path = Path(path)
-            if not path.is_file():
-                continue
-            self._run_attempt("files", f"file {path.name}",
-                              lambda path=path: self.client.log_artifact(self.run_id, str(path), artifact_path))
+        files = [Path(p) for p in paths if Path(p).is_file()]
+        if not files:
+            return
+        staging, sources = _snapshot_files(files) if self.background else (None, files)
+
+        def upload() -> None:
+            try:
+                for path, source in zip(files, sources):
+                    self._logged("files", f"file {path.name}",
+                                 lambda: self.client.log_artifact(self.run_id, str(source), artifact_path))
+            finally:
+                if staging is not None:
+                    _remove(staging)
+
+        self._shared.run(upload)
 
     def log_text(self, text: str, artifact_file: str) -> None:
         """Upload ``text`` as the artifact ``artifact_file`` (e.g. a crashed trial's traceback as ``error.txt``)."""
-        self._run_attempt("files", f"file {artifact_file}", lambda: self.client.log_text(self.run_id, text, artifact_file))
+        self._shared.run(lambda: self._logged("files", f"file {artifact_file}",
+                                              lambda: self.client.log_text(self.run_id, text, artifact_file)))
 
     def log_learning_curve(self, results: Iterable[Mapping[str, Any]] | None = None, *, metric: str | None = None) -> None:
         """A PNG (``plots/learning_curve.png``) of ``metric`` against ``timesteps_total``, curriculum phase changes marked.
@@ -773,15 +946,16 @@ class TrialTracker(_Tracker):
             points = [_curve_point(r, _step(r, i + 1), metric) for i, r in enumerate(results or [])]
         if not points:
             return
-        from rltune.orchestrator import _plots
 
         def log() -> None:
+            from rltune.orchestrator import _plots
+
             with tempfile.TemporaryDirectory(prefix="rltune_curve_") as tmp:
                 png = Path(tmp) / "learning_curve.png"
                 _plots.learning_curve(points, png, metric=metric)
                 self.client.log_artifact(self.run_id, str(png), "plots")
 
-        self._run_attempt("plots", "the learning curve", log)
+        self._shared.run(lambda: self._logged("plots", "the learning curve", log))
 
     def log_policy_model(self, trainer_or_checkpoint: Any, *, artifact_path: str = "policy_model") -> str | None:
         """Log the trained policy as an MLflow pyfunc model; its URI ``runs:/<run_id>/policy_model``, or None.
@@ -789,20 +963,74 @@ class TrialTracker(_Tracker):
         ``trainer_or_checkpoint``: a rltune Trainer, or the path of one of its
         checkpoints. ``mlflow.pyfunc.load_model(uri).predict(observations)``
         maps a batch of raw observations to actions (see
-        :mod:`rltune.orchestrator._mlflow_model`).
+        :mod:`rltune.orchestrator._mlflow_model`). The policy is exported when
+        this is called; in background mode the model is saved and uploaded
+        later and this returns None.
         """
+        staging = Path(tempfile.mkdtemp(prefix="rltune_model_"))
 
-        def log() -> str:
-            from rltune.orchestrator._mlflow_model import save_policy_model
+        def export() -> Path:
+            from rltune.orchestrator._mlflow_model import POLICY_DIR, write_policy_dir
 
-            with tempfile.TemporaryDirectory(prefix="rltune_model_") as tmp:
-                model_dir = Path(tmp) / "model"
-                save_policy_model(trainer_or_checkpoint, model_dir)
-                self.client.log_artifacts(self.run_id, str(model_dir), artifact_path)
-            return f"runs:/{self.run_id}/{artifact_path}"
+            return write_policy_dir(trainer_or_checkpoint, staging / POLICY_DIR)
 
-        _, uri = self._run_attempt("model", "the policy model", log)
-        return uri
+        if self.run_id is None and not self.background:
+            _remove(staging)
+            self._logged("model", "the policy model", lambda: None)
+            return None
+        ok, policy_dir = self._attempt("model", f"{self._prefix}the policy model (export)", export)
+        if not ok:
+            _remove(staging)
+            return None
+
+        def save_and_upload() -> str | None:
+            def log() -> str:
+                from rltune.orchestrator._mlflow_model import save_policy_model
+
+                save_policy_model(policy_dir, staging / "model")
+                self.client.log_artifacts(self.run_id, str(staging / "model"), artifact_path)
+                return f"runs:/{self.run_id}/{artifact_path}"
+
+            try:
+                return self._logged("model", "the policy model", log)[1]
+            finally:
+                _remove(staging)
+
+        return self._shared.run(save_and_upload)
+
+
+def _snapshot(directory: Path) -> Path:
+    """A copy of a directory next to it, hard-linked where possible (a checkpoint's files never change)."""
+    import shutil
+
+    target = Path(tempfile.mkdtemp(prefix=f".{directory.name}.mlflow-", dir=directory.parent))
+
+    def link_or_copy(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(directory, target, copy_function=link_or_copy, dirs_exist_ok=True)
+    return target
+
+
+def _snapshot_files(files: list[Path]) -> tuple[Path, list[Path]]:
+    """Copies of files (which may grow, like result.json) in a new temporary directory, and that directory."""
+    import shutil
+
+    staging = Path(tempfile.mkdtemp(prefix="rltune_files_"))
+    copies = []
+    for i, path in enumerate(files):
+        (staging / str(i)).mkdir()
+        copies.append(Path(shutil.copy2(path, staging / str(i) / path.name)))
+    return staging, copies
+
+
+def _remove(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _step(result: Mapping[str, Any], default: int) -> int:

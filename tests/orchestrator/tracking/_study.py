@@ -45,8 +45,13 @@ def distributions() -> dict[str, Any]:
 
 
 def simulate_study(results_dir: Path, tracking_uri: str | None,
-                   run_complete: Callable[[dict[str, Any], Path], dict[str, Any]]) -> dict[str, Any]:
-    """Run the study; ``run_complete(trial_tracker_args, trial_dir)`` runs trial 0's trial side and returns its summary."""
+                   run_complete: Callable[[dict[str, Any], Path], dict[str, Any]], *,
+                   background: bool = False) -> dict[str, Any]:
+    """Run the study; ``run_complete(trial_tracker_args, trial_dir)`` runs trial 0's trial side and returns its summary.
+
+    ``background``: the StudyTracker works on its tracking thread, and trials
+    1 and 2 log through ``open_trial`` trackers (as the orchestrator does).
+    """
     import optuna
 
     from rltune.orchestrator._tracking import StudyTracker
@@ -55,37 +60,36 @@ def simulate_study(results_dir: Path, tracking_uri: str | None,
     study = optuna.create_study(direction="maximize", study_name=STUDY)
     for params in PARAMS:
         study.enqueue_trial(params)
-    tracker = StudyTracker(tracking_uri, results_dir, STUDY, "tpe", "median",
+    tracker = StudyTracker(tracking_uri, results_dir, STUDY, "tpe", "median", background=background,
                            study_params={"metric": "episode_reward_mean", "mode": "max", "n_trials": 3})
-    run_ids: dict[int, str] = {}
 
-    def start(number: int) -> Any:
+    def start(number: int) -> tuple[Any, Any]:
         trial = study.ask(distributions())
         assert trial.number == number and trial.params == PARAMS[number]
-        run_ids[number] = tracker.start_trial(number, {**PPO_CONFIG, **trial.params}, trial.params)
-        return trial
+        config = {**PPO_CONFIG, **trial.params}
+        if background and number > 0:
+            return trial, tracker.open_trial(number, config, trial.params)
+        return trial, tracker.trial(tracker.start_trial(number, config, trial.params))
 
     # trial 0: COMPLETE, real training (its trial side logs results, checkpoints, files, curve, model)
-    trial = start(0)
-    summary = run_complete(tracker.trial_tracker_args(run_ids[0]), results_dir / STUDY / "trial_00000")
+    trial, side = start(0)
+    summary = run_complete(tracker.trial_tracker_args(side.run_id), results_dir / STUDY / "trial_00000")
     study.tell(trial, summary["last_result"]["episode_reward_mean"])
-    tracker.end_trial(run_ids[0], "COMPLETE", reason=f"training_iteration >= {ITERATIONS}")
+    tracker.end_trial(side.run_id, "COMPLETE", reason=f"training_iteration >= {ITERATIONS}")
     tracker.refresh_study_plots(study, final=False)
 
     # trial 1: PRUNED after 3 results, with a curriculum phase change
-    trial = start(1)
-    side = tracker.trial(run_ids[1])
+    trial, side = start(1)
     for result in PRUNED_RESULTS:
         side.log_result(result)
         trial.report(result["episode_reward_mean"], result["training_iteration"])
     side.log_learning_curve()
     study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-    tracker.end_trial(run_ids[1], "PRUNED", reason="pruned at iteration 3")
+    tracker.end_trial(side, "PRUNED", reason="pruned at iteration 3")
     tracker.refresh_study_plots(study, final=False)  # throttled: plot_interval_s
 
     # trial 2: FAIL with a traceback (written to error.txt by the orchestrator)
-    trial = start(2)
-    side = tracker.trial(run_ids[2])
+    trial, side = start(2)
     side.log_result({"training_iteration": 1, "episode_reward_mean": 8.0})
     trial.report(8.0, 1)
     try:
@@ -96,8 +100,9 @@ def simulate_study(results_dir: Path, tracking_uri: str | None,
     trial_dir.mkdir(parents=True, exist_ok=True)
     (trial_dir / "error.txt").write_text(error)
     side.log_files(trial_dir / "error.txt", trial_dir / "missing-file.txt")
+    (trial_dir / "error.txt").unlink()  # in background mode the upload comes later, from a snapshot
     study.tell(trial, state=optuna.trial.TrialState.FAIL)
-    tracker.end_trial(run_ids[2], "FAIL", reason="ZeroDivisionError: division by zero", error=error)
+    tracker.end_trial(side, "FAIL", reason="ZeroDivisionError: division by zero", error=error)
 
     tracker.refresh_study_plots(study)  # final
     tracker.close()
@@ -106,7 +111,7 @@ def simulate_study(results_dir: Path, tracking_uri: str | None,
         "tracking_uri": tracker.tracking_uri,
         "experiment_id": tracker.experiment_id,
         "parent_run_id": tracker.parent_run_id,
-        "run_ids": run_ids,
+        "run_ids": dict(tracker.trial_runs),
         "summary": summary,
         "best_value": study.best_value,
         "unrecorded": list(tracker.unrecorded) + [u for u in summary["unrecorded"]],

@@ -5,6 +5,8 @@ from __future__ import annotations
 import signal
 import time
 
+import pytest
+
 from mlflow import MlflowClient
 
 from rltune.orchestrator._tracking import StudyTracker, TrialTracker
@@ -12,21 +14,26 @@ from rltune.orchestrator._tracking import StudyTracker, TrialTracker
 from .conftest import MlflowServer, free_port
 
 
-def test_unreachable_server_from_the_start(tmp_path):
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+def test_unreachable_server_from_the_start(tmp_path, background):
     start = time.monotonic()
     uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    study = StudyTracker(uri, tmp_path, "nowhere", "tpe", "none")
+    study = StudyTracker(uri, tmp_path, "nowhere", "tpe", "none", background=background)
     run_id = study.start_trial(0, {"lr": 0.1}, {"lr": 0.1})
     trial = TrialTracker(**study.trial_tracker_args(run_id))
     for i in range(1, 4):
         trial.log_result({"training_iteration": i, "episode_reward_mean": 1.0})
+    side = study.open_trial(1, {"lr": 0.2}, {"lr": 0.2})
+    side.log_result({"training_iteration": 1, "episode_reward_mean": 1.0})
     study.end_trial(run_id, "COMPLETE")
-    study.refresh_study_plots(None)
+    study.end_trial(side, "PRUNED")
+    study.refresh_study_plots(None)  # not even a study: counted, not raised
     study.close()
-    assert run_id is None and study.parent_run_id is None
+    assert run_id is None and side.run_id is None and study.parent_run_id is None
     assert time.monotonic() - start < 60  # short timeouts, few retries, then calls are skipped
     assert study.unrecorded[0] == "the experiment and parent run of study 'nowhere'"
     assert "the run of trial 0 (no parent run)" in study.unrecorded
+    assert "trial 1: the metrics of iteration 1 (2 values) (the trial has no MLflow run)" in study.unrecorded
     assert len(trial.unrecorded) == 3
 
 
@@ -61,7 +68,7 @@ def test_server_killed_mid_study_then_back(tmp_path, template_db):
 
         # the server comes back on the same store and port: the trackers record again after their pause
         server = MlflowServer(tmp_path / "server", template_db, port=server.port)
-        trial._failures._down_until = 0.0  # do not wait for the pause (5 s) to end
+        trial._shared.failures._down_until = 0.0  # do not wait for the pause (5 s) to end
         trial.log_result({"training_iteration": 5, "episode_reward_mean": 5.0})
         assert len(trial.unrecorded) == 5
         history = MlflowClient(server.uri).get_metric_history(run_id, "episode_reward_mean")

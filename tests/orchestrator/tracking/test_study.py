@@ -1,9 +1,10 @@
 """A 3-trial study (COMPLETE with real PPO training, PRUNED, FAIL) as MLflow holds it, in every kind of store.
 
 ``local``: the default embedded store (``sqlite:///<results_dir>/mlflow.db``),
-the trial side in this process. ``server``: a real ``mlflow server`` on
-127.0.0.1 with proxied artifacts, the trial side in a separate process
-(as a trial process of the orchestrator would run it).
+inline trackers, the trial side in this process. ``server``: a real
+``mlflow server`` on 127.0.0.1 with proxied artifacts, the StudyTracker in
+background mode (its own tracking thread, as the orchestrator would run
+it), the trial side of the complete trial in a separate process.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def server_study(tmp_path_factory, template_db):
             assert proc.returncode == 0, proc.stderr[-4000:]
             return json.loads(out.read_text())
 
-        info = _study.simulate_study(base / "results", server.uri, run_complete)
+        info = _study.simulate_study(base / "results", server.uri, run_complete, background=True)
         assert info["tracking_uri"] == server.uri
         yield info
     finally:

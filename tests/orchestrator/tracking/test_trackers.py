@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import math
 from pathlib import Path
 
@@ -46,7 +47,7 @@ class FakeClient:
 
 def fake_tracker(error: Exception | None = None, **kwargs) -> tuple[TrialTracker, FakeClient]:
     tracker = TrialTracker("run-1", "sqlite:///unused.db", **kwargs)
-    tracker._client = client = FakeClient(error)
+    tracker._shared.client = client = FakeClient(error)
     return tracker, client
 
 
@@ -130,8 +131,8 @@ def test_more_than_1000_metrics_go_in_chunks_of_1000():
 def test_keep_checkpoints_keeps_the_last_n_and_the_best(tmp_path):
     tracker, client = fake_tracker(keep_checkpoints_num=2, metric="score", mode="min")
     deleted = []
-    tracker.delete_checkpoint = lambda name: (deleted.append(name),
-                                              setattr(tracker, "checkpoints", [c for c in tracker.checkpoints if c[0] != name]))
+    tracker._delete_checkpoint = lambda name: (deleted.append(name), setattr(
+        tracker, "checkpoints", [c for c in tracker.checkpoints if c[0] != name]))
     for i, score in enumerate([5.0, 1.0, 4.0, 3.0, 6.0], start=1):
         tracker.log_result({"training_iteration": i, "score": score})
         tracker.log_checkpoint(tmp_path / f"checkpoint_{i:06d}")
@@ -145,7 +146,7 @@ def test_failures_never_raise_warn_once_and_are_listed(caplog, monkeypatch):
     with caplog.at_level(logging.DEBUG, logger="rltune.orchestrator._tracking"):
         tracker.log_result({"training_iteration": 1, "a": 1.0})
         tracker.log_result({"training_iteration": 2, "a": 1.0})  # skipped: the store is paused after an outage
-        monkeypatch.setattr(tracker._failures, "_down_until", 0.0)
+        monkeypatch.setattr(tracker._shared.failures, "_down_until", 0.0)
         tracker.log_result({"training_iteration": 3, "a": 1.0})
         tracker.log_checkpoint("/nowhere/checkpoint_000003")
     assert client.calls == 2  # iteration 2 was not even tried
@@ -176,7 +177,7 @@ def test_a_trial_without_run_is_a_noop_that_is_listed(tmp_path):
     tracker.log_files(tmp_path / "missing.txt")
     tracker.log_text("boom", "error.txt")
     assert tracker.log_policy_model(object()) is None
-    assert tracker._client is None  # never opened a store
+    assert tracker._shared.client is None  # never opened a store
     assert tracker.unrecorded[0] == "the metrics of iteration 1 (2 values) (the trial has no MLflow run)"
 
 
@@ -245,3 +246,45 @@ def test_study_plots_include_param_importances_with_enough_trials(store, tmp_pat
     assert parent.data.tags["rltune.best_trial"] == str(study.best_trial.number)
     assert math.isclose(parent.data.metrics["best_value"], study.best_value)
     assert tracker.unrecorded == []
+
+
+def test_background_mode_uploads_snapshots_in_order_and_close_drains(store, tmp_path):
+    tracker = StudyTracker(None, store, "background", "tpe", "none", background=True)
+    side = tracker.open_trial(0, {"lr": 0.1}, {"lr": 0.1}, keep_checkpoints_num=1, metric="score")
+    assert side.run_id is None or isinstance(side.run_id, str)  # created on the tracking thread
+    checkpoint = tmp_path / "checkpoint_000001"
+    checkpoint.mkdir()
+    (checkpoint / "state.json").write_text('{"step": 1}')
+    result_file = tmp_path / "result.json"
+    result_file.write_text("line 1\n")
+    for i in (1, 2):
+        side.log_result({"training_iteration": i, "score": float(i)})
+    assert side.log_checkpoint(checkpoint) is None  # queued
+    side.log_files(result_file)
+    shutil.rmtree(checkpoint)  # the trial deletes or changes them at once: the uploads use snapshots
+    result_file.write_text("line 1\nline 2\n")
+    side.log_learning_curve()
+    tracker.end_trial(side, "COMPLETE")
+    tracker.refresh_study_plots(_one_trial_study())
+    tracker.close()
+    assert not tracker.background  # drained and inline from now on
+    client = MlflowClient(tracker.tracking_uri)
+    run = client.get_run(side.run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["rltune.state"] == "COMPLETE"
+    assert [m.step for m in client.get_metric_history(side.run_id, "score")] == [1, 2]
+    local = Path(client.download_artifacts(side.run_id, "", str(tmp_path / "down")))
+    assert (local / "checkpoints" / "checkpoint_000001" / "state.json").read_text() == '{"step": 1}'
+    assert (local / "result.json").read_text() == "line 1\n"
+    assert (local / "plots" / "learning_curve.png").stat().st_size > 2000
+    assert not [p for p in tmp_path.iterdir() if ".mlflow-" in p.name]  # snapshots removed
+    assert tracker.unrecorded == []
+
+
+def _one_trial_study():
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study()
+    study.add_trial(optuna.trial.create_trial(params={"lr": 0.1}, value=1.0, distributions={
+        "lr": optuna.distributions.FloatDistribution(0.01, 1.0)}))
+    return study
