@@ -16,9 +16,10 @@ creation are not). Each run checks afterwards that every value was stored.
 
 Stores: ``sqlite`` (the default embedded store under the results dir) and,
 with ``--with-server``, an ``mlflow server`` started on 127.0.0.1 for the
-benchmark (HTTP + SQLite), stopped at the end. About 1-2 min for SQLite on
-2 quiet cores (the per-metric variant makes 6,000 commits); ``--quick``:
-50 iterations, 1 round::
+benchmark (HTTP + SQLite), stopped at the end. Measured on 2 busy cores
+(load ~4): about 1.5 min for SQLite (3 rounds; the per-metric variant makes
+6,000 commits per run), 5 more with ``--with-server``; ``--quick``: 50
+iterations, 1 round, SQLite, about 40 s::
 
     .venv/bin/python benchmarks/bench_tracking.py
     .venv/bin/python benchmarks/bench_tracking.py --with-server --repeats 3
