@@ -963,38 +963,42 @@ class TrialTracker(_Tracker):
         ``trainer_or_checkpoint``: a rltune Trainer, or the path of one of its
         checkpoints. ``mlflow.pyfunc.load_model(uri).predict(observations)``
         maps a batch of raw observations to actions (see
-        :mod:`rltune.orchestrator._mlflow_model`). The policy is exported when
-        this is called; in background mode the model is saved and uploaded
-        later and this returns None.
+        :mod:`rltune.orchestrator._mlflow_model`). In background mode this
+        returns None at once: a trainer's policy is exported now, a checkpoint
+        is snapshotted now; the model is built and uploaded on the tracking thread.
         """
-        staging = Path(tempfile.mkdtemp(prefix="rltune_model_"))
+        source = trainer_or_checkpoint
+        snapshot = None
+        if self.background:
+            if isinstance(source, (str, os.PathLike)):
+                ok, snapshot = self._attempt("model", f"{self._prefix}the policy model (checkpoint snapshot)",
+                                             lambda: _snapshot(Path(trainer_or_checkpoint)))
+                source = snapshot
+            else:
+                def export() -> Path:
+                    from rltune.orchestrator._mlflow_model import POLICY_DIR, write_policy_dir
 
-        def export() -> Path:
-            from rltune.orchestrator._mlflow_model import POLICY_DIR, write_policy_dir
+                    return write_policy_dir(trainer_or_checkpoint, Path(tempfile.mkdtemp(prefix="rltune_policy_")) / POLICY_DIR)
 
-            return write_policy_dir(trainer_or_checkpoint, staging / POLICY_DIR)
-
-        if self.run_id is None and not self.background:
-            _remove(staging)
-            self._logged("model", "the policy model", lambda: None)
-            return None
-        ok, policy_dir = self._attempt("model", f"{self._prefix}the policy model (export)", export)
-        if not ok:
-            _remove(staging)
-            return None
+                ok, source = self._attempt("model", f"{self._prefix}the policy model (export)", export)
+                snapshot = source.parent if ok else None
+            if not ok:
+                return None
 
         def save_and_upload() -> str | None:
             def log() -> str:
                 from rltune.orchestrator._mlflow_model import save_policy_model
 
-                save_policy_model(policy_dir, staging / "model")
-                self.client.log_artifacts(self.run_id, str(staging / "model"), artifact_path)
+                with tempfile.TemporaryDirectory(prefix="rltune_model_") as tmp:
+                    save_policy_model(source, Path(tmp) / "model")
+                    self.client.log_artifacts(self.run_id, str(Path(tmp) / "model"), artifact_path)
                 return f"runs:/{self.run_id}/{artifact_path}"
 
             try:
                 return self._logged("model", "the policy model", log)[1]
             finally:
-                _remove(staging)
+                if snapshot is not None:
+                    _remove(snapshot)
 
         return self._shared.run(save_and_upload)
 

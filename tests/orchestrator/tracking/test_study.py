@@ -97,3 +97,24 @@ def test_runs_uri_of_the_model_loads_with_the_tracking_uri(local_study, monkeypa
     monkeypatch.setenv("MLFLOW_TRACKING_URI", local_study["tracking_uri"])
     model = mlflow.pyfunc.load_model(local_study["summary"]["model_uri"])
     assert model.predict(probe_observations()).tolist() == local_study["summary"]["expected_actions"]
+
+
+def test_policy_model_from_a_checkpoint_on_the_tracking_thread(local_study, template_db, tmp_path):
+    """The orchestrator's way: the trial's last checkpoint, logged in background mode, is the trained policy."""
+    import mlflow.pyfunc
+
+    from rltune.orchestrator._tracking import StudyTracker
+
+    from ._trial_side import probe_observations
+
+    checkpoint = local_study["results_dir"] / _study.STUDY / "trial_00000" / local_study["summary"]["checkpoints"][-1][0]
+    tracker = StudyTracker(None, new_store(template_db, tmp_path / "results"), "from-checkpoint", "tpe", "none",
+                           background=True)
+    side = tracker.open_trial(0, {"lr": 0.001}, {"lr": 0.001})
+    assert side.log_policy_model(checkpoint) is None  # queued
+    tracker.end_trial(side, "COMPLETE")
+    tracker.close()
+    assert tracker.unrecorded == []
+    assert not [p for p in checkpoint.parent.iterdir() if ".mlflow-" in p.name]  # the snapshot is gone
+    model = mlflow.pyfunc.load_model(f"{MlflowClient(tracker.tracking_uri).get_run(side.run_id).info.artifact_uri}/policy_model")
+    assert model.predict(probe_observations()).tolist() == local_study["summary"]["expected_actions"]
