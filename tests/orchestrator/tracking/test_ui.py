@@ -95,8 +95,9 @@ class RunUI:
                 self.output.append(self.lines.get())
 
 
-def test_ui_shows_the_study_a_trial_and_its_metrics(local_study, tmp_path):
+def test_ui_shows_the_study_a_trial_and_its_metrics(local_study, tmp_path, monkeypatch):
     chromium, driver_path = _browser()
+    monkeypatch.setenv("SE_OFFLINE", "true")  # Selenium Manager never downloads a browser or driver
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
@@ -159,7 +160,7 @@ def test_ui_on_a_busy_port_is_a_config_error(tmp_path):
             run_ui(tmp_path, busy.getsockname()[1])
 
 
-def test_ui_of_a_server_store_only_prints_its_address(tmp_path, capsys):
+def test_ui_of_a_server_store_only_prints_its_address(tmp_path):
     import io
 
     out = io.StringIO()
