@@ -95,8 +95,14 @@ class RunUI:
                 self.output.append(self.lines.get())
 
 
-def test_ui_shows_the_study_a_trial_and_its_metrics(local_study, tmp_path, monkeypatch):
-    chromium, driver_path = _browser()
+@pytest.fixture(scope="session")
+def browser() -> tuple[str, str]:
+    """Checked before the (session) study fixture, so that a skip costs nothing."""
+    return _browser()
+
+
+def test_ui_shows_the_study_a_trial_and_its_metrics(browser, local_study, tmp_path, monkeypatch):
+    chromium, driver_path = browser
     monkeypatch.setenv("SE_OFFLINE", "true")  # Selenium Manager never downloads a browser or driver
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
