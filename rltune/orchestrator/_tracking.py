@@ -60,6 +60,7 @@ Invariants:
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import logging
@@ -73,7 +74,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -112,15 +113,32 @@ EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 _SKIP_RESULT_KEYS = frozenset({"config", "hist_stats"})  # config: not a metric; hist_stats: per-episode lists
 
 
-def _limits() -> tuple[int, int, int, int, int]:
-    """MLflow's limits: param value length, tag value length, key length, metrics and params/tags per batch."""
+# MLflow's limits (mlflow 2.12 to 3.x; tests check them against mlflow.utils.validation). Keys are
+# shortened with these in the caller's thread, which must not import mlflow (background mode).
+MAX_ENTITY_KEY_LENGTH = 250
+MAX_TAG_VAL_LENGTH = 8000
+
+
+class _Limits(NamedTuple):
+    param_value: int
+    tag_value: int
+    key: int
+    metrics_per_batch: int
+    params_tags_per_batch: int
+    entities_per_batch: int
+
+
+@functools.lru_cache(maxsize=1)
+def _limits() -> _Limits:
+    """MLflow's limits as the installed mlflow states them (called where mlflow is imported anyway)."""
+    defaults = _Limits(6000, MAX_TAG_VAL_LENGTH, MAX_ENTITY_KEY_LENGTH, 1000, 100, 1000)
     try:
         from mlflow.utils import validation as v
-
-        return (v.MAX_PARAM_VAL_LENGTH, v.MAX_TAG_VAL_LENGTH, v.MAX_ENTITY_KEY_LENGTH,
-                v.MAX_METRICS_PER_BATCH, v.MAX_PARAMS_TAGS_PER_BATCH)
-    except (ImportError, AttributeError):  # pragma: no cover - the values of mlflow 2.12 to 3.x
-        return 6000, 8000, 250, 1000, 100
+    except ImportError:  # pragma: no cover
+        return defaults
+    return _Limits(*(getattr(v, name, default) for name, default in zip(
+        ("MAX_PARAM_VAL_LENGTH", "MAX_TAG_VAL_LENGTH", "MAX_ENTITY_KEY_LENGTH", "MAX_METRICS_PER_BATCH",
+         "MAX_PARAMS_TAGS_PER_BATCH", "MAX_ENTITIES_PER_BATCH"), defaults)))
 
 
 # -- where the store is ----------------------------------------------------------------------
@@ -165,7 +183,7 @@ def clean_key(key: str, limit: int | None = None) -> str:
     key = _BAD_KEY_CHARS.sub("_", key)
     parts = [p if p not in ("", ".", "..") else "_" for p in key.split("/")]
     key = "/".join(parts) or "_"
-    limit = limit or _limits()[2]
+    limit = limit or MAX_ENTITY_KEY_LENGTH
     if len(key) > limit:
         import hashlib
 
@@ -569,9 +587,9 @@ class StudyTracker(_Tracker):
         existing = client.get_run(run_id).data.params
         truncated = _log_params(client, run_id, flat_params, existing)
         if truncated:
-            max_value, max_tag, *_ = _limits()
-            note = f"values cut to MLflow's limit of {max_value} characters: " + ", ".join(truncated)
-            client.set_tag(run_id, TAG_TRUNCATED, note[:max_tag])
+            limits = _limits()
+            note = f"values cut to MLflow's limit of {limits.param_value} characters: " + ", ".join(truncated)
+            client.set_tag(run_id, TAG_TRUNCATED, note[:limits.tag_value])
 
     def end_trial(self, run: "str | TrialTracker | None", state: str, *, reason: str | None = None,
                   error: str | None = None) -> None:
@@ -585,13 +603,14 @@ class StudyTracker(_Tracker):
         """
         if state not in RUN_STATUS:
             raise ValueError(f"state must be one of {sorted(RUN_STATUS)}, but got {state=!r}")
-        _, max_tag, *_ = _limits()
 
         def end() -> None:
             run_id = run.run_id if isinstance(run, TrialTracker) else run
             if run_id is None:
                 return
             from mlflow.entities import RunTag
+
+            max_tag = _limits().tag_value
 
             tags = [RunTag(TAG_STATE, state)]
             if reason:
@@ -629,13 +648,13 @@ class StudyTracker(_Tracker):
             return
         from mlflow.entities import Metric, RunTag
 
-        _, max_tag, *_ = _limits()
+        limits = _limits()
         tags = [RunTag("rltune.best_trial", str(trial_number)), RunTag("rltune.best_value", repr(value))]
         if trial_number in self.trial_runs:
             tags.append(RunTag("rltune.best_run_id", self.trial_runs[trial_number]))
-        tags += [RunTag(clean_key(f"best.{key}"), text[:max_tag]) for key, text in flat_params.items()]
+        tags += [RunTag(clean_key(f"best.{key}"), text[:limits.tag_value]) for key, text in flat_params.items()]
         metrics = [Metric("best_value", value, int(time.time() * 1000), int(trial_number))] if math.isfinite(value) else []
-        per_batch = _limits()[4]
+        per_batch = limits.params_tags_per_batch
 
         def log() -> None:
             for i in range(0, len(tags), per_batch):
@@ -715,10 +734,11 @@ def _log_params(client: Any, run_id: str, params: Mapping[str, str], existing: M
     """Log params not yet in ``existing``, values cut to MLflow's limit; the keys that were cut."""
     from mlflow.entities import Param
 
-    max_value, _, max_key, _, per_batch = _limits()
+    limits = _limits()
+    max_value, per_batch = limits.param_value, limits.params_tags_per_batch
     entries, truncated = [], []
     for key, value in params.items():
-        key = clean_key(key, max_key)
+        key = clean_key(key, limits.key)
         if len(value) > max_value:
             suffix = f"... ({len(value)} chars in all)"
             value = value[: max_value - len(suffix)] + suffix
@@ -833,16 +853,17 @@ class TrialTracker(_Tracker):
         task = result.get("curriculum_task")
         task_tag = None
         if task is not None and _number(task) is None and task != self._last_task:
-            task_tag = json.dumps(task, default=repr)[: _limits()[1]]
+            task_tag = json.dumps(task, default=repr)[:MAX_TAG_VAL_LENGTH]
             self._last_task = task
         now = int(time.time() * 1000)
-        per_batch = _limits()[3]
 
         def log() -> None:
             from mlflow.entities import Metric, RunTag
 
             entries = [Metric(key, value, now, step) for key, value in metrics.items()]
             tags = [RunTag("rltune.curriculum_task", task_tag)] if task_tag is not None else []
+            limits = _limits()  # a batch holds at most 1000 metrics and 1000 entities in all
+            per_batch = min(limits.metrics_per_batch, limits.entities_per_batch - len(tags))
             for i in range(0, max(len(entries), 1), per_batch):
                 self.client.log_batch(self.run_id, metrics=entries[i:i + per_batch], tags=tags if i == 0 else [],
                                       synchronous=True)

@@ -128,6 +128,35 @@ def test_more_than_1000_metrics_go_in_chunks_of_1000():
     assert {m.step for b in client.batches for m in b["metrics"]} == {5}
 
 
+def test_a_tag_and_1000_metrics_respect_the_entities_per_batch_limit():
+    tracker, client = fake_tracker()
+    tracker.log_result({"training_iteration": 1, "curriculum_task": "easy",
+                        "many": {f"m{i}": float(i) for i in range(999)}})
+    assert [(len(b["metrics"]), len(b["tags"])) for b in client.batches] == [(999, 1), (1, 0)]
+
+
+def test_our_limits_are_mlflows():
+    from mlflow.utils import validation
+
+    assert _tracking.MAX_ENTITY_KEY_LENGTH == validation.MAX_ENTITY_KEY_LENGTH
+    assert _tracking.MAX_TAG_VAL_LENGTH == validation.MAX_TAG_VAL_LENGTH
+    assert _tracking._limits() == (validation.MAX_PARAM_VAL_LENGTH, validation.MAX_TAG_VAL_LENGTH,
+                                   validation.MAX_ENTITY_KEY_LENGTH, validation.MAX_METRICS_PER_BATCH,
+                                   validation.MAX_PARAMS_TAGS_PER_BATCH, validation.MAX_ENTITIES_PER_BATCH)
+
+
+def test_the_callers_thread_never_imports_mlflow():
+    """Flattening (done where the caller calls) stays cheap: mlflow loads on the tracking thread only."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from rltune.orchestrator import _tracking as t;"
+            "t.flatten_metrics({'a': {'b': 1.0}, 'k' * 300: 2}); t.flatten_params({'m': {'x': [1]}});"
+            "t.run_name(1, {'lr': 0.1}); print('mlflow' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "False", proc.stderr
+
+
 def test_keep_checkpoints_keeps_the_last_n_and_the_best(tmp_path):
     tracker, client = fake_tracker(keep_checkpoints_num=2, metric="score", mode="min")
     deleted = []
@@ -195,7 +224,7 @@ def store(tmp_path, template_db) -> Path:
 
 def test_long_param_values_are_truncated_with_a_note(store):
     tracker = StudyTracker(None, store, "long", "random", "none")
-    limit = _tracking._limits()[0]
+    limit = _tracking._limits().param_value
     run_id = tracker.start_trial(0, {"notes": "x" * (limit + 500), "lr": 0.1, "k" * 300: 1}, {"lr": 0.1})
     run = MlflowClient(tracker.tracking_uri).get_run(run_id)
     assert len(run.data.params["notes"]) == limit and run.data.params["notes"].endswith(f"... ({limit + 500} chars in all)")
