@@ -158,6 +158,7 @@ class ActiveTrial:
     reason: str | None = None
     reported_steps: set[int] = field(default_factory=set)
     finished: bool = False
+    tracking: Any = None  # its TrialTracker (MLflow run) when the study is tracked
 
 
 @dataclass
@@ -206,6 +207,7 @@ class StudyRunner:
         self._start_time = time.monotonic()
         self._cpu_note = False
         self._last_heartbeat = 0.0
+        self.tracker: Any = None  # StudyTracker when the study is recorded in MLflow
 
     # -- setup ----------------------------------------------------------------------------
     def open_study(self) -> Any:
@@ -259,6 +261,7 @@ class StudyRunner:
             )
         if exists:
             self._check_space_unchanged()
+        self._open_tracking()
         (self.study_dir / STUDY_FILE).write_text(json.dumps({
             "name": self.plan.name,
             "storage": self.spec.storage if self.spec.storage and "://" in self.spec.storage else None,
@@ -332,6 +335,28 @@ class StudyRunner:
                 self._resumable.append(t)
 
     # -- the loop -------------------------------------------------------------------------
+    def _open_tracking(self) -> None:
+        """The study's MLflow experiment and parent run; every call goes through one background thread."""
+        if not self.spec.tracking or os.environ.get("RLTUNE_TRACKING", "1") == "0":
+            return
+        from rltune.orchestrator._tracking import StudyTracker
+
+        self.tracker = StudyTracker(
+            self.spec.tracking_uri,
+            self.study_dir.parent,
+            self.plan.name,
+            self.plan.sampler_name,
+            self.plan.pruner_name,
+            background=True,
+            study_params={"trainable": self.plan.trainable.name, "metric": self.spec.metric, "mode": self.spec.mode},
+        )
+
+    def _close_tracking(self) -> None:
+        if self.tracker is None:
+            return
+        self.tracker.refresh_study_plots(self.study)
+        self.tracker.close(interrupted=self.interrupted)
+
     def run(self) -> None:
         """Run trials until the study has its trials (or its timeout), or until interrupted."""
         previous = self._install_signal_handlers()
@@ -362,6 +387,7 @@ class StudyRunner:
             for pending in self._pending:  # asked but never started: left for resume
                 self._release(pending)
             self._restore_signal_handlers(previous)
+            self._close_tracking()
         if self.spec_error is not None:
             raise self.spec_error
 
@@ -492,12 +518,28 @@ class StudyRunner:
         self.configs[number] = config
         active = ActiveTrial(trial, number, values, config, seed, trial_dir, self.plan.cpus_per_trial(config),
                              StopCriteria(self.spec.stop, where="stop"))
+        if self.tracker is not None:
+            active.tracking = self.tracker.open_trial(
+                number, {**self._default_config(), **config, "seed": seed}, values,
+                keep_checkpoints_num=self.spec.keep_checkpoints_num, metric=self.spec.metric, mode=self.spec.mode,
+            )
         if resumed is not None:
             active.failures = int(resumed.user_attrs.get("num_failures", 0))
             active.reported_steps = set(resumed.intermediate_values)
             if isinstance(resumed.user_attrs.get("last_result"), dict):
                 active.last_result = resumed.user_attrs["last_result"]
         return active
+
+    def _default_config(self) -> dict[str, Any]:
+        """The trainer's defaults (logged with the trial's own keys), or nothing for a function trainable."""
+        if self.plan.trainable.kind != "trainer":
+            return {}
+        try:
+            from rltune.trainers import get_trainer_class
+
+            return get_trainer_class(self.plan.trainable.ref).get_default_config()
+        except Exception:  # defaults are a convenience in the params; never a reason to fail
+            return {}
 
     def _seed(self, number: int, config: dict[str, Any]) -> int:
         base = self.spec.seed if self.spec.seed is not None else 0
@@ -592,12 +634,16 @@ class StudyRunner:
             elif kind == "checkpoint":
                 a.checkpoint, a.checkpoint_iteration = message[1], message[2]
                 a.trial.set_user_attr("checkpoint", a.checkpoint)
+                if a.tracking is not None:
+                    a.tracking.log_checkpoint(a.checkpoint)
             elif kind == "done":
                 self._done(a)
             elif kind == "error":
                 self._failed(a, message[1])
 
     def _on_result(self, a: ActiveTrial, result: dict[str, Any]) -> None:
+        if a.tracking is not None:
+            a.tracking.log_result(result)
         a.last_result = result
         self.results[a.number] = result
         a.iteration = int(result.get("training_iteration", a.iteration + 1))
@@ -687,8 +733,24 @@ class StudyRunner:
         else:
             self.study.tell(a.trial, state=getattr(TrialState, state))
         self.ended.append(TrialEnd(a.number, state, value, a.reason))
+        self._track_end(a, state)
         if self.display is not None:
             self.display.trial_ended(a, state, value)
+
+    def _track_end(self, a: ActiveTrial, state: str) -> None:
+        """Files, learning curve, policy model (trainers) and the run's end state, in the trial's MLflow run."""
+        if a.tracking is None:
+            return
+        a.tracking.log_files(a.trial_dir / PARAMS_FILE, a.trial_dir / "result.json", a.trial_dir / ERROR_FILE)
+        a.tracking.log_learning_curve()
+        if state != "FAIL" and a.checkpoint and self.plan.trainable.kind == "trainer":
+            a.tracking.log_policy_model(a.checkpoint)
+        error = a.trial.user_attrs.get("error") if state == "FAIL" else None
+        self.tracker.end_trial(a.tracking, state, reason=a.reason, error=error)
+        if state == "COMPLETE":
+            best = self.study.best_trial
+            self.tracker.update_best(best.number, best.value, best.params)
+        self.tracker.refresh_study_plots(self.study, final=False)
 
     def _tell_fail(self, a: ActiveTrial, error: str) -> None:
         self._record_progress(a)
@@ -702,6 +764,8 @@ class StudyRunner:
         self._record_progress(a)
         a.trial.set_user_attr("interrupted", True)
         self._retire(a)
+        if a.tracking is not None:
+            self.tracker.end_trial(a.tracking, "INTERRUPTED", reason=a.reason)
         self.ended.append(TrialEnd(a.number, "INTERRUPTED", None, a.reason))
         if self.display is not None:
             self.display.trial_ended(a, "INTERRUPTED", None)

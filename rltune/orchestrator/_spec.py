@@ -88,7 +88,10 @@ class StudySpec(BaseModel):
     trial_timeout_s: Optional[float] = Field(None, gt=0, description="Kill a trial (FAIL) that runs longer than this.")
     storage: Optional[str] = Field(None, description="Optuna storage URL; default a journal file in the study directory.")
     results_dir: Optional[str] = Field(None, description="Default $RLTUNE_RESULTS_DIR or ~/rltune_results.")
-    tracking_uri: Optional[str] = Field(None, description="MLflow tracking URI (stored; tracking comes later).")
+    tracking_uri: Optional[str] = Field(
+        None, description="MLflow tracking URI; default: a local store under the results dir (or MLFLOW_TRACKING_URI)."
+    )
+    tracking: bool = Field(True, description="Record the study in MLflow (env RLTUNE_TRACKING=0 turns it off too).")
     curriculum: Optional[dict[str, Any]] = Field(None, description="Shorthand for config.curriculum (phases).")
     seed: Optional[int] = Field(None, description="Base seed: the sampler's, and trial n gets seed + n (default 0).")
 

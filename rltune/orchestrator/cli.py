@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_studies_parser(commands)
     _add_show_parser(commands)
     _add_rollout_parser(commands)
+    _add_ui_parser(commands)
     return parser
 
 
@@ -341,6 +342,35 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 # -- rltune studies / show -----------------------------------------------------------------
+def _add_ui_parser(commands: Any) -> None:
+    p = commands.add_parser(
+        "ui",
+        help="the MLflow UI on the studies' tracking store (127.0.0.1)",
+        description="Start the MLflow UI for the tracking store of a results directory (or --tracking-uri) "
+        "on 127.0.0.1 and print its address; Ctrl-C stops it.",
+    )
+    p.add_argument("--results-dir", metavar="DIR", help="default: $RLTUNE_RESULTS_DIR or ~/rltune_results")
+    p.add_argument("--port", type=_port, default=5000, help="default: 5000")
+    p.add_argument("--tracking-uri", metavar="URI", help="another MLflow store or server (default: the results dir's)")
+    p.set_defaults(handler=_ui)
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, but got {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 65535, but got {port}")
+    return port
+
+
+def _ui(args: argparse.Namespace) -> int:
+    from rltune.orchestrator._ui import run_ui
+
+    return run_ui(args.results_dir, args.port, args.tracking_uri)
+
+
 def _add_studies_parser(commands: Any) -> None:
     p = commands.add_parser(
         "studies",

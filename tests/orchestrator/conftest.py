@@ -14,3 +14,10 @@ def _restore_log_levels():
     yield
     for name, level in levels.items():
         logging.getLogger(name).setLevel(level)
+
+
+@pytest.fixture(autouse=True)
+def _no_mlflow_by_default(request, monkeypatch):
+    """Studies in these tests skip MLflow (tested on its own in tracking/ and in test_tune_tracking.py)."""
+    if "tracked" not in request.keywords:
+        monkeypatch.setenv("RLTUNE_TRACKING", "0")
