@@ -305,7 +305,10 @@ def _add_tune_parser(commands: Any) -> None:
     p.add_argument("--num-samples", type=int, metavar="N", help="runs of each grid point")
     p.add_argument("--stop", metavar="JSON", help="stop criteria of every trial, replacing the file's")
     p.add_argument("--config", metavar="JSON", help="merged into the file's config")
-    p.add_argument("--tracking-uri", metavar="URI", help="MLflow tracking URI (stored with the study)")
+    p.add_argument("--tracking-uri", metavar="URI",
+                   help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else a local store in the results dir)")
+    p.add_argument("--no-tracking", dest="tracking", action="store_false", default=None,
+                   help="do not record the study in MLflow")
     p.add_argument("--quiet", action="store_true", help="plain lines instead of the live view")
     p.set_defaults(handler=_tune)
 
@@ -330,6 +333,7 @@ def _tune(args: argparse.Namespace) -> int:
         "num_samples": args.num_samples,
         "stop": _json_object(args.stop, "--stop"),
         "tracking_uri": args.tracking_uri,
+        "tracking": args.tracking,
     }
     plan = load_study_file(args.study, overrides, config_overrides=_json_object(args.config, "--config"))
     analysis = run_plan(plan, resume=args.resume, verbose=1, quiet=args.quiet, max_concurrent=args.max_concurrent)
