@@ -3,7 +3,7 @@
 The public API is :mod:`rltune.tune` (``from rltune import tune``) and the
 ``rltune`` command. Modules::
 
-    cli             the ``rltune`` command (train, tune, studies, show, rollout); ``main(argv) -> exit status``
+    cli             the ``rltune`` command (train, tune, studies, show, rollout, ui); ``main(argv) -> exit status``
     _spec           study files and tune.run fields: validation (every problem, by path and line), the plan
     _search_space   grid_search, choice, uniform, loguniform, randint, quniform: parsing, Optuna suggest, configs
     _runner         a study's loop: Optuna ask/report/tell, trial processes, CPU budget, failures, Ctrl-C, resume
@@ -15,6 +15,11 @@ The public API is :mod:`rltune.tune` (``from rltune import tune``) and the
     _trial          one trial of ``rltune train``: trial directory, results, stop criteria, checkpoints
     _stop           Ray Tune style stop criteria (stop when any result key reaches its value)
     _train_file     ``rltune train -f FILE.yaml``: reading and validating a train file
+    _yaml_files     reading train and study YAML files: one mapping, errors with file and line
+    _tracking       MLflow: StudyTracker (experiment, parent run, trial runs, best, plots), TrialTracker (results, artifacts)
+    _plots          learning curves and Optuna's plots as PNG
+    _mlflow_model   the trained policy as an MLflow pyfunc model
+    _ui             ``rltune ui``: the MLflow UI on a results directory's store
 
 Importing this package is cheap: Optuna, the trainers (and torch) load when a command runs.
 """
