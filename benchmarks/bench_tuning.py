@@ -19,6 +19,13 @@ the other:
                  order of the cartesian product: the file's first entry,
                  ``num_sgd_iter``, varies slowest).
 
+   ``tpe-asha-notrack`` the default study with ``tracking: false`` (no MLflow
+                 records; every other variant records the study in MLflow, the
+                 default, in a local store under the study's results dir).
+   ``tpe-asha-smooth20`` (not run by default) a what-if: the default study with
+                 ``metrics_num_episodes_for_smoothing: 20`` (the metric over the last
+                 20 episodes instead of 100), all else the same.
+
    Every trial stops at ``episode_reward_mean`` >= 475 or 100k steps (the
    file's ``stop``). A study is solved at the first result (of any trial)
    with ``episode_reward_mean`` >= 475: the mean training return of the
@@ -54,6 +61,9 @@ first solve, when its env steps exceed the budget (rltune), or at the wall
 cap; "not reached" is reported as such. After an rltune study, the solving
 trial's checkpoint (written at the solving iteration) is evaluated like the
 Zoo evaluates: 5 deterministic episodes (``eval5``, not timed).
+``train mean``: the solving trial's training return at the solve, the mean
+of its last 100 training episodes (rltune: the study's metric; the Zoo: its
+model's ``ep_info_buffer``, which the Zoo does not judge by).
 
 Note the two success criteria differ: rltune's (the mean over the last 100
 *training* episodes, with exploration) is stricter than the Zoo's (5
@@ -63,11 +73,17 @@ Zoo's test.
 Target: rltune's default study (``tpe-asha``) reaches its first solving trial
 in under a third of RL Zoo's time (median over repeats, same run).
 
-Full run (about 40 min on 2 cores; the Zoo is the slow part)::
+Full run (5 repeats: 30 min measured on 2 cores at load ~3; the grid studies, which
+spend their whole budget, and the Zoo are the slow parts; a Zoo study takes from
+10 s to 6 min)::
 
     .venv/bin/python benchmarks/bench_tuning.py --markdown --json tuning.json
 
-Smoke test (about 4 min; threshold lowered to 150, tiny budgets)::
+The what-if on the metric's window (about 4 min)::
+
+    .venv/bin/python benchmarks/bench_tuning.py --variants tpe-asha,tpe-asha-smooth20 --markdown
+
+Smoke test (about 2 min; threshold lowered to 150, tiny budgets)::
 
     .venv/bin/python benchmarks/bench_tuning.py --quick
 """
@@ -90,8 +106,8 @@ import _common as common
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 STUDY_FILE = ROOT / "studies" / "cartpole-ppo-tpe-asha.yaml"
-VARIANTS = ("tpe-asha", "random", "grid", "rl_zoo3")
-RLTUNE_VARIANTS = ("tpe-asha", "random", "grid")
+VARIANTS = ("tpe-asha", "tpe-asha-notrack", "random", "grid", "rl_zoo3", "tpe-asha-smooth20")
+DEFAULT_VARIANTS = ("tpe-asha", "tpe-asha-notrack", "random", "grid", "rl_zoo3")
 TARGET_RATIO = 3.0
 EVAL_EPISODES = 5  # as the Zoo's TrialEvalCallback (--eval-episodes default)
 POLL_S = 0.25
@@ -122,6 +138,12 @@ def _study_child(task: dict[str, Any]) -> None:
     fields = _load_study_fields()
     fields.update(name=task["name"], results_dir=task["results_dir"], seed=task["seed"])
     variant = task["variant"]
+    if variant == "tpe-asha-smooth20":  # a what-if: the metric over the last 20 episodes instead of 100
+        fields["config"]["metrics_num_episodes_for_smoothing"] = 20
+        variant = "tpe-asha"
+    elif variant == "tpe-asha-notrack":
+        fields["tracking"] = False
+        variant = "tpe-asha"
     if variant in ("tpe-asha", "random"):
         fields["n_trials"] = task["n_trials"]
     if variant == "random":
@@ -356,6 +378,7 @@ def run_rltune(task: dict[str, Any], args: Any, workdir: Path) -> dict[str, Any]
     _read_results(study_dir, {}, events)
     solve, steps, trials = _first_solve(events, args.threshold)
     record: dict[str, Any] = {**run, "study_dir": str(study_dir), "results": len(events),
+                              "tracked": (results_dir / "mlflow.db").exists(),
                               "trials_run": len({e["trial"] for e in events}),
                               "steps_run": sum(e["steps"] for e in events)}
     if solve is not None and steps <= args.budget_steps:
@@ -496,11 +519,12 @@ def report(records: list[dict[str, Any]], args: Any, info: dict[str, Any], varia
             r.get("trials_started", "-") if r.get("reached") else r.get("trials_run", "-"),
             f"{r['eval5']:.1f}" if isinstance(r.get("eval5"), float) and not math.isnan(r["eval5"]) else "-",
             f"{r['train_mean']:.1f}" if isinstance(r.get("train_mean"), (int, float)) else "-",
+            {True: "yes", False: "no"}.get(r.get("tracked"), "-"),
             f"{r['process_wall_s']:.0f}",
             r["load_start"][0] if r.get("load_start") else "-",
         ])
     headers = ["variant", "seed", f"s to first {args.threshold:g}", "env steps (all trials)", "solving trial", "its steps",
-               "trials started", "eval5", "train mean(100)", "run wall s", "load"]
+               "trials started", "eval5", "train mean", "MLflow", "run wall s", "load"]
     print(common.text_table(headers, rows, left=1))
     for r in records:
         if r.get("reached"):
@@ -592,7 +616,8 @@ def main() -> None:
     parser = common.base_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="studies per variant, study seeds 0..N-1 (default 5)")
     parser.add_argument("--zoo-repeats", type=int, help="RL Zoo studies (default: --repeats), seeds 0..N-1")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
+    parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                        help=f"comma-separated, of {', '.join(VARIANTS)} (default: all but tpe-asha-smooth20)")
     parser.add_argument("--budget-steps", type=int, default=1_600_000,
                         help="env steps for a whole rltune study, all trials (default 1,600,000 = 16 trials x 100k)")
     parser.add_argument("--n-trials", type=int, default=1000,
@@ -621,6 +646,11 @@ def main() -> None:
     workdir = Path(args.workdir) / time.strftime("%Y%m%d-%H%M%S")
     workdir.mkdir(parents=True, exist_ok=True)
     info = common.machine_info()
+    import rltune  # noqa: F401  (where the measured rltune comes from: a snapshot of a commit, or the work tree)
+
+    info["rltune_path"] = str(Path(rltune.__file__).resolve().parent)
+    if os.environ.get("RLTUNE_BENCH_COMMIT"):  # a snapshot outside git (git archive) names its commit
+        info["rltune_commit"] = os.environ["RLTUNE_BENCH_COMMIT"]
     (workdir / "run.json").write_text(json.dumps({"machine": info, "args": vars(args)}, indent=1, default=str))
     from importlib import metadata
 
@@ -631,7 +661,7 @@ def main() -> None:
         except metadata.PackageNotFoundError:
             versions.append(f"{dist} not installed")
     common.print_header("Tuning PPO on CartPole-v1: time and env steps to the first trial at 475", info, [
-        "also: " + ", ".join(versions),
+        "also: " + ", ".join(versions) + f"; rltune imported from {info['rltune_path']}",
         f"rltune: {STUDY_FILE.relative_to(ROOT)}, budget {args.budget_steps:,} env steps per study (all trials), "
         f"cap {args.rltune_cap:.0f} s; variants {', '.join(v for v in variants if v != 'rl_zoo3')}",
         f"RL Zoo: python -m rl_zoo3.train {' '.join(zoo_args(0, Path('DIR'), args)).replace('--seed 0', '--seed S')}, "
