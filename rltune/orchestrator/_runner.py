@@ -61,6 +61,7 @@ JOURNAL_FILE = "study.journal"
 BEST_CONFIG_FILE = "best_config.yaml"
 ERROR_FILE = "error.txt"
 OUTPUT_FILE = "output.log"
+TRACKING_LOG = "tracking.log"  # the tracking process's own output (MLflow's messages)
 PARAMS_FILE = "params.json"
 STOP_GRACE_S = 120.0  # after Ctrl-C, trials get this long to finish their iteration and checkpoint
 HEARTBEAT_S = 30.0  # how often the running trials' heartbeat user attr is written
@@ -207,7 +208,7 @@ class StudyRunner:
         self._start_time = time.monotonic()
         self._cpu_note = False
         self._last_heartbeat = 0.0
-        self.tracker: Any = None  # StudyTracker when the study is recorded in MLflow
+        self.tracker: Any = None  # a TrackingProcess when the study is recorded in MLflow
 
     # -- setup ----------------------------------------------------------------------------
     def open_study(self) -> Any:
@@ -336,19 +337,20 @@ class StudyRunner:
 
     # -- the loop -------------------------------------------------------------------------
     def _open_tracking(self) -> None:
-        """The study's MLflow experiment and parent run; every call goes through one background thread."""
+        """The study's MLflow experiment and parent run, recorded by a tracking process of its own."""
         if not self.spec.tracking or os.environ.get("RLTUNE_TRACKING", "1") == "0":
             return
-        from rltune.orchestrator._tracking import StudyTracker
+        from rltune.orchestrator._tracking_process import TrackingProcess
 
-        self.tracker = StudyTracker(
+        self.tracker = TrackingProcess(
             self.spec.tracking_uri,
             self.study_dir.parent,
             self.plan.name,
             self.plan.sampler_name,
             self.plan.pruner_name,
-            background=True,
             study_params={"trainable": self.plan.trainable.name, "metric": self.spec.metric, "mode": self.spec.mode},
+            log_path=self.study_dir / TRACKING_LOG,
+            defaults_of=self.plan.trainable.ref if self.plan.trainable.kind == "trainer" else None,
         )
 
     def _close_tracking(self) -> None:
@@ -379,6 +381,8 @@ class StudyRunner:
                         self._drain(active)
                 self._check_processes()
                 self._heartbeat()
+                if self.tracker is not None:
+                    self.tracker.poll()
                 if self.display is not None:
                     self.display.refresh(self)
         finally:
@@ -520,7 +524,7 @@ class StudyRunner:
                              StopCriteria(self.spec.stop, where="stop"))
         if self.tracker is not None:
             active.tracking = self.tracker.open_trial(
-                number, {**self._default_config(), **config, "seed": seed}, values,
+                number, {**config, "seed": seed}, values,
                 keep_checkpoints_num=self.spec.keep_checkpoints_num, metric=self.spec.metric, mode=self.spec.mode,
             )
         if resumed is not None:
@@ -529,17 +533,6 @@ class StudyRunner:
             if isinstance(resumed.user_attrs.get("last_result"), dict):
                 active.last_result = resumed.user_attrs["last_result"]
         return active
-
-    def _default_config(self) -> dict[str, Any]:
-        """The trainer's defaults (logged with the trial's own keys), or nothing for a function trainable."""
-        if self.plan.trainable.kind != "trainer":
-            return {}
-        try:
-            from rltune.trainers import get_trainer_class
-
-            return get_trainer_class(self.plan.trainable.ref).get_default_config()
-        except Exception:  # defaults are a convenience in the params; never a reason to fail
-            return {}
 
     def _seed(self, number: int, config: dict[str, Any]) -> int:
         base = self.spec.seed if self.spec.seed is not None else 0

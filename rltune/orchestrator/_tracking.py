@@ -684,6 +684,14 @@ class StudyTracker(_Tracker):
             return
         self._shared.run(lambda: self._refresh(trials, directions))
 
+    def draw_study_plots(self, trials: list[Any], directions: list[Any]) -> None:
+        """:meth:`refresh_study_plots` from copies of the study's trials (``FrozenTrial``) and directions.
+
+        For a tracker in another process than the study (the tracking process
+        gets the trials pickled); never throttled.
+        """
+        self._shared.run(lambda: self._refresh(trials, directions))
+
     def _refresh(self, trials: list[Any], directions: list[Any]) -> None:
         if not self._ensure_open():
             return
@@ -847,40 +855,61 @@ class TrialTracker(_Tracker):
         goes to the ``rltune.curriculum_task`` tag when it changes. More than
         1000 metrics go in chunks of 1000 (MLflow's batch limit).
         """
-        step = _step(result, len(self.history) + 1)
-        metrics = flatten_metrics(result)
-        self.history.append(_curve_point(result, step, self.metric))
-        task = result.get("curriculum_task")
-        task_tag = None
-        if task is not None and _number(task) is None and task != self._last_task:
-            task_tag = json.dumps(task, default=repr)[:MAX_TAG_VAL_LENGTH]
-            self._last_task = task
-        now = int(time.time() * 1000)
+        self.log_results([result])
+
+    def log_results(self, results: Sequence[Mapping[str, Any]], *, timestamp_ms: int | None = None) -> None:
+        """Log several results (in order) as :meth:`log_result` does, packed into as few batch calls as fit.
+
+        A tracker that fell behind (a tracking process catching up) sends the
+        iterations it has queued together: MLflow's cost is per call far more
+        than per metric. ``timestamp_ms``: when the results arrived (default: now).
+        """
+        if not results:
+            return
+        now = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        rows: list[tuple[int, dict[str, float], str | None]] = []
+        for result in results:
+            step = _step(result, len(self.history) + 1)
+            self.history.append(_curve_point(result, step, self.metric))
+            task = result.get("curriculum_task")
+            task_tag = None
+            if task is not None and _number(task) is None and task != self._last_task:
+                task_tag = json.dumps(task, default=repr)[:MAX_TAG_VAL_LENGTH]
+                self._last_task = task
+            rows.append((step, flatten_metrics(result), task_tag))
 
         def log() -> None:
             from mlflow.entities import Metric, RunTag
 
-            entries = [Metric(key, value, now, step) for key, value in metrics.items()]
-            tags = [RunTag("rltune.curriculum_task", task_tag)] if task_tag is not None else []
+            entries = [Metric(key, value, now, step) for step, metrics, _ in rows for key, value in metrics.items()]
+            # a changed task is a tag; of several in one call, the latest is the run's current task
+            task_tags = [tag for _, _, tag in rows if tag is not None]
+            tags = [RunTag("rltune.curriculum_task", task_tags[-1])] if task_tags else []
             limits = _limits()  # a batch holds at most 1000 metrics and 1000 entities in all
             per_batch = min(limits.metrics_per_batch, limits.entities_per_batch - len(tags))
             for i in range(0, max(len(entries), 1), per_batch):
                 self.client.log_batch(self.run_id, metrics=entries[i:i + per_batch], tags=tags if i == 0 else [],
                                       synchronous=True)
 
-        self._shared.run(lambda: self._logged("metrics", f"the metrics of iteration {step} ({len(metrics)} values)", log))
+        steps = [step for step, _, _ in rows]
+        values = sum(len(metrics) for _, metrics, _ in rows)
+        what = (f"the metrics of iteration {steps[0]} ({values} values)" if len(rows) == 1
+                else f"the metrics of iterations {steps[0]}..{steps[-1]} ({values} values)")
+        self._shared.run(lambda: self._logged("metrics", what, log))
 
     # -- artifacts ----------------------------------------------------------------------
-    def log_checkpoint(self, path: str | os.PathLike[str], *, score: float | None = None) -> str | None:
+    def log_checkpoint(self, path: str | os.PathLike[str], *, score: float | None = None,
+                       name: str | None = None) -> str | None:
         """Upload a checkpoint directory as ``checkpoints/<name>``; its artifact path, None if not recorded.
 
+        ``name``: default the directory's name (given when ``path`` is a copy).
         ``score`` (default: ``metric`` of the last logged result) decides which
         checkpoint is the best one kept with ``keep_checkpoints_num``. In
         background mode the upload happens later (from a snapshot) and this
         returns None.
         """
         path = Path(path)
-        name = path.name
+        name = name or path.name
         if score is None and self.history:
             score = self.history[-1].get("metric")
         source = path

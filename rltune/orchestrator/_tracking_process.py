@@ -1,0 +1,493 @@
+"""The study's MLflow tracking in a process of its own, fed by the orchestrator.
+
+Why a process and not a thread: MLflow's calls (SQLAlchemy on the embedded
+store, HTTP to a server, matplotlib for the plots, a policy exported as a
+pyfunc model) are Python-heavy. On a thread of the orchestrator they hold its
+GIL, and every trial waits on the orchestrator after each result (the
+pruner's decision), so every iteration of every trial paid for them. In a
+process they cost the orchestrator one pickled message per call, and the
+orchestrator never imports mlflow (nor torch, for the policy export) at all.
+
+The orchestrator side, :class:`TrackingProcess`, offers what the study's
+loop calls (``open_trial`` -> a :class:`TrialHandle`, ``end_trial``,
+``update_best``, ``refresh_study_plots``, ``close``). Messages go through an
+unbounded queue and a sender thread, so a busy tracking process never blocks
+the loop. What the tracking process uploads later is copied first, in the
+orchestrator, when the call is made (checkpoints are hard-linked): the trial
+may delete or rewrite its files meanwhile.
+
+The tracking process (``tracking_entry``) runs a :class:`StudyTracker` inline,
+at a lower CPU priority than the trials, and handles the messages in order
+per trial; results of a trial that queued up while it was busy are logged
+together (MLflow's cost is per call), and of several queued plot refreshes
+only the latest is drawn. Its warnings (what could not be recorded) come back
+to the orchestrator's log; MLflow's own output goes to ``tracking.log`` in
+the study directory. ``close`` waits for the queue (at most
+``drain_timeout_s``) and returns what was not recorded. If the tracking
+process dies, the study goes on and reports what was not recorded.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import queue
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Mapping
+
+from rltune.orchestrator._tracking import _remove, _snapshot, _snapshot_files
+
+logger = logging.getLogger("rltune.orchestrator._tracking")
+
+NICE = 10  # the trials come first; the tracking catches up when a core is free
+
+
+class TrialHandle:
+    """One trial's run, as seen from the orchestrator: each call is a message to the tracking process."""
+
+    def __init__(self, owner: "TrackingProcess", number: int) -> None:
+        self._owner = owner
+        self.number = number
+
+    def log_result(self, result: Mapping[str, Any]) -> None:
+        """Every numeric entry of ``result`` at ``step = training_iteration`` (see ``TrialTracker.log_result``)."""
+        self._owner._post("result", self.number, dict(result), int(time.time() * 1000))
+
+    def log_checkpoint(self, path: str | os.PathLike[str]) -> None:
+        """Upload a checkpoint directory as ``checkpoints/<name>`` (hard-linked copy taken now)."""
+        path = Path(path)
+        copy = self._owner._copy(f"checkpoint {path.name} of trial {self.number}", lambda: _snapshot(path))
+        if copy is not None:
+            self._owner._post("checkpoint", self.number, str(copy), path.name)
+
+    def log_files(self, *paths: str | os.PathLike[str]) -> None:
+        """Upload files (``params.json``, ``result.json``, ``error.txt``; missing ones skipped), copied now."""
+        files = [Path(p) for p in paths if Path(p).is_file()]
+        if not files:
+            return
+        copied = self._owner._copy(f"the files of trial {self.number}", lambda: _snapshot_files(files))
+        if copied is not None:
+            staging, copies = copied
+            self._owner._post("files", self.number, str(staging), [str(c) for c in copies])
+
+    def log_learning_curve(self) -> None:
+        """The learning-curve PNG of the results logged so far."""
+        self._owner._post("curve", self.number)
+
+    def log_policy_model(self, checkpoint: str | os.PathLike[str]) -> None:
+        """The policy of ``checkpoint`` as an MLflow pyfunc model (exported in the tracking process)."""
+        path = Path(checkpoint)
+        copy = self._owner._copy(f"the policy model of trial {self.number}", lambda: _snapshot(path))
+        if copy is not None:
+            self._owner._post("model", self.number, str(copy))
+
+
+class TrackingProcess:
+    """The study's tracking (a :class:`StudyTracker` in a child process), with the tracker's interface.
+
+    ``log_path``: where the process's own output goes (MLflow's messages).
+    ``defaults_of``: a trainer (name, class or import string) whose default
+    config is logged under each trial's own keys; the tracking process
+    imports it, so the orchestrator never imports torch for it.
+    ``plot_interval_s``: while the study runs, Optuna's plots are redrawn at
+    most this often, the first time this long after the start.
+    """
+
+    def __init__(
+        self,
+        tracking_uri: str | None,
+        results_dir: str | os.PathLike[str],
+        study_name: str,
+        sampler_name: str,
+        pruner_name: str,
+        *,
+        study_params: Mapping[str, Any] | None = None,
+        log_path: str | os.PathLike[str] | None = None,
+        plot_interval_s: float = 30.0,
+        drain_timeout_s: float = 300.0,
+        defaults_of: Any = None,
+    ) -> None:
+        import cloudpickle
+
+        from rltune.orchestrator._tracking import resolve_tracking_uri
+
+        self.tracking_uri = resolve_tracking_uri(tracking_uri, results_dir)
+        self.study_name = study_name
+        self.plot_interval_s = plot_interval_s
+        self.drain_timeout_s = drain_timeout_s
+        self.unrecorded: list[str] = []
+        self.failure_counts: dict[str, int] = {}
+        self._lost: str | None = None  # why the process is gone, once it is
+        self._last_plots = time.monotonic()
+        self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        parent_sock, child_sock = socket.socketpair()
+        child_fd = child_sock.fileno()
+        out = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c",
+                 f"from rltune.orchestrator._tracking_process import tracking_entry; tracking_entry({child_fd})"],
+                pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                start_new_session=True,  # Ctrl-C goes to the orchestrator, which closes the tracking in order
+            )
+        finally:
+            child_sock.close()
+            if out is not subprocess.DEVNULL:
+                out.close()
+        self.conn: Connection | None = Connection(parent_sock.detach())
+        self._sender = threading.Thread(target=self._send_loop, name="rltune-tracking-send", daemon=True)
+        self._sender.start()
+        init = {
+            "sys_path": list(sys.path),
+            "tracking_uri": self.tracking_uri,
+            "results_dir": str(results_dir),
+            "study_name": study_name,
+            "sampler_name": sampler_name,
+            "pruner_name": pruner_name,
+            "study_params": dict(study_params or {}),
+            "defaults_of": cloudpickle.dumps(defaults_of) if defaults_of is not None else None,
+        }
+        self._post("init", init)
+
+    # -- messages to the process -----------------------------------------------------------
+    def _post(self, *message: Any) -> None:
+        if self._lost is None:
+            self._outbox.put(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+        else:
+            self._record("tracking", f"{message[0]} (the tracking process is gone: {self._lost})")
+
+    def _send_loop(self) -> None:
+        while True:
+            data = self._outbox.get()
+            if data is None or self.conn is None:
+                return
+            try:
+                self.conn.send_bytes(data)
+            except (OSError, ValueError):
+                self._lose("it stopped reading (it ended)")
+                return
+
+    def _copy(self, what: str, fn: Any) -> Any:
+        """A copy of files to upload later; None (recorded) when it cannot be made."""
+        if self._lost is not None:
+            self._record("tracking", f"{what} (the tracking process is gone: {self._lost})")
+            return None
+        try:
+            return fn()
+        except OSError as exc:
+            self._record("files", f"{what} (copy failed: {exc})")
+            return None
+
+    def _record(self, kind: str, what: str) -> None:
+        self.failure_counts[kind] = self.failure_counts.get(kind, 0) + 1
+        if len(self.unrecorded) < 1000:
+            self.unrecorded.append(what)
+
+    def _lose(self, why: str) -> None:
+        if self._lost is None:
+            self._lost = why
+            code = self.proc.poll()
+            detail = f" (exit status {code})" if code is not None else ""
+            logger.warning("MLflow tracking (study %r): the tracking process ended%s: %s; the study goes on "
+                           "and what follows is not recorded", self.study_name, detail, why)
+
+    def poll(self) -> None:
+        """Between trial events: log the tracking process's warnings; notice when it died."""
+        while self.conn is not None and self._lost is None:
+            try:
+                if not self.conn.poll():
+                    break
+                message = pickle.loads(self.conn.recv_bytes())
+            except (EOFError, OSError):
+                self._lose("its connection closed")
+                break
+            self._handle_reply(message)
+        if self._lost is None and self.proc.poll() is not None:
+            self._lose("it exited")
+
+    def _handle_reply(self, message: tuple[Any, ...]) -> None:
+        if message[0] == "log":
+            logger.log(message[1], "%s", message[2])
+
+    # -- the tracker's interface -----------------------------------------------------------
+    def open_trial(self, trial_number: int, params: Mapping[str, Any], key_params: Mapping[str, Any],
+                   **trial_options: Any) -> TrialHandle:
+        """Create (or reopen, for a resumed trial) the trial's nested run; the handle to log into it."""
+        self._post("open", trial_number, dict(params), dict(key_params), trial_options)
+        return TrialHandle(self, trial_number)
+
+    def end_trial(self, run: TrialHandle, state: str, *, reason: str | None = None, error: str | None = None) -> None:
+        """End the trial's run in ``state`` (COMPLETE, PRUNED, FAIL, INTERRUPTED), with why and the traceback."""
+        self._post("end", run.number, state, reason, error)
+
+    def update_best(self, trial_number: int, value: float, params: Mapping[str, Any]) -> None:
+        """The best trial so far, on the parent run."""
+        self._post("best", trial_number, float(value), dict(params))
+
+    def refresh_study_plots(self, study: Any, *, final: bool = True) -> None:
+        """Redraw trials.csv and Optuna's plots from a copy of the trials (throttled unless ``final``)."""
+        now = time.monotonic()
+        if not final and now - self._last_plots < self.plot_interval_s:
+            return
+        self._last_plots = now
+        try:
+            trials = study.get_trials(deepcopy=True)
+            directions = list(study.directions)
+        except Exception as exc:  # noqa: BLE001 - an unreadable study storage: nothing to draw
+            self._record("plots", f"the study's trials (for the plots): {exc!r}")
+            return
+        self._post("plots", trials, directions)
+
+    def close(self, *, interrupted: bool = False) -> None:
+        """End the parent run (KILLED when interrupted), wait for the queue (at most ``drain_timeout_s``)."""
+        self._post("close", interrupted)
+        self._outbox.put(None)
+        deadline = time.monotonic() + self.drain_timeout_s
+        closed = False
+        while self.conn is not None and self._lost is None:
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0 or not self.conn.poll(min(left, 1.0)):
+                    if left <= 0:
+                        self._record("close", f"tracking calls still queued after {self.drain_timeout_s:.0f} s "
+                                              "(cancelled)")
+                        break
+                    if self.proc.poll() is not None:
+                        self._lose("it exited before closing")
+                    continue
+                message = pickle.loads(self.conn.recv_bytes())
+            except (EOFError, OSError):
+                self._lose("its connection closed before closing")
+                break
+            if message[0] == "closed":
+                closed = True
+                for what in message[1]:
+                    self._record_remote(what)
+                for kind, n in message[2].items():
+                    self.failure_counts[kind] = self.failure_counts.get(kind, 0) + n
+                break
+            self._handle_reply(message)
+        self._stop_process(wait=closed)
+        summary = self.summary()
+        if summary:
+            logger.warning("%s", summary)
+
+    def _record_remote(self, what: str) -> None:
+        if len(self.unrecorded) < 1000:
+            self.unrecorded.append(what)
+
+    def _stop_process(self, *, wait: bool) -> None:
+        try:
+            self.proc.wait(timeout=10 if wait else 0.1)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except OSError:
+                pass
+            self.conn = None
+
+    def summary(self) -> str | None:
+        """One line on what was not recorded (``MLflow tracking (...): N call(s) not recorded (...)``), or None."""
+        if not self.failure_counts:
+            return None
+        kinds = ", ".join(f"{k} x{n}" for k, n in sorted(self.failure_counts.items(), key=lambda kv: -kv[1]))
+        return (f"MLflow tracking (study {self.study_name!r}): {sum(self.failure_counts.values())} call(s) "
+                f"not recorded ({kinds})")
+
+
+# -- the tracking process ------------------------------------------------------------------------
+class _Forward(logging.Handler):
+    """Sends the tracker's warnings to the orchestrator, which logs them where the user looks."""
+
+    def __init__(self, conn: Connection) -> None:
+        super().__init__(logging.WARNING)
+        self.conn = conn
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.conn.send_bytes(pickle.dumps(("log", record.levelno, record.getMessage())))
+        except Exception:  # noqa: BLE001 - the orchestrator is gone; the message stays in tracking.log
+            pass
+
+
+def _detach_forwarding() -> None:
+    root = logging.getLogger("rltune")
+    for handler in [h for h in root.handlers if isinstance(h, _Forward)]:
+        root.removeHandler(handler)
+
+
+def tracking_entry(fd: int) -> None:
+    """Entry point of the tracking process: serve the orchestrator's messages until ``close`` or EOF."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        os.nice(NICE)
+    except OSError:
+        pass
+    conn = Connection(fd)
+    try:
+        kind, init = pickle.loads(conn.recv_bytes())
+    except (EOFError, OSError):
+        os._exit(1)
+    sys.path[:] = init["sys_path"]
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("rltune").addHandler(_Forward(conn))
+    from rltune.orchestrator._tracking import StudyTracker
+
+    tracker = StudyTracker(init["tracking_uri"], init["results_dir"], init["study_name"], init["sampler_name"],
+                           init["pruner_name"], study_params=init["study_params"] or None)
+    code = _Server(conn, tracker, init.get("defaults_of")).serve()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _warm_up() -> None:
+    """Import what the first trial's end needs (matplotlib, the model export's torch and pyfunc).
+
+    Also Optuna's importance module: it imports scikit-learn (over a second here).
+    """
+    try:
+        import mlflow.pyfunc  # noqa: F401
+        import optuna.importance  # noqa: F401
+        import optuna.visualization.matplotlib  # noqa: F401
+        import torch  # noqa: F401
+
+        from rltune.orchestrator import _plots
+
+        _plots._pyplot()
+    except Exception:  # noqa: BLE001 - only an optimisation; the real call reports a real problem
+        logging.getLogger(__name__).debug("warm-up failed", exc_info=True)
+
+
+class _Server:
+    """The tracking process's loop: messages in order per trial, queued results batched."""
+
+    def __init__(self, conn: Connection, tracker: Any, defaults_of: bytes | None = None) -> None:
+        self.conn = conn
+        self.tracker = tracker
+        self._defaults_of = defaults_of
+        self._defaults: dict[str, Any] | None = None
+        self.trials: dict[int, Any] = {}
+        self.pending: deque[tuple[Any, ...]] = deque()
+
+    def _receive(self, block: bool) -> bool:
+        """Move what the orchestrator sent into ``pending``; False at EOF (the orchestrator is gone)."""
+        try:
+            if block and not self.pending:
+                self.pending.append(pickle.loads(self.conn.recv_bytes()))
+            while self.conn.poll():
+                self.pending.append(pickle.loads(self.conn.recv_bytes()))
+        except (EOFError, OSError):
+            return False
+        return True
+
+    def serve(self) -> int:
+        alive = True
+        warm = False
+        while True:
+            if alive and not warm and not self.pending and not self.conn.poll():
+                _warm_up()  # while the first trials run, rather than when the first one ends
+                warm = True
+            if alive:
+                alive = self._receive(block=True)
+            if not self.pending:
+                # EOF with nothing left: the orchestrator died without closing; its study is resumable
+                self.tracker.close(interrupted=True)
+                return 0
+            message = self.pending.popleft()
+            if message[0] == "close":
+                # the orchestrator logs the summary of what was lost; the tracker's own would repeat it
+                _detach_forwarding()
+                self.tracker.close(interrupted=bool(message[1]))
+                try:
+                    self.conn.send_bytes(pickle.dumps(("closed", self.tracker.unrecorded, self.tracker.failure_counts)))
+                except OSError:
+                    pass
+                return 0
+            try:
+                self._handle(message)
+            except Exception:  # noqa: BLE001 - a bug here must not end the tracking of the study
+                logging.getLogger(__name__).exception("tracking message %r failed", message[0])
+
+    def _trainer_defaults(self) -> dict[str, Any]:
+        """The trainer's default config (logged under the trial's own keys); {} for a function trainable."""
+        if self._defaults is None:
+            self._defaults = {}
+            if self._defaults_of is not None:
+                try:
+                    import cloudpickle
+
+                    from rltune.trainers import get_trainer_class
+
+                    self._defaults = get_trainer_class(cloudpickle.loads(self._defaults_of)).get_default_config()
+                except Exception:  # noqa: BLE001 - defaults are a convenience in the params, never a failure
+                    logging.getLogger(__name__).debug("no trainer defaults", exc_info=True)
+        return self._defaults
+
+    def _take_results(self, number: int) -> list[tuple[dict[str, Any], int]]:
+        """The trial's results queued before its next other message (other trials' messages stay)."""
+        taken, kept = [], deque()
+        while self.pending:
+            message = self.pending.popleft()
+            if message[0] == "result" and message[1] == number:
+                taken.append((message[2], message[3]))
+                continue
+            kept.append(message)
+            if len(message) > 1 and message[1] == number:
+                break
+        kept.extend(self.pending)
+        self.pending = kept
+        return taken
+
+    def _handle(self, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == "open":
+            _, number, params, key_params, options = message
+            params = {**self._trainer_defaults(), **params}
+            self.trials[number] = self.tracker.open_trial(number, params, key_params, **options)
+        elif kind == "result":
+            number = message[1]
+            batch = [(message[2], message[3]), *self._take_results(number)]
+            self.trials[number].log_results([r for r, _ in batch], timestamp_ms=batch[-1][1])
+        elif kind == "checkpoint":
+            _, number, copy, name = message
+            try:
+                self.trials[number].log_checkpoint(copy, name=name)
+            finally:
+                _remove(Path(copy))
+        elif kind == "files":
+            _, number, staging, copies = message
+            try:
+                self.trials[number].log_files(*copies)
+            finally:
+                _remove(Path(staging))
+        elif kind == "curve":
+            self.trials[message[1]].log_learning_curve()
+        elif kind == "model":
+            _, number, copy = message
+            try:
+                self.trials[number].log_policy_model(copy)
+            finally:
+                _remove(Path(copy))
+        elif kind == "end":
+            _, number, state, reason, error = message
+            self.tracker.end_trial(self.trials.get(number), state, reason=reason, error=error)
+        elif kind == "best":
+            self.tracker.update_best(message[1], message[2], message[3])
+        elif kind == "plots":
+            if any(m[0] == "plots" for m in self.pending):
+                return  # a newer copy of the trials is queued: draw that one
+            self.tracker.draw_study_plots(message[1], message[2])

@@ -1,0 +1,129 @@
+"""The study's tracking runs in a process of its own: the loop never imports mlflow, and survives its death."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import deque
+from pathlib import Path
+
+import pytest
+
+from rltune import tune
+from rltune.orchestrator._tracking import TrialTracker
+from rltune.orchestrator._tracking_process import _Server
+
+from .conftest import mlflow_env, new_store
+
+pytestmark = pytest.mark.tracked
+
+
+def _tracking_processes(orchestrator_pid: int) -> list[int]:
+    """Pids of the tracking processes the orchestrator started (children running tracking_entry)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == orchestrator_pid and "tracking_entry" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def kill_tracking_then_train(config, reporter):
+    """Trial 0 kills the study's tracking process (SIGKILL) after its first result; every trial reports 5 results."""
+    for i in range(5):
+        reporter(score=float(i + config["x"]))
+        if config["x"] == 0 and i == 0:
+            for pid in _tracking_processes(os.getppid()):
+                os.kill(pid, signal.SIGKILL)
+            time.sleep(0.5)
+
+
+def test_the_study_completes_when_the_tracking_process_is_killed(tmp_path, template_db, caplog):
+    new_store(template_db, tmp_path)
+    with caplog.at_level(logging.WARNING, logger="rltune"):
+        analysis = tune.run(kill_tracking_then_train, name="lost", config={"x": tune.grid_search([0, 1, 2])},
+                            metric="score", mode="max", results_dir=str(tmp_path), n_jobs=1, verbose=0,
+                            tracking=True)
+    assert sorted(t.state for t in analysis.trials) == ["COMPLETE"] * 3
+    assert [t.last_result["training_iteration"] for t in analysis.trials] == [5, 5, 5]
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "the tracking process ended" in messages
+    assert "not recorded" in messages  # the closing summary names what was lost
+
+
+def test_the_orchestrator_never_imports_mlflow(tmp_path, template_db):
+    new_store(template_db, tmp_path)
+    script = textwrap.dedent(f"""
+        import sys
+        from rltune import tune
+
+        def trainable(config, reporter):
+            for i in range(3):
+                reporter(score=float(i))
+
+        tune.run(trainable, name="light", metric="score", mode="max", results_dir={str(tmp_path)!r},
+                 verbose=0, tracking=True)
+        print("mlflow imported:", "mlflow" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env=dict(mlflow_env(), RLTUNE_TRACKING="1"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "mlflow imported: False" in out.stdout
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    experiment = client.get_experiment_by_name("light")
+    runs = client.search_runs([experiment.experiment_id], filter_string="tags.`rltune.role` = 'trial'")
+    assert len(runs) == 1
+    history = client.get_metric_history(runs[0].info.run_id, "score")
+    assert sorted((m.step, m.value) for m in history) == [(1, 0.0), (2, 1.0), (3, 2.0)]
+
+
+def test_queued_results_of_a_trial_are_taken_together_and_in_order():
+    server = _Server(conn=None, tracker=None)
+    server.pending = deque([
+        ("result", 1, {"training_iteration": 2}, 0),
+        ("result", 2, {"training_iteration": 1}, 0),
+        ("result", 1, {"training_iteration": 3}, 0),
+        ("checkpoint", 1, "/copy", "checkpoint_000003"),
+        ("result", 1, {"training_iteration": 4}, 0),  # after trial 1's checkpoint: not taken yet
+        ("end", 2, "COMPLETE", None, None),
+    ])
+    taken = server._take_results(1)
+    assert [r["training_iteration"] for r, _ in taken] == [2, 3]
+    assert [m[0] for m in server.pending] == ["result", "checkpoint", "result", "end"]
+    assert [m[1] for m in server.pending] == [2, 1, 1, 2]
+
+
+def test_several_results_are_logged_in_one_call_with_their_steps(tmp_path, template_db):
+    new_store(template_db, tmp_path)
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment("batched")).info.run_id
+    tracker = TrialTracker(run_id, uri)
+    calls = []
+    real_log_batch = tracker.client.log_batch
+    tracker.client.log_batch = lambda *a, **k: (calls.append(k.get("metrics")), real_log_batch(*a, **k))[1]
+    tracker.log_results([{"training_iteration": i, "episode_reward_mean": 10.0 * i, "info": {"x": i},
+                          "curriculum_task": f"task{i // 3}"} for i in range(1, 6)])
+    assert len(calls) == 1
+    history = client.get_metric_history(run_id, "episode_reward_mean")
+    assert sorted((m.step, m.value) for m in history) == [(i, 10.0 * i) for i in range(1, 6)]
+    assert sorted(m.step for m in client.get_metric_history(run_id, "info/x")) == [1, 2, 3, 4, 5]
+    assert client.get_run(run_id).data.tags["rltune.curriculum_task"] == '"task1"'
+    assert [p["iteration"] for p in tracker.history] == [1, 2, 3, 4, 5]
+    assert tracker.unrecorded == []
