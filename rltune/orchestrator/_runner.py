@@ -51,13 +51,14 @@ from rltune.errors import ConfigError
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
 from rltune.orchestrator._search_space import decode_params, encode_point, resolve_config, suggest
 from rltune.orchestrator._spec import StudyPlan, finite
+from rltune.orchestrator._storage import (
+    BUDGET_ATTR, JOURNAL_FILE, is_shared, open_storage, pop_waiting_trial)
 from rltune.orchestrator._stop import _MISSING, StopCriteria, lookup
 from rltune.orchestrator._trial import default_results_dir
 
 logger = logging.getLogger(__name__)
 
 STUDY_FILE = "study.json"
-JOURNAL_FILE = "study.journal"
 BEST_CONFIG_FILE = "best_config.yaml"
 ERROR_FILE = "error.txt"
 OUTPUT_FILE = "output.log"
@@ -66,24 +67,14 @@ PARAMS_FILE = "params.json"
 STOP_GRACE_S = 120.0  # after Ctrl-C, trials get this long to finish their iteration and checkpoint
 HEARTBEAT_S = 30.0  # how often the running trials' heartbeat user attr is written
 HEARTBEAT_GRACE_S = 180.0  # a trial of another machine without a heartbeat for this long is interrupted
+BUDGET_WAIT_S = 60.0  # a worker joining a shared study waits this long for its creator to enqueue the budget
+SHARED_POLL_S = 1.0  # an idle worker of a shared study looks for work (and stale trials) this often
 
 
 # -- storage ------------------------------------------------------------------------------------
 def study_dir_of(results_dir: str | None, name: str) -> Path:
     root = Path(os.path.expanduser(results_dir)) if results_dir else default_results_dir()
     return root / name
-
-
-def open_storage(url: str | None, study_dir: Path) -> Any:
-    """The Optuna storage: ``url`` (any Optuna URL, or a journal file path), else ``<study_dir>/study.journal``."""
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
-
-    if url and "://" in url:
-        return url
-    path = os.path.expanduser(url) if url else str(study_dir / JOURNAL_FILE)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
 
 
 def _quiet_optuna() -> None:
@@ -208,12 +199,14 @@ class StudyRunner:
         self._start_time = time.monotonic()
         self._cpu_note = False
         self._last_heartbeat = 0.0
+        self._last_shared_poll = 0.0
+        self.shared = False  # set by open_study: an RDB storage that other workers may share
+        self.storage: Any = None
         self.tracker: Any = None  # a TrackingProcess when the study is recorded in MLflow
 
     # -- setup ----------------------------------------------------------------------------
     def open_study(self) -> Any:
-        import optuna
-
+        """Create or load the study in its storage; in shared storage, join it as one more worker."""
         _quiet_optuna()
         if not self.plan.name_given and not self.resume:  # a default name: never join another study
             base, n = self.plan.name, 0
@@ -222,13 +215,79 @@ class StudyRunner:
                 self.plan.spec = self.spec = self.spec.model_copy(update={"name": f"{base}_{n}"})
                 self.study_dir = study_dir_of(self.spec.results_dir, self.plan.name)
         self.study_dir.mkdir(parents=True, exist_ok=True)
+        self.shared = is_shared(self.spec.storage)
         try:
-            self.storage = open_storage(self.spec.storage, self.study_dir)
-            summaries = {s.study_name: s for s in optuna.get_all_study_summaries(self.storage, include_best_trial=False)}
+            self.storage = open_storage(self.spec.storage, self.study_dir,
+                                        heartbeat_interval_s=self.spec.heartbeat_interval_s if self.shared else None,
+                                        grace_s=self.spec.heartbeat_grace_s)
+            created = self._create_or_load()
+        except ConfigError:
+            raise
         except Exception as exc:  # a bad URL, an unreachable server, a missing driver
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise ConfigError(f"cannot open the Optuna storage {self._storage_text()!r}: {type(exc).__name__}: {first}",
-                              where="storage") from None
+            hint = ("; install the driver: pip install 'rltune[postgres]'"
+                    if isinstance(exc, ModuleNotFoundError) and "psycopg" in str(exc) else "")
+            raise ConfigError(f"cannot open the Optuna storage {self._storage_text()!r}: {type(exc).__name__}: "
+                              f"{first}{hint}", where="storage") from None
+        if created:
+            self.study.set_user_attr("rltune", json_safe({
+                "trainable": self.plan.trainable.name,
+                "metric": self.spec.metric,
+                "mode": self.spec.mode,
+                "search_alg": self.plan.sampler_name,
+                "scheduler": self.plan.pruner_name,
+                "tracking_uri": self.spec.tracking_uri,
+                "study_dir": str(self.study_dir),
+                "space": self._space_signature(),
+            }))
+        else:
+            if self.study.direction.name.lower() != self.plan.direction:
+                raise ConfigError(
+                    f"study {self.plan.name!r} in storage maximizes/minimizes differently ({self.study.direction.name}) "
+                    f"than mode {self.spec.mode!r}",
+                    where="study",
+                )
+            self._check_space_unchanged()
+        self._open_tracking(created)
+        (self.study_dir / STUDY_FILE).write_text(json.dumps({
+            "name": self.plan.name,
+            "storage": self.spec.storage if self.shared else None,
+            "journal": None if self.shared else (
+                os.path.expanduser(self.spec.storage) if self.spec.storage else JOURNAL_FILE),
+            "trainable": self.plan.trainable.name,
+            "metric": self.spec.metric,
+            "mode": self.spec.mode,
+            "tracking_uri": self.spec.tracking_uri,
+        }, indent=2) + "\n")
+        if self.shared:
+            self._enqueue_budget(created)
+        else:
+            self._enqueue_grid()
+            self._find_resumable()
+        return self.study
+
+    def _create_or_load(self) -> bool:
+        """Open ``self.study``; True if this call created it.
+
+        Embedded storage: an existing study needs ``resume``. Shared storage:
+        exactly one worker creates the study (Optuna's unique study name is
+        the lock); the others join it.
+        """
+        import optuna
+
+        if self.shared:
+            offset = int(self.run_id[:8], 16)  # workers sample differently (random start-up trials included)
+            try:
+                self.study = optuna.create_study(storage=self.storage, sampler=self.plan.make_sampler(),
+                                                 pruner=self.plan.make_pruner(), study_name=self.plan.name,
+                                                 direction=self.plan.direction)
+                return True
+            except optuna.exceptions.DuplicatedStudyError:
+                self.study = optuna.load_study(study_name=self.plan.name, storage=self.storage,
+                                               sampler=self.plan.make_sampler(seed_offset=offset),
+                                               pruner=self.plan.make_pruner())
+                return False
+        summaries = {s.study_name: s for s in optuna.get_all_study_summaries(self.storage, include_best_trial=False)}
         exists = self.plan.name in summaries
         if exists and not self.resume:
             raise ConfigError(
@@ -244,41 +303,19 @@ class StudyRunner:
             direction=self.plan.direction,
             load_if_exists=True,
         )
-        if not exists:
-            self.study.set_user_attr("rltune", json_safe({
-                "trainable": self.plan.trainable.name,
-                "metric": self.spec.metric,
-                "mode": self.spec.mode,
-                "search_alg": self.plan.sampler_name,
-                "scheduler": self.plan.pruner_name,
-                "tracking_uri": self.spec.tracking_uri,
-                "study_dir": str(self.study_dir),
-            }))
-        elif self.study.direction.name.lower() != self.plan.direction:
-            raise ConfigError(
-                f"study {self.plan.name!r} in storage maximizes/minimizes differently ({self.study.direction.name}) "
-                f"than mode {self.spec.mode!r}",
-                where="study",
-            )
-        if exists:
-            self._check_space_unchanged()
-        self._open_tracking()
-        (self.study_dir / STUDY_FILE).write_text(json.dumps({
-            "name": self.plan.name,
-            "storage": self.spec.storage if self.spec.storage and "://" in self.spec.storage else None,
-            "journal": None if self.spec.storage and "://" in self.spec.storage else (
-                os.path.expanduser(self.spec.storage) if self.spec.storage else JOURNAL_FILE),
-            "trainable": self.plan.trainable.name,
-            "metric": self.spec.metric,
-            "mode": self.spec.mode,
-            "tracking_uri": self.spec.tracking_uri,
-        }, indent=2) + "\n")
-        self._enqueue_grid()
-        self._find_resumable()
-        return self.study
+        return not exists
+
+    def _space_signature(self) -> dict[str, str]:
+        """The search space as text per parameter, stored with the study so that workers can compare theirs."""
+        return {p.name: p.describe() for p in self.plan.space.params}
 
     def _check_space_unchanged(self) -> None:
-        """Optuna keeps one kind of distribution per parameter name: a changed search space is an error."""
+        """The study file must fit the stored study: a clear error naming each parameter that differs.
+
+        Optuna keeps one kind of distribution per parameter name, so an
+        incompatible entry is an error on resume too. Workers joining a
+        shared study must search exactly the space it was created with.
+        """
         from optuna.distributions import check_distribution_compatibility
 
         from rltune.orchestrator._search_space import distribution
@@ -287,16 +324,26 @@ class StudyRunner:
         for t in self.study.get_trials(deepcopy=False):
             for name, dist in t.distributions.items():
                 stored.setdefault(name, dist)
-        problems = []
+        problems, named = [], set()
         for p in self.plan.space.params:
             if p.name in stored:
                 try:
                     check_distribution_compatibility(stored[p.name], distribution(p))
                 except ValueError as exc:
+                    named.add(p.name)
                     problems.append(f"config.{p.name}: the study's trials drew it from {stored[p.name]!r}, but it is "
                                     f"now {p.describe()} ({exc}); keep it, or start another study (--name NEW)")
+        stored_space = (self.study.user_attrs.get("rltune") or {}).get("space")
+        if self.shared and isinstance(stored_space, dict):
+            mine = self._space_signature()
+            for name in sorted((set(stored_space) | set(mine)) - named):
+                if stored_space.get(name) != mine.get(name):
+                    problems.append(f"config.{name}: the study searches {stored_space.get(name) or 'no such entry'}, "
+                                    f"but this study file has {mine.get(name) or 'no such entry'}; use the study's "
+                                    "file, or start another study (--name NEW)")
         if problems:
-            raise ConfigError(problems, where=f"resume of study {self.plan.name!r}")
+            where = f"joining study {self.plan.name!r}" if self.shared else f"resume of study {self.plan.name!r}"
+            raise ConfigError(problems, where=where)
 
     def _storage_text(self) -> str:
         return self.spec.storage if self.spec.storage else str(self.study_dir / JOURNAL_FILE)
@@ -325,6 +372,32 @@ class StudyRunner:
                 self.study.enqueue_trial(encode_point(space, point), user_attrs={"grid_index": index, "sample_index": sample})
                 waiting += 1
 
+    def _enqueue_budget(self, created: bool) -> None:
+        """Shared storage: the whole budget as WAITING trials, enqueued once (by the creator).
+
+        Grid points carry their params; the other trials are empty, and the
+        sampler fills them when a worker takes them. A joining worker waits
+        (up to ``BUDGET_WAIT_S``) for the creator to finish enqueuing; if the
+        creator died meanwhile, it enqueues what is missing itself.
+        """
+        if not created:
+            deadline = time.monotonic() + BUDGET_WAIT_S
+            while BUDGET_ATTR not in self.study.user_attrs and time.monotonic() < deadline:
+                time.sleep(0.5)
+            budget = self.study.user_attrs.get(BUDGET_ATTR)
+            if budget is not None:
+                if budget != self.plan.total_trials and self.display is not None:
+                    self.display.message(f"study {self.plan.name!r} has a budget of {budget} trials, set by the "
+                                         f"worker that created it (this worker's n_trials {self.plan.total_trials} "
+                                         "is not used)")
+                return
+        self._enqueue_grid()
+        trials = self.study.get_trials(deepcopy=False)
+        slots = sum(1 for t in trials if "failed_trial" not in t.system_attrs)  # a retry takes its trial's slot
+        for _ in range(self.plan.total_trials - slots):
+            self.study.enqueue_trial({})
+        self.study.set_user_attr(BUDGET_ATTR, self.plan.total_trials)
+
     def _find_resumable(self) -> None:
         from optuna.trial import TrialState
 
@@ -336,8 +409,12 @@ class StudyRunner:
                 self._resumable.append(t)
 
     # -- the loop -------------------------------------------------------------------------
-    def _open_tracking(self) -> None:
-        """The study's MLflow experiment and parent run, recorded by a tracking process of its own."""
+    def _open_tracking(self, created: bool = True) -> None:
+        """The study's MLflow experiment and parent run, recorded by a tracking process of its own.
+
+        In shared storage only the worker that created the study creates the
+        parent run; the others wait for it to appear, so the study has one.
+        """
         if not self.spec.tracking or os.environ.get("RLTUNE_TRACKING", "1") == "0":
             return
         from rltune.orchestrator._tracking_process import TrackingProcess
@@ -351,6 +428,7 @@ class StudyRunner:
             study_params={"trainable": self.plan.trainable.name, "metric": self.spec.metric, "mode": self.spec.mode},
             log_path=self.study_dir / TRACKING_LOG,
             defaults_of=self.plan.trainable.ref if self.plan.trainable.kind == "trainer" else None,
+            create_parent=created or not self.shared,
         )
 
     def _close_tracking(self) -> None:
@@ -373,8 +451,10 @@ class StudyRunner:
                 if self.stopping_since is None:
                     self._fill()
                 if not self.active:
-                    break
-                ready = wait([a.conn for a in self.active if a.conn is not None], timeout=0.2)
+                    if not self._wait_for_others():
+                        break
+                    time.sleep(0.2)
+                ready = wait([a.conn for a in self.active if a.conn is not None], timeout=0.2) if self.active else []
                 for conn in ready:
                     active = next((a for a in self.active if a.conn is conn), None)
                     if active is not None:
@@ -395,8 +475,45 @@ class StudyRunner:
         if self.spec_error is not None:
             raise self.spec_error
 
+    def _wait_for_others(self) -> bool:
+        """Shared storage, nothing to run here: whether to wait, because other workers still run trials.
+
+        One of them may be lost: its trials then go stale and come back as
+        WAITING retries. An idle worker keeps checking until no trial of the
+        study is running or waiting (or the study's timeout passed).
+        """
+        if not self.shared or self.stopping_since is not None or self.spec_error is not None:
+            return False
+        if self.spec.timeout_s is not None and time.monotonic() - self._start_time > self.spec.timeout_s:
+            return False
+        now = time.monotonic()
+        if now - self._last_shared_poll < SHARED_POLL_S:
+            return True
+        self._last_shared_poll = now
+        self._fail_stale_trials()
+        from optuna.trial import TrialState
+
+        return bool(self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)))
+
+    def _fail_stale_trials(self) -> None:
+        """Fail the trials of lost workers (Optuna's heartbeat); Optuna's retry callback enqueues them again."""
+        import optuna
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(self.study)
+
     def _heartbeat(self) -> None:
-        """Every HEARTBEAT_S: the time, in each running trial's ``heartbeat`` user attr (for other machines)."""
+        """Every heartbeat: Optuna's heartbeat of each running trial (shared storage), or its ``heartbeat`` attr."""
+        if self.shared:
+            now = time.monotonic()
+            if now - self._last_heartbeat < self.spec.heartbeat_interval_s:
+                return
+            self._last_heartbeat = now
+            for a in self.active:
+                self.storage.record_heartbeat(a.trial._trial_id)
+            self._fail_stale_trials()
+            return
         now = time.time()
         if now - self._last_heartbeat < HEARTBEAT_S:
             return
@@ -494,15 +611,27 @@ class StudyRunner:
                 self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 if self.display is not None:
                     self.display.message(error)
-        if self._started_total >= self.plan.total_trials:
-            return None
         if self.spec.timeout_s is not None and time.monotonic() - self._start_time > self.spec.timeout_s:
+            return None
+        if self.shared:
+            trial = pop_waiting_trial(self.study)
+            if trial is None:
+                return None
+            self._started_total += 1
+            self.storage.record_heartbeat(trial._trial_id)
+            frozen = self.storage.get_trial(trial._trial_id)
+            return self._prepare(trial, retry=frozen if "failed_trial" in frozen.system_attrs else None)
+        if self._started_total >= self.plan.total_trials:
             return None
         trial = self.study.ask()
         self._started_total += 1
         return self._prepare(trial)
 
-    def _prepare(self, trial: Any, resumed: Any = None) -> ActiveTrial:
+    def _prepare(self, trial: Any, resumed: Any = None, retry: Any = None) -> ActiveTrial:
+        """An ActiveTrial for ``trial``: a new one, one ``resumed`` in place, or a ``retry`` of a stale trial.
+
+        ``resumed``, ``retry``: the trial's FrozenTrial.
+        """
         number = trial.number
         trial.set_user_attr("owner", make_owner(self.run_id))
         with warnings.catch_warnings():
@@ -510,7 +639,10 @@ class StudyRunner:
             warnings.filterwarnings("ignore", message="Inconsistent parameter values", category=RuntimeWarning)
             values = suggest(trial, self.plan.space)
         config = resolve_config(self.plan.config, self.plan.space, values)
-        seed = self._seed(number, config)
+        previous = retry.user_attrs if retry is not None else {}  # the stale trial's, copied by Optuna's callback
+        if isinstance(previous.get("seed"), int) and self.plan.trainable.kind == "trainer" and config.get("seed") is None:
+            config["seed"] = previous["seed"]
+        seed = previous["seed"] if isinstance(previous.get("seed"), int) else self._seed(number, config)
         trial_dir = self.study_dir / f"trial_{number:05d}"
         trial_dir.mkdir(parents=True, exist_ok=True)
         if resumed is None:
@@ -532,7 +664,27 @@ class StudyRunner:
             active.reported_steps = set(resumed.intermediate_values)
             if isinstance(resumed.user_attrs.get("last_result"), dict):
                 active.last_result = resumed.user_attrs["last_result"]
+        if retry is not None:
+            self._continue_from(active, retry)
         return active
+
+    def _continue_from(self, a: ActiveTrial, retry: Any) -> None:
+        """A retried stale trial starts from its predecessor's latest checkpoint, with its results so far."""
+        previous = retry.user_attrs
+        history = retry.system_attrs.get("retry_history") or []
+        a.reported_steps = set(retry.intermediate_values)  # inherited from the stale trial
+        old_dir = Path(previous["trial_dir"]) if isinstance(previous.get("trial_dir"), str) else None
+        found = latest_checkpoint(old_dir) if old_dir is not None and old_dir.is_dir() else None
+        if found is None:
+            return
+        a.checkpoint_iteration, a.checkpoint = found
+        old_results = old_dir / "result.json"
+        if old_results.exists() and not (a.trial_dir / "result.json").exists():
+            (a.trial_dir / "result.json").write_bytes(old_results.read_bytes())  # truncated to the checkpoint at launch
+        a.trial.set_user_attr("retry_of", history[-1] if history else None)
+        if self.display is not None:
+            self.display.message(f"trial {a.number} retries stale trial {history[-1] if history else '?'} "
+                                 f"from its checkpoint at iteration {a.checkpoint_iteration}")
 
     def _seed(self, number: int, config: dict[str, Any]) -> int:
         base = self.spec.seed if self.spec.seed is not None else 0
@@ -720,11 +872,22 @@ class StudyRunner:
     def _tell(self, a: ActiveTrial, state: str, value: float | None) -> None:
         from optuna.trial import TrialState
 
+        import optuna
+
         self._retire(a)
-        if state == "COMPLETE":
-            self.study.tell(a.trial, value)
-        else:
-            self.study.tell(a.trial, state=getattr(TrialState, state))
+        try:
+            if state == "COMPLETE":
+                self.study.tell(a.trial, value)
+            else:
+                self.study.tell(a.trial, state=getattr(TrialState, state))
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # shared storage: this worker's heartbeat lapsed, another worker failed the trial as stale and
+            # retries it; that retry is the trial now, this run of it does not count
+            if self.display is not None:
+                self.display.message(f"trial {a.number} was failed as stale by another worker (this worker's "
+                                     f"heartbeat lapsed) and is retried there; its {state} here is not recorded")
+            self.ended.append(TrialEnd(a.number, "FAIL", None, "stale: retried by another worker"))
+            return
         self.ended.append(TrialEnd(a.number, state, value, a.reason))
         self._track_end(a, state)
         if self.display is not None:

@@ -86,7 +86,13 @@ class StudySpec(BaseModel):
     keep_checkpoints_num: Optional[int] = Field(None, ge=1, description="Keep only the latest N checkpoints of a trial.")
     max_failures: int = Field(0, ge=0, description="Restart a failed trial from its last checkpoint up to N times.")
     trial_timeout_s: Optional[float] = Field(None, gt=0, description="Kill a trial (FAIL) that runs longer than this.")
-    storage: Optional[str] = Field(None, description="Optuna storage URL; default a journal file in the study directory.")
+    storage: Optional[str] = Field(
+        None, description="Optuna storage URL; default a journal file in the study directory. An RDB URL "
+                          "(postgresql://...) is shared: every rltune tune on it is a worker of the study.")
+    heartbeat_interval_s: int = Field(30, ge=1, description="How often a worker records its running trials' heartbeat.")
+    heartbeat_grace_s: Optional[int] = Field(
+        None, ge=1, description="A trial without heartbeat for this long is stale: failed and retried from its "
+                                "checkpoint by another worker (default 4 x heartbeat_interval_s).")
     results_dir: Optional[str] = Field(None, description="Default $RLTUNE_RESULTS_DIR or ~/rltune_results.")
     tracking_uri: Optional[str] = Field(
         None, description="MLflow tracking URI; default: a local store under the results dir (or MLFLOW_TRACKING_URI)."

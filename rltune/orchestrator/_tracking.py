@@ -445,6 +445,7 @@ class StudyTracker(_Tracker):
         plot_interval_s: float = 30.0,
         background: bool = False,
         drain_timeout_s: float = 300.0,
+        parent_wait_s: float = 0.0,
     ) -> None:
         uri = resolve_tracking_uri(tracking_uri, results_dir)
         super().__init__(_Shared(uri, f"study {study_name!r}", background))
@@ -455,6 +456,7 @@ class StudyTracker(_Tracker):
         self.study_params = flatten_params({"study": dict(study_params)}) if study_params else {}
         self.plot_interval_s = plot_interval_s
         self.drain_timeout_s = drain_timeout_s
+        self.parent_wait_s = parent_wait_s
         self.experiment_id: str | None = None
         self.parent_run_id: str | None = None
         self.trial_runs: dict[int, str] = {}  # trial number -> run id
@@ -506,11 +508,16 @@ class StudyTracker(_Tracker):
         return str(found.experiment_id)
 
     def _parent_run(self, client: Any) -> str:
-        for run in self._search(f"tags.`{TAG_ROLE}` = 'study'"):
-            if run.data.tags.get(TAG_STUDY) == self.study_name:
-                if run.info.status != "RUNNING":
-                    client.update_run(run.info.run_id, status="RUNNING")
-                return run.info.run_id
+        deadline = time.monotonic() + self.parent_wait_s  # another worker of a shared study creates it
+        while True:
+            for run in self._search(f"tags.`{TAG_ROLE}` = 'study'"):
+                if run.data.tags.get(TAG_STUDY) == self.study_name:
+                    if run.info.status != "RUNNING":
+                        client.update_run(run.info.run_id, status="RUNNING")
+                    return run.info.run_id
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(1.0)
         run = client.create_run(self.experiment_id, run_name=self.study_name, tags={
             TAG_ROLE: "study", TAG_STUDY: self.study_name, TAG_SAMPLER: self.sampler_name, TAG_PRUNER: self.pruner_name,
         })

@@ -48,6 +48,7 @@ from rltune.orchestrator._tracking import _remove, _snapshot, _snapshot_files
 logger = logging.getLogger("rltune.orchestrator._tracking")
 
 NICE = 10  # the trials come first; the tracking catches up when a core is free
+PARENT_WAIT_S = 60.0  # a worker joining a shared study waits this long for the creator's parent run
 
 
 class TrialHandle:
@@ -97,6 +98,8 @@ class TrackingProcess:
     ``defaults_of``: a trainer (name, class or import string) whose default
     config is logged under each trial's own keys; the tracking process
     imports it, so the orchestrator never imports torch for it.
+    ``create_parent`` False: wait for another worker of the study to create
+    the parent run (see ``StudyTracker``'s ``parent_wait_s``).
     ``plot_interval_s``: while the study runs, Optuna's plots are redrawn at
     most this often, the first time this long after the start.
     """
@@ -114,6 +117,7 @@ class TrackingProcess:
         plot_interval_s: float = 30.0,
         drain_timeout_s: float = 300.0,
         defaults_of: Any = None,
+        create_parent: bool = True,
     ) -> None:
         import cloudpickle
 
@@ -154,6 +158,7 @@ class TrackingProcess:
             "pruner_name": pruner_name,
             "study_params": dict(study_params or {}),
             "defaults_of": cloudpickle.dumps(defaults_of) if defaults_of is not None else None,
+            "create_parent": create_parent,
         }
         self._post("init", init)
 
@@ -347,7 +352,8 @@ def tracking_entry(fd: int) -> None:
     from rltune.orchestrator._tracking import StudyTracker
 
     tracker = StudyTracker(init["tracking_uri"], init["results_dir"], init["study_name"], init["sampler_name"],
-                           init["pruner_name"], study_params=init["study_params"] or None)
+                           init["pruner_name"], study_params=init["study_params"] or None,
+                           parent_wait_s=0.0 if init.get("create_parent", True) else PARENT_WAIT_S)
     code = _Server(conn, tracker, init.get("defaults_of")).serve()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -1,0 +1,155 @@
+"""Where a study lives: Optuna's journal file (one machine) or an RDB such as PostgreSQL (many workers).
+
+Two modes, chosen by the storage given:
+
+- **embedded** (no ``storage``, or a journal file path): Optuna's
+  JournalStorage file backend in the study directory. One orchestrator at a
+  time; ``--resume`` continues a study; trials of a dead orchestrator on this
+  machine are resumed in place (see ``owner_alive`` in ``_runner``).
+- **shared** (an Optuna URL: ``postgresql://...``, ``mysql://...``,
+  ``sqlite:///...``): every ``rltune tune`` launched on it is a worker that
+  joins the study. The worker that creates the study enqueues its whole
+  budget as WAITING trials (grid points with their params, the rest empty,
+  for the sampler to fill when a worker takes them), so workers take trials
+  atomically (Optuna pops a WAITING trial with a row lock) and the study runs
+  exactly its budget, grid points once. Each worker writes Optuna's
+  heartbeat for its running trials; a trial whose heartbeat is older than
+  the grace period (its worker was killed or its machine lost) is failed by
+  whichever worker notices first (``optuna.storages.fail_stale_trials``) and
+  Optuna's ``RetryFailedTrialCallback`` enqueues it again, with its params,
+  user attrs (its latest checkpoint among them) and reported values, for
+  any worker to resume from that checkpoint.
+
+Connections: the RDB engine pings connections before use, and every
+storage call that fails on a lost connection (a database restart) is retried
+with back-off for ``STORAGE_RETRY_S`` before the worker gives up with a
+clear error; the study stays resumable.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+from rltune.errors import RLTuneError
+
+logger = logging.getLogger(__name__)
+
+JOURNAL_FILE = "study.journal"
+STORAGE_RETRY_S = 120.0  # how long a worker waits for its database to come back
+STALE_RETRIES = 3  # a trial whose worker was lost is retried at most this many times
+BUDGET_ATTR = "rltune_budget"  # the study's trial budget; set once every trial of it is enqueued
+
+
+class StorageLostError(RLTuneError):
+    """The study's database stayed unreachable for longer than the worker waits; the study is resumable."""
+
+
+def is_shared(url: str | None) -> bool:
+    """Whether ``url`` names an RDB storage that several workers may share (an Optuna URL with a scheme)."""
+    return bool(url) and "://" in str(url)
+
+
+def open_storage(url: str | None, study_dir: Path, *, heartbeat_interval_s: int | None = None,
+                 grace_s: int | None = None) -> Any:
+    """The Optuna storage: ``url`` (an RDB URL, or a journal file path), else ``<study_dir>/study.journal``.
+
+    For an RDB URL with ``heartbeat_interval_s``: Optuna's heartbeat, stale
+    trials failed after ``grace_s`` and retried by :data:`STALE_RETRIES`.
+    """
+    if is_shared(url):
+        import optuna
+        from optuna import storages
+
+        with warnings.catch_warnings():  # heartbeats and the retry callback are "experimental" in Optuna
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            heartbeat: dict[str, Any] = {}
+            if heartbeat_interval_s:
+                heartbeat = {"heartbeat_interval": int(heartbeat_interval_s),
+                             "grace_period": int(grace_s or 4 * heartbeat_interval_s)}
+                if hasattr(storages, "RetryHeartbeatStaleTrialCallback"):  # Optuna >= 4.9
+                    heartbeat["heartbeat_stale_trial_callback"] = storages.RetryHeartbeatStaleTrialCallback(
+                        max_retry=STALE_RETRIES, inherit_intermediate_values=True)
+                else:
+                    heartbeat["failed_trial_callback"] = storages.RetryFailedTrialCallback(
+                        max_retry=STALE_RETRIES, inherit_intermediate_values=True)
+            return _reconnecting_class()(str(url), engine_kwargs={"pool_pre_ping": True}, **heartbeat)
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
+
+    path = os.path.expanduser(url) if url else str(study_dir / JOURNAL_FILE)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
+
+
+def lost_connection(exc: BaseException) -> bool:
+    """Whether ``exc`` (or its cause) is a database connection lost or refused, worth retrying."""
+    try:
+        from sqlalchemy.exc import DBAPIError, OperationalError
+    except ImportError:  # pragma: no cover
+        return False
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OperationalError) or (isinstance(seen, DBAPIError) and seen.connection_invalidated):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def with_reconnect(fn: Callable[..., Any], what: str, retry_s: float = STORAGE_RETRY_S) -> Callable[..., Any]:
+    """``fn`` retried with back-off while its database connection is lost, for at most ``retry_s``."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        deadline = None
+        pause = 0.5
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - only lost connections are retried; others re-raised
+                if not lost_connection(exc):
+                    raise
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + retry_s
+                    logger.warning("the study's database is unreachable (%s); retrying for up to %.0f s",
+                                   str(exc).strip().splitlines()[0][:200], retry_s)
+                if now >= deadline:
+                    raise StorageLostError(
+                        f"the study's database stayed unreachable for {retry_s:.0f} s ({what}): "
+                        f"{type(exc).__name__}; the study is resumable: start the worker again") from exc
+                time.sleep(pause)
+                pause = min(pause * 2, 5.0)
+
+    return call
+
+
+@functools.lru_cache(maxsize=1)
+def _reconnecting_class() -> type:
+    from optuna.storages import RDBStorage
+
+    methods = [name for name, value in vars(RDBStorage).items()
+               if callable(value) and (not name.startswith("_") or name == "_get_stale_trial_ids")
+               and name not in {"remove_session", "upgrade", "get_current_version", "get_head_version",
+                                "get_all_versions"}]
+    namespace = {name: with_reconnect(getattr(RDBStorage, name), f"RDBStorage.{name}") for name in methods}
+    namespace["__doc__"] = "Optuna's RDBStorage whose calls survive a database restart (retried on a lost connection)."
+    return type("ReconnectingRDBStorage", (RDBStorage,), namespace)
+
+
+def pop_waiting_trial(study: Any) -> Any | None:
+    """Take a WAITING trial of the study (atomically, against other workers); None when there is none.
+
+    Unlike ``study.ask()``, never creates a trial: in a shared study every
+    trial of the budget was enqueued when the study was created.
+    """
+    import optuna
+
+    study._thread_local.cached_all_trials = None  # as ask() does: see the other workers' trials
+    trial_id = study._pop_waiting_trial_id()  # Optuna's own pop: set RUNNING only if still WAITING
+    return None if trial_id is None else optuna.Trial(study, trial_id)
