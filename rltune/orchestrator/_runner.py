@@ -325,22 +325,22 @@ class StudyRunner:
             for name, dist in t.distributions.items():
                 stored.setdefault(name, dist)
         problems, named = [], set()
-        for p in self.plan.space.params:
-            if p.name in stored:
-                try:
-                    check_distribution_compatibility(stored[p.name], distribution(p))
-                except ValueError as exc:
-                    named.add(p.name)
-                    problems.append(f"config.{p.name}: the study's trials drew it from {stored[p.name]!r}, but it is "
-                                    f"now {p.describe()} ({exc}); keep it, or start another study (--name NEW)")
         stored_space = (self.study.user_attrs.get("rltune") or {}).get("space")
         if self.shared and isinstance(stored_space, dict):
             mine = self._space_signature()
-            for name in sorted((set(stored_space) | set(mine)) - named):
+            for name in sorted(set(stored_space) | set(mine)):
                 if stored_space.get(name) != mine.get(name):
+                    named.add(name)
                     problems.append(f"config.{name}: the study searches {stored_space.get(name) or 'no such entry'}, "
                                     f"but this study file has {mine.get(name) or 'no such entry'}; use the study's "
                                     "file, or start another study (--name NEW)")
+        for p in self.plan.space.params:
+            if p.name in stored and p.name not in named:
+                try:
+                    check_distribution_compatibility(stored[p.name], distribution(p))
+                except ValueError as exc:
+                    problems.append(f"config.{p.name}: the study's trials drew it from {stored[p.name]!r}, but it is "
+                                    f"now {p.describe()} ({exc}); keep it, or start another study (--name NEW)")
         if problems:
             where = f"joining study {self.plan.name!r}" if self.shared else f"resume of study {self.plan.name!r}"
             raise ConfigError(problems, where=where)

@@ -78,13 +78,32 @@ def open_storage(url: str | None, study_dir: Path, *, heartbeat_interval_s: int 
                 else:
                     heartbeat["failed_trial_callback"] = storages.RetryFailedTrialCallback(
                         max_retry=STALE_RETRIES, inherit_intermediate_values=True)
-            return _reconnecting_class()(str(url), engine_kwargs={"pool_pre_ping": True}, **heartbeat)
+            return _create_rdb_storage(str(url), heartbeat)
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
 
     path = os.path.expanduser(url) if url else str(study_dir / JOURNAL_FILE)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     return JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
+
+
+def _create_rdb_storage(url: str, heartbeat: dict[str, Any]) -> Any:
+    """The RDB storage; workers starting at once on a new database race to create Optuna's tables.
+
+    The losers see "already exists" / "duplicate key" errors from the
+    database (the winner's tables); they try again once those exist.
+    """
+    import random
+
+    for attempt in range(10):
+        try:
+            return _reconnecting_class()(url, engine_kwargs={"pool_pre_ping": True}, **heartbeat)
+        except Exception as exc:  # noqa: BLE001 - only the table-creation race is retried
+            text = str(exc).lower()
+            if attempt == 9 or not ("already exists" in text or "duplicate key" in text):
+                raise
+            time.sleep(0.2 + random.random())
+    raise AssertionError("unreachable")
 
 
 def lost_connection(exc: BaseException) -> bool:
