@@ -512,6 +512,7 @@ class StudyRunner:
             self._last_heartbeat = now
             for a in self.active:
                 self.storage.record_heartbeat(a.trial._trial_id)
+                a.trial.set_user_attr("heartbeat", time.time())  # for `rltune show` on other machines
             self._fail_stale_trials()
             return
         now = time.time()
