@@ -386,10 +386,9 @@ class StudyRunner:
                 time.sleep(0.5)
             budget = self.study.user_attrs.get(BUDGET_ATTR)
             if budget is not None:
-                if budget != self.plan.total_trials and self.display is not None:
-                    self.display.message(f"study {self.plan.name!r} has a budget of {budget} trials, set by the "
-                                         f"worker that created it (this worker's n_trials {self.plan.total_trials} "
-                                         "is not used)")
+                if budget != self.plan.total_trials:
+                    logger.warning("study %r has a budget of %s trials, set by the worker that created it (this "
+                                   "worker's n_trials %d is not used)", self.plan.name, budget, self.plan.total_trials)
                 return
         self._enqueue_grid()
         trials = self.study.get_trials(deepcopy=False)
@@ -458,8 +457,9 @@ class StudyRunner:
                 for conn in ready:
                     active = next((a for a in self.active if a.conn is conn), None)
                     if active is not None:
-                        self._drain(active)
-                self._check_processes()
+                        self._guarded(active, self._drain)
+                for active in list(self.active):
+                    self._guarded(active, self._check_process)
                 self._heartbeat()
                 if self.tracker is not None:
                     self.tracker.poll()
@@ -471,7 +471,12 @@ class StudyRunner:
             for pending in self._pending:  # asked but never started: left for resume
                 self._release(pending)
             self._restore_signal_handlers(previous)
-            self._close_tracking()
+            try:
+                self._close_tracking()
+            except Exception:  # the storage is gone (plots need the trials): the tracking still closes
+                logger.debug("final plots skipped", exc_info=True)
+                if self.tracker is not None:
+                    self.tracker.close(interrupted=self.interrupted)
         if self.spec_error is not None:
             raise self.spec_error
 
@@ -510,9 +515,9 @@ class StudyRunner:
             if now - self._last_heartbeat < self.spec.heartbeat_interval_s:
                 return
             self._last_heartbeat = now
-            for a in self.active:
+            for a in [*self.active, *self._pending]:  # a pending trial is RUNNING in storage too
                 self.storage.record_heartbeat(a.trial._trial_id)
-                a.trial.set_user_attr("heartbeat", time.time())  # for `rltune show` on other machines
+                self._guarded(a, lambda t: t.trial.set_user_attr("heartbeat", time.time()))  # for `rltune show`
             self._fail_stale_trials()
             return
         now = time.time()
@@ -553,7 +558,11 @@ class StudyRunner:
         for a in list(self.active):
             self._kill(a)
             a.outcome, a.reason = "interrupted", "killed"
-            self._finish_interrupted(a)
+            try:
+                self._finish_interrupted(a)
+            except Exception:  # noqa: BLE001 - the storage failed: the trial stays RUNNING, resumable all the same
+                logger.debug("trial %d: its interruption was not recorded", a.number, exc_info=True)
+                self._retire(a)
 
     # -- starting trials ------------------------------------------------------------------
     def _limit(self) -> int:
@@ -676,7 +685,12 @@ class StudyRunner:
         a.reported_steps = set(retry.intermediate_values)  # inherited from the stale trial
         old_dir = Path(previous["trial_dir"]) if isinstance(previous.get("trial_dir"), str) else None
         found = latest_checkpoint(old_dir) if old_dir is not None and old_dir.is_dir() else None
-        if found is None:
+        inherited = previous.get("checkpoint")
+        if found is None and isinstance(inherited, str) and Path(inherited).is_dir():
+            # a retry that died before its own first checkpoint: the attr still names an earlier one
+            old_dir = Path(inherited).parent
+            found = (_checkpoint_iteration(inherited), inherited)
+        if found is None or old_dir is None:
             return
         a.checkpoint_iteration, a.checkpoint = found
         old_results = old_dir / "result.json"
@@ -882,12 +896,7 @@ class StudyRunner:
             else:
                 self.study.tell(a.trial, state=getattr(TrialState, state))
         except optuna.exceptions.UpdateFinishedTrialError:
-            # shared storage: this worker's heartbeat lapsed, another worker failed the trial as stale and
-            # retries it; that retry is the trial now, this run of it does not count
-            if self.display is not None:
-                self.display.message(f"trial {a.number} was failed as stale by another worker (this worker's "
-                                     f"heartbeat lapsed) and is retried there; its {state} here is not recorded")
-            self.ended.append(TrialEnd(a.number, "FAIL", None, "stale: retried by another worker"))
+            self._taken_over(a)  # shared storage: failed as stale by another worker, retried there
             return
         self.ended.append(TrialEnd(a.number, state, value, a.reason))
         self._track_end(a, state)
@@ -990,19 +999,48 @@ class StudyRunner:
         self._failed(a, f"the trial process (pid {a.proc.pid if a.proc else '?'}) {how} without reporting an error "
                         f"(a crash, os._exit or a killed process)\n{_tail(a.trial_dir / OUTPUT_FILE)}")
 
-    def _check_processes(self) -> None:
+    def _check_process(self, a: ActiveTrial) -> None:
+        """Time out a hung trial; notice one whose process died without a word."""
+        if a.finished or a.proc is None:
+            return
         now = time.monotonic()
-        for a in list(self.active):
-            if a.finished or a.proc is None:
-                continue
-            timeout = self.spec.trial_timeout_s
-            if timeout is not None and now - a.attempt_start > timeout:
-                self._kill(a)
-                self._failed(a, f"the trial timed out: it ran {now - a.attempt_start:.1f}s, longer than "
-                                f"trial_timeout_s = {timeout:g}s; it was killed")
-                continue
-            if a.proc.poll() is not None and a.conn is not None and not a.conn.poll():
-                self._crashed(a)
+        timeout = self.spec.trial_timeout_s
+        if timeout is not None and now - a.attempt_start > timeout:
+            self._kill(a)
+            self._failed(a, f"the trial timed out: it ran {now - a.attempt_start:.1f}s, longer than "
+                            f"trial_timeout_s = {timeout:g}s; it was killed")
+            return
+        if a.proc.poll() is not None and a.conn is not None and not a.conn.poll():
+            self._crashed(a)
+
+    def _guarded(self, a: ActiveTrial, step: Any) -> None:
+        """``step(a)``; if the trial was finished meanwhile by another worker (shared storage), let it go.
+
+        Another worker fails a trial as stale when this worker's heartbeat
+        lapsed (a suspended machine, a database outage longer than the
+        grace period); the retry it enqueued is the trial now.
+        """
+        import optuna
+
+        try:
+            step(a)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            self._taken_over(a)
+
+    def _taken_over(self, a: ActiveTrial) -> None:
+        if a.proc is not None and a.proc.poll() is None:
+            self._kill(a)
+            self._reap(a)
+        self._retire(a)
+        message = (f"trial {a.number} was failed as stale by another worker (this worker's heartbeat lapsed) and "
+                   "is retried there; what it did here after that is not recorded")
+        logger.warning("%s", message)
+        if self.display is not None:
+            self.display.message(message)
+        self.ended.append(TrialEnd(a.number, "FAIL", None, "stale: retried by another worker"))
+        if a.tracking is not None:
+            self.tracker.end_trial(a.tracking, "FAIL", reason="stale: its worker's heartbeat lapsed; retried "
+                                                              "by another worker")
 
     def _kill(self, a: ActiveTrial) -> None:
         if a.proc is None:
@@ -1024,6 +1062,12 @@ class StudyRunner:
             a.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self._kill(a)
+
+
+def _checkpoint_iteration(path: str) -> int:
+    """The iteration in a checkpoint directory's name (``checkpoint_000012``), 0 if none."""
+    digits = Path(path).name.rpartition("_")[2]
+    return int(digits) if digits.isdigit() else 0
 
 
 def _storable(result: dict[str, Any]) -> dict[str, Any]:

@@ -92,7 +92,7 @@ class StudySpec(BaseModel):
     heartbeat_interval_s: int = Field(30, ge=1, description="How often a worker records its running trials' heartbeat.")
     heartbeat_grace_s: Optional[int] = Field(
         None, ge=1, description="A trial without heartbeat for this long is stale: failed and retried from its "
-                                "checkpoint by another worker (default 4 x heartbeat_interval_s).")
+                                "checkpoint by another worker (default max(4 x heartbeat_interval_s, heartbeat_interval_s x 2 + 60)).")
     results_dir: Optional[str] = Field(None, description="Default $RLTUNE_RESULTS_DIR or ~/rltune_results.")
     tracking_uri: Optional[str] = Field(
         None, description="MLflow tracking URI; default: a local store under the results dir (or MLFLOW_TRACKING_URI)."

@@ -41,7 +41,7 @@ from rltune.errors import RLTuneError
 logger = logging.getLogger(__name__)
 
 JOURNAL_FILE = "study.journal"
-STORAGE_RETRY_S = 120.0  # how long a worker waits for its database to come back
+STORAGE_RETRY_S = 60.0  # how long a worker waits for its database to come back (< the heartbeat grace)
 STALE_RETRIES = 3  # a trial whose worker was lost is retried at most this many times
 BUDGET_ATTR = "rltune_budget"  # the study's trial budget; set once every trial of it is enqueued
 
@@ -53,6 +53,16 @@ class StorageLostError(RLTuneError):
 def is_shared(url: str | None) -> bool:
     """Whether ``url`` names an RDB storage that several workers may share (an Optuna URL with a scheme)."""
     return bool(url) and "://" in str(url)
+
+
+def default_grace_s(heartbeat_interval_s: int) -> int:
+    """How long a trial may go without heartbeat before it is stale, by default.
+
+    Longer than a database outage that workers ride out (:data:`STORAGE_RETRY_S`)
+    plus two heartbeats: otherwise, when the database comes back, live
+    workers' trials would look stale to each other.
+    """
+    return int(max(4 * heartbeat_interval_s, STORAGE_RETRY_S + 2 * heartbeat_interval_s))
 
 
 def open_storage(url: str | None, study_dir: Path, *, heartbeat_interval_s: int | None = None,
@@ -71,7 +81,7 @@ def open_storage(url: str | None, study_dir: Path, *, heartbeat_interval_s: int 
             heartbeat: dict[str, Any] = {}
             if heartbeat_interval_s:
                 heartbeat = {"heartbeat_interval": int(heartbeat_interval_s),
-                             "grace_period": int(grace_s or 4 * heartbeat_interval_s)}
+                             "grace_period": int(grace_s or default_grace_s(heartbeat_interval_s))}
                 if hasattr(storages, "RetryHeartbeatStaleTrialCallback"):  # Optuna >= 4.9
                     heartbeat["heartbeat_stale_trial_callback"] = storages.RetryHeartbeatStaleTrialCallback(
                         max_retry=STALE_RETRIES, inherit_intermediate_values=True)
@@ -152,8 +162,11 @@ def with_reconnect(fn: Callable[..., Any], what: str, retry_s: float = STORAGE_R
 def _reconnecting_class() -> type:
     from optuna.storages import RDBStorage
 
+    # the public API, and the private backend calls of Optuna's _CachedStorage (which wraps every
+    # RDBStorage a study uses) and of its heartbeat; not the *_without_commit helpers (inside a session)
+    private = {"_create_new_trial", "_set_trial_param", "_get_trials", "_get_best_trial_id", "_get_stale_trial_ids"}
     methods = [name for name, value in vars(RDBStorage).items()
-               if callable(value) and (not name.startswith("_") or name == "_get_stale_trial_ids")
+               if callable(value) and (not name.startswith("_") or name in private)
                and name not in {"remove_session", "upgrade", "get_current_version", "get_head_version",
                                 "get_all_versions"}]
     namespace = {name: with_reconnect(getattr(RDBStorage, name), f"RDBStorage.{name}") for name in methods}

@@ -164,10 +164,16 @@ class TrackingProcess:
 
     # -- messages to the process -----------------------------------------------------------
     def _post(self, *message: Any) -> None:
-        if self._lost is None:
-            self._outbox.put(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
-        else:
+        if self._lost is not None:
             self._record("tracking", f"{message[0]} (the tracking process is gone: {self._lost})")
+            return
+        try:
+            data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - e.g. a result holding a lambda: that call is not recorded
+            self._record(message[0], f"{message[0]} of trial {message[1] if len(message) > 1 else '?'} "
+                                     f"(cannot be sent: {exc!r})")
+            return
+        self._outbox.put(data)
 
     def _send_loop(self) -> None:
         while True:
@@ -226,7 +232,12 @@ class TrackingProcess:
     def open_trial(self, trial_number: int, params: Mapping[str, Any], key_params: Mapping[str, Any],
                    **trial_options: Any) -> TrialHandle:
         """Create (or reopen, for a resumed trial) the trial's nested run; the handle to log into it."""
-        self._post("open", trial_number, dict(params), dict(key_params), trial_options)
+        from rltune.orchestrator._reporter import json_safe
+        from rltune.orchestrator._tracking import flatten_params
+
+        # as text: a config may hold what pickle cannot carry (lambdas) or the tracking process cannot
+        # import (classes of the user's __main__)
+        self._post("open", trial_number, flatten_params(params), json_safe(dict(key_params)), trial_options)
         return TrialHandle(self, trial_number)
 
     def end_trial(self, run: TrialHandle, state: str, *, reason: str | None = None, error: str | None = None) -> None:
@@ -252,7 +263,10 @@ class TrackingProcess:
         self._post("plots", trials, directions)
 
     def close(self, *, interrupted: bool = False) -> None:
-        """End the parent run (KILLED when interrupted), wait for the queue (at most ``drain_timeout_s``)."""
+        """End the parent run (KILLED when interrupted), wait for the queue (at most ``drain_timeout_s``).
+
+        What could not be recorded is then in ``unrecorded`` and ``failure_counts``, and logged in one line.
+        """
         self._post("close", interrupted)
         self._outbox.put(None)
         deadline = time.monotonic() + self.drain_timeout_s
@@ -393,12 +407,19 @@ class _Server:
         """Move what the orchestrator sent into ``pending``; False at EOF (the orchestrator is gone)."""
         try:
             if block and not self.pending:
-                self.pending.append(pickle.loads(self.conn.recv_bytes()))
+                self._unpickle(self.conn.recv_bytes())
             while self.conn.poll():
-                self.pending.append(pickle.loads(self.conn.recv_bytes()))
+                self._unpickle(self.conn.recv_bytes())
         except (EOFError, OSError):
             return False
         return True
+
+    def _unpickle(self, data: bytes) -> None:
+        try:
+            self.pending.append(pickle.loads(data))
+        except Exception:  # noqa: BLE001 - e.g. a result object of a class this process cannot import
+            logging.getLogger("rltune.orchestrator._tracking").warning(
+                "MLflow tracking: a message could not be read here and is not recorded", exc_info=True)
 
     def serve(self) -> int:
         alive = True
@@ -462,7 +483,9 @@ class _Server:
         kind = message[0]
         if kind == "open":
             _, number, params, key_params, options = message
-            params = {**self._trainer_defaults(), **params}
+            from rltune.orchestrator._tracking import flatten_params
+
+            params = {**flatten_params(self._trainer_defaults()), **params}
             self.trials[number] = self.tracker.open_trial(number, params, key_params, **options)
         elif kind == "result":
             number = message[1]
