@@ -174,7 +174,14 @@ def _summary(display: Any, analysis: Analysis, plan: StudyPlan) -> None:
     counts = ", ".join(f"{n} {s}" for s, n in sorted(analysis.counts().items()))
     display.message(f"study {plan.name!r}: {counts or 'no trials'}")
     if analysis.interrupted:
-        display.message("interrupted: running trials were checkpointed; continue with --resume (tune.run(..., resume=True))")
+        from rltune.orchestrator._storage import is_shared
+
+        if is_shared(plan.spec.storage):
+            display.message("interrupted: running trials were checkpointed; they are retried from their checkpoints "
+                            "by any worker of the study once their heartbeat is stale")
+        else:
+            display.message("interrupted: running trials were checkpointed; continue with --resume "
+                            "(tune.run(..., resume=True))")
     best = analysis.best_trial
     if best is None:
         display.message("no trial completed: no best config")

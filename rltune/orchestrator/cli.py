@@ -338,9 +338,15 @@ def _tune(args: argparse.Namespace) -> int:
     plan = load_study_file(args.study, overrides, config_overrides=_json_object(args.config, "--config"))
     analysis = run_plan(plan, resume=args.resume, verbose=1, quiet=args.quiet, max_concurrent=args.max_concurrent)
     if analysis.interrupted:
-        print(f"resume with: rltune tune {args.study} --resume"
-              + (f" --results-dir {args.results_dir}" if args.results_dir else "")
-              + (f" --name {args.name}" if args.name else ""), flush=True)
+        from rltune.orchestrator._storage import is_shared
+
+        if is_shared(plan.spec.storage):  # a worker of a shared study: start it again to rejoin
+            print("rejoin with the same command; this worker's trials are retried from their checkpoints "
+                  "once their heartbeat is stale", flush=True)
+        else:
+            print(f"resume with: rltune tune {args.study} --resume"
+                  + (f" --results-dir {args.results_dir}" if args.results_dir else "")
+                  + (f" --name {args.name}" if args.name else ""), flush=True)
         return EXIT_INTERRUPTED
     return 0
 
