@@ -178,9 +178,7 @@ class DQN(Trainer):
                     lr = schedule_value(cfg.lr_schedule, cfg.lr, sampled)
                     for group in self.optimizer.param_groups:
                         group["lr"] = lr
-                    for i in range(num_steps):
-                        step_stats = self._update(with_stats=i == num_steps - 1)
-                    stats = dict(step_stats, cur_lr=lr)
+                    stats = dict(self._updates(num_steps), cur_lr=lr)
                     self.get_policy().weights_changed()
             self.workers.sync_weights({"timestep": sampled})
             if outcome.env_steps >= cfg.min_sample_timesteps_per_iteration:
@@ -204,41 +202,49 @@ class DQN(Trainer):
         self._grad_step_debt -= steps
         return steps
 
-    def _update(self, with_stats: bool) -> dict[str, float]:
-        """One gradient step on a replay minibatch; stats (a device sync) only when asked."""
+    def _updates(self, num_steps: int) -> dict[str, float]:
+        """``num_steps`` gradient steps, each on its own replay minibatch; stats of the last one.
+
+        The target network is fixed between syncs, so the steps of one round
+        share work that does not depend on the online network: their
+        minibatches are drawn in one go (uniform, with replacement, as one
+        at a time) and, without double Q, their TD targets come from one
+        forward pass of the target network.
+        """
         cfg = self.cfg
         policy = self.get_policy()
-        batch = self.buffer.sample(cfg.train_batch_size, self.rng)
         device = policy.device
+        size = cfg.train_batch_size
+        batch = self.buffer.sample(num_steps * size, self.rng)
         obs = torch.from_numpy(batch[OBS]).to(device)
-        actions = torch.from_numpy(batch[ACTIONS]).to(device)
+        actions = torch.from_numpy(batch[ACTIONS]).to(device).unsqueeze(1)
         rewards = torch.from_numpy(batch[REWARDS]).to(device)
         new_obs = torch.from_numpy(batch[NEW_OBS]).to(device)
         not_terminated = torch.from_numpy(~batch[TERMINATEDS]).to(device).float()
         discounts = torch.from_numpy(batch[DISCOUNTS]).to(device)
-
-        q = policy.model(obs).gather(1, actions.unsqueeze(1)).squeeze(1)
-        with torch.no_grad():
-            next_target = self.target_model(new_obs)
-            if cfg.double_q:
-                next_actions = policy.model(new_obs).argmax(dim=1, keepdim=True)
-                next_q = next_target.gather(1, next_actions).squeeze(1)
+        targets = None
+        if not cfg.double_q:
+            with torch.no_grad():
+                targets = rewards + discounts * not_terminated * self.target_model(new_obs).max(dim=1).values
+        loss_fn = F.smooth_l1_loss if cfg.td_error_loss_fn == "huber" else _half_mse
+        for i in range(num_steps):
+            rows = slice(i * size, (i + 1) * size)
+            q = policy.model(obs[rows]).gather(1, actions[rows]).squeeze(1)
+            if targets is not None:
+                target = targets[rows]
             else:
-                next_q = next_target.max(dim=1).values
-            target = rewards + discounts * not_terminated * next_q
-        if cfg.td_error_loss_fn == "huber":
-            loss = F.smooth_l1_loss(q, target)
-        else:
-            loss = 0.5 * F.mse_loss(q, target)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.grad_clip:
-            torch.nn.utils.clip_grad_norm_(self._params, cfg.grad_clip)
-        self.optimizer.step()
-        self.num_grad_steps += 1
-        if not with_stats:
-            return {}
-        with torch.no_grad():
+                with torch.no_grad():
+                    next_actions = policy.model(new_obs[rows]).argmax(dim=1, keepdim=True)
+                    next_q = self.target_model(new_obs[rows]).gather(1, next_actions).squeeze(1)
+                    target = rewards[rows] + discounts[rows] * not_terminated[rows] * next_q
+            loss = loss_fn(q, target)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip:
+                torch.nn.utils.clip_grad_norm_(self._params, cfg.grad_clip)
+            self.optimizer.step()
+            self.num_grad_steps += 1
+        with torch.no_grad():  # one device sync per round, for the last step's stats
             return {
                 "total_loss": float(loss),
                 "mean_q": float(q.mean()),
@@ -270,3 +276,7 @@ class DQN(Trainer):
     def set_checkpoint_arrays(self, arrays: dict[str, dict[str, np.ndarray] | None]) -> None:
         if arrays.get("replay_buffer"):
             self.buffer.set_state(arrays["replay_buffer"])  # type: ignore[arg-type]
+
+
+def _half_mse(q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return 0.5 * F.mse_loss(q, target)

@@ -138,7 +138,7 @@ def test_double_q_target_uses_online_argmax_and_target_values():
         try:
             trainer.cfg = trainer.cfg.model_copy(update={"train_batch_size": 5})
             trainer.rng = np.random.default_rng(0)
-            trainer._update(with_stats=False)
+            trainer._updates(1)
         finally:
             torch.nn.functional.smooth_l1_loss = original
         # Sampled rows are a permutation-with-replacement of the 5 stored ones: compare as sets.
@@ -201,5 +201,41 @@ def test_dqn_learns_cartpole():
             if best > max(2.5 * first, 60):
                 break
         assert best > max(2.5 * first, 60), (first, best)
+    finally:
+        trainer.stop()
+
+
+def test_without_double_q_the_targets_of_a_round_come_from_the_fixed_target_network():
+    trainer = DQN(config={**SMALL, "double_q": False, "gamma": 0.5, "lr": 1e-3}, env="CartPole-v1")
+    try:
+        trainer.train()
+        new_obs = torch.randn(5, 4)
+        with torch.no_grad():
+            expected = 1.0 + 0.5 * trainer.target_model(new_obs).max(1).values
+        trainer.buffer.set_state({
+            OBS: np.random.default_rng(1).normal(size=(5, 4)).astype(np.float32),
+            ACTIONS: np.zeros(5, np.int64),
+            REWARDS: np.ones(5, np.float32),
+            NEW_OBS: new_obs.numpy(),
+            TERMINATEDS: np.zeros(5, bool),
+            DISCOUNTS: np.full(5, 0.5, np.float32),
+        })
+        targets = []
+        original = torch.nn.functional.smooth_l1_loss
+
+        def spy(q, target, *args, **kwargs):
+            targets.append(target.detach().clone())
+            return original(q, target, *args, **kwargs)
+
+        torch.nn.functional.smooth_l1_loss = spy
+        try:
+            trainer.cfg = trainer.cfg.model_copy(update={"train_batch_size": 5})
+            before = trainer.num_grad_steps
+            trainer._updates(4)  # the online net moves 4 times; the targets must not
+        finally:
+            torch.nn.functional.smooth_l1_loss = original
+        assert trainer.num_grad_steps == before + 4 and len(targets) == 4
+        for value in torch.cat(targets).tolist():
+            assert min(abs(value - p) for p in expected.tolist()) < 1e-5
     finally:
         trainer.stop()
