@@ -138,6 +138,9 @@ class DQNPolicy(Policy):
         return flatten_time_major(batch)
 
 
+MAX_STEPS_PER_DRAW = 32  # gradient steps whose minibatches are drawn (and targets computed) together
+
+
 class DQN(Trainer):
     """Deep Q-Network for Discrete action spaces."""
 
@@ -207,10 +210,18 @@ class DQN(Trainer):
 
         The target network is fixed between syncs, so the steps of one round
         share work that does not depend on the online network: their
-        minibatches are drawn in one go (uniform, with replacement, as one
-        at a time) and, without double Q, their TD targets come from one
-        forward pass of the target network.
+        minibatches are drawn together (uniform, with replacement, as one at
+        a time) and, without double Q, their TD targets come from one
+        forward pass of the target network. At most
+        :data:`MAX_STEPS_PER_DRAW` steps share a draw, which bounds the memory
+        of large observations.
         """
+        stats: dict[str, float] = {}
+        for start in range(0, num_steps, MAX_STEPS_PER_DRAW):
+            stats = self._update_draw(min(MAX_STEPS_PER_DRAW, num_steps - start))
+        return stats
+
+    def _update_draw(self, num_steps: int) -> dict[str, float]:
         cfg = self.cfg
         policy = self.get_policy()
         device = policy.device
