@@ -241,6 +241,8 @@ class StudyRunner:
                 "space": self._space_signature(),
             }))
         else:
+            if self.shared:
+                self._wait_for_creator()
             if self.study.direction.name.lower() != self.plan.direction:
                 raise ConfigError(
                     f"study {self.plan.name!r} in storage maximizes/minimizes differently ({self.study.direction.name}) "
@@ -372,6 +374,13 @@ class StudyRunner:
                 self.study.enqueue_trial(encode_point(space, point), user_attrs={"grid_index": index, "sample_index": sample})
                 waiting += 1
 
+    def _wait_for_creator(self) -> None:
+        """A worker joining a shared study waits (up to ``BUDGET_WAIT_S``) until its creator has stored
+        the study's search space and enqueued its budget, so that the space check sees the stored one."""
+        deadline = time.monotonic() + BUDGET_WAIT_S
+        while BUDGET_ATTR not in self.study.user_attrs and time.monotonic() < deadline:
+            time.sleep(0.5)
+
     def _enqueue_budget(self, created: bool) -> None:
         """Shared storage: the whole budget as WAITING trials, enqueued once (by the creator).
 
@@ -381,10 +390,7 @@ class StudyRunner:
         creator died meanwhile, it enqueues what is missing itself.
         """
         if not created:
-            deadline = time.monotonic() + BUDGET_WAIT_S
-            while BUDGET_ATTR not in self.study.user_attrs and time.monotonic() < deadline:
-                time.sleep(0.5)
-            budget = self.study.user_attrs.get(BUDGET_ATTR)
+            budget = self.study.user_attrs.get(BUDGET_ATTR)  # _wait_for_creator waited for it
             if budget is not None:
                 if budget != self.plan.total_trials:
                     logger.warning("study %r has a budget of %s trials, set by the worker that created it (this "
