@@ -317,6 +317,11 @@ class _Failures:
         if len(self.unrecorded) < MAX_UNRECORDED:
             self.unrecorded.append(what)
 
+    def merge(self, unrecorded: list[str], counts: Mapping[str, int]) -> None:
+        """Add what another process's failure log holds (the tracking process's, at its close)."""
+        self.counts.update(counts)
+        self.unrecorded.extend(unrecorded[:max(0, MAX_UNRECORDED - len(self.unrecorded))])
+
     def summary(self) -> str | None:
         """One line such as ``MLflow: 12 calls not recorded (metrics x10, checkpoint x2)``; None when all went well."""
         if not self.counts:

@@ -43,7 +43,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Mapping
 
-from rltune.orchestrator._tracking import _remove, _snapshot, _snapshot_files
+from rltune.orchestrator._tracking import _Failures, _remove, _snapshot, _snapshot_files
 
 logger = logging.getLogger("rltune.orchestrator._tracking")
 
@@ -131,8 +131,7 @@ class TrackingProcess:
         self.study_name = study_name
         self.plot_interval_s = plot_interval_s
         self.drain_timeout_s = drain_timeout_s
-        self.unrecorded: list[str] = []
-        self.failure_counts: dict[str, int] = {}
+        self._failures = _Failures(f"study {study_name!r}")  # what was not recorded, here and there
         self._lost: str | None = None  # why the process is gone, once it is
         self._last_plots = time.monotonic()
         self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
@@ -202,9 +201,17 @@ class TrackingProcess:
             return None
 
     def _record(self, kind: str, what: str) -> None:
-        self.failure_counts[kind] = self.failure_counts.get(kind, 0) + 1
-        if len(self.unrecorded) < 1000:
-            self.unrecorded.append(what)
+        self._failures._record(kind, what)
+
+    @property
+    def unrecorded(self) -> list[str]:
+        """What could not be recorded (here, or in the tracking process as it reported at its close)."""
+        return self._failures.unrecorded
+
+    @property
+    def failure_counts(self) -> dict[str, int]:
+        """Calls not recorded, by kind."""
+        return dict(self._failures.counts)
 
     def _lose(self, why: str) -> None:
         if self._lost is None:
@@ -292,20 +299,13 @@ class TrackingProcess:
                 break
             if message[0] == "closed":
                 closed = True
-                for what in message[1]:
-                    self._record_remote(what)
-                for kind, n in message[2].items():
-                    self.failure_counts[kind] = self.failure_counts.get(kind, 0) + n
+                self._failures.merge(message[1], message[2])
                 break
             self._handle_reply(message)
         self._stop_process(wait=closed)
         summary = self.summary()
         if summary:
             logger.warning("%s", summary)
-
-    def _record_remote(self, what: str) -> None:
-        if len(self.unrecorded) < 1000:
-            self.unrecorded.append(what)
 
     def _stop_process(self, *, wait: bool) -> None:
         try:
@@ -322,11 +322,7 @@ class TrackingProcess:
 
     def summary(self) -> str | None:
         """One line on what was not recorded (``MLflow tracking (...): N call(s) not recorded (...)``), or None."""
-        if not self.failure_counts:
-            return None
-        kinds = ", ".join(f"{k} x{n}" for k, n in sorted(self.failure_counts.items(), key=lambda kv: -kv[1]))
-        return (f"MLflow tracking (study {self.study_name!r}): {sum(self.failure_counts.values())} call(s) "
-                f"not recorded ({kinds})")
+        return self._failures.summary()
 
 
 # -- the tracking process ------------------------------------------------------------------------
