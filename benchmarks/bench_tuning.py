@@ -22,14 +22,15 @@ the other:
    ``tpe-asha-notrack`` the default study with ``tracking: false`` (no MLflow
                  records; every other variant records the study in MLflow, the
                  default, in a local store under the study's results dir).
-   ``tpe-asha-smooth20`` (not run by default) a what-if: the default study with
-                 ``metrics_num_episodes_for_smoothing: 20`` (the metric over the last
-                 20 episodes instead of 100), all else the same.
+   ``tpe-asha-train100`` (not run by default) the default study as it was
+                 before it evaluated: metric and stop on ``episode_reward_mean``,
+                 the mean *training* return (with exploration) of the trial's
+                 last 100 episodes, and no evaluation; all else the same.
 
-   Every trial stops at ``episode_reward_mean`` >= 475 or 100k steps (the
-   file's ``stop``). A study is solved at the first result (of any trial)
-   with ``episode_reward_mean`` >= 475: the mean training return of the
-   trial's last 100 episodes (rltune's ``metrics_num_episodes_for_smoothing``).
+   Every trial stops at ``evaluation/episode_reward_mean`` >= 475 or 100k
+   steps (the file's ``stop``): every 10 iterations a trial runs 10
+   deterministic episodes on separate envs (``evaluation_interval``). A study
+   is solved at the first result (of any trial) whose study metric is >= 475.
 
 2. The peer, RL Zoo's own tuner (SB3 PPO + Optuna, TPE with its median
    pruner, 2 jobs, 50k steps per trial, its own PPO search space), tuning
@@ -62,13 +63,14 @@ cap; "not reached" is reported as such. After an rltune study, the solving
 trial's checkpoint (written at the solving iteration) is evaluated like the
 Zoo evaluates: 5 deterministic episodes (``eval5``, not timed).
 ``train mean``: the solving trial's training return at the solve, the mean
-of its last 100 training episodes (rltune: the study's metric; the Zoo: its
-model's ``ep_info_buffer``, which the Zoo does not judge by).
+of its last 100 training episodes (rltune's ``episode_reward_mean``; the Zoo:
+its model's ``ep_info_buffer``). Neither tool judges by it.
 
-Note the two success criteria differ: rltune's (the mean over the last 100
-*training* episodes, with exploration) is stricter than the Zoo's (5
-deterministic episodes); ``eval5`` shows the rltune policy also passes the
-Zoo's test.
+Both tools are now judged by the same kind of test: the mean return of
+deterministic episodes on separate envs (rltune: 10 episodes every 10
+iterations; the Zoo: 5 episodes at the end of a 50k-step trial). ``eval5``
+re-tests the rltune policy on 5 fresh episodes; ``tpe-asha-train100``
+measures the study under the stricter criterion it had before.
 
 Target: rltune's default study (``tpe-asha``) reaches its first solving trial
 in under a third of RL Zoo's time (median over repeats, same run).
@@ -81,7 +83,7 @@ spend their whole budget, and the Zoo are the slow parts; a Zoo study takes from
 
 The what-if on the metric's window (about 4 min)::
 
-    .venv/bin/python benchmarks/bench_tuning.py --variants tpe-asha,tpe-asha-smooth20 --markdown
+    .venv/bin/python benchmarks/bench_tuning.py --variants tpe-asha,tpe-asha-train100 --markdown
 
 Smoke test (about 2 min; threshold lowered to 150, tiny budgets)::
 
@@ -106,11 +108,12 @@ import _common as common
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 STUDY_FILE = ROOT / "studies" / "cartpole-ppo-tpe-asha.yaml"
-VARIANTS = ("tpe-asha", "tpe-asha-notrack", "random", "grid", "rl_zoo3", "tpe-asha-smooth20")
+VARIANTS = ("tpe-asha", "tpe-asha-notrack", "random", "grid", "rl_zoo3", "tpe-asha-train100")
 DEFAULT_VARIANTS = ("tpe-asha", "tpe-asha-notrack", "random", "grid", "rl_zoo3")
 TARGET_RATIO = 3.0
 EVAL_EPISODES = 5  # as the Zoo's TrialEvalCallback (--eval-episodes default)
 POLL_S = 0.25
+TRAIN_METRIC = "episode_reward_mean"
 
 # The discretized search space of the grid variant: each entry of the default study's space
 # -> 3 values (the ends of the range and its middle; geometric middle for loguniform).
@@ -131,6 +134,11 @@ def _load_study_fields() -> dict[str, Any]:
     return yaml.safe_load(STUDY_FILE.read_text())
 
 
+def solve_metric(variant: str) -> str:
+    """The result key a variant's study is solved by: the study file's metric (the train100 what-if: its own)."""
+    return TRAIN_METRIC if variant == "tpe-asha-train100" else _load_study_fields()["metric"]
+
+
 def _study_child(task: dict[str, Any]) -> None:
     """Run one rltune study (``tune.run`` with the default study file's fields and the variant's overrides)."""
     from rltune import tune
@@ -138,8 +146,10 @@ def _study_child(task: dict[str, Any]) -> None:
     fields = _load_study_fields()
     fields.update(name=task["name"], results_dir=task["results_dir"], seed=task["seed"])
     variant = task["variant"]
-    if variant == "tpe-asha-smooth20":  # a what-if: the metric over the last 20 episodes instead of 100
-        fields["config"]["metrics_num_episodes_for_smoothing"] = 20
+    if variant == "tpe-asha-train100":  # the default study before it evaluated: the training return's mean
+        fields.update(metric=TRAIN_METRIC, stop={TRAIN_METRIC: common.SOLVED_CARTPOLE, "timesteps_total": 100_000})
+        for key in ("evaluation_interval", "evaluation_duration", "evaluation_config"):
+            fields["config"].pop(key, None)
         variant = "tpe-asha"
     elif variant == "tpe-asha-notrack":
         fields["tracking"] = False
@@ -301,8 +311,11 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _read_results(study_dir: Path, offsets: dict[Path, int], events: list[dict[str, Any]]) -> None:
-    """Append the complete new lines of every ``trial_*/result.json`` under ``study_dir`` to ``events``."""
+def _read_results(study_dir: Path, offsets: dict[Path, int], events: list[dict[str, Any]], metric: str) -> None:
+    """Append the complete new lines of every ``trial_*/result.json`` under ``study_dir`` to ``events``.
+
+    ``value`` is the result's ``metric`` (a ``/`` path), ``train`` its training return.
+    """
     if not study_dir.is_dir():
         return
     for trial_dir in sorted(study_dir.glob("trial_*")):
@@ -328,8 +341,16 @@ def _read_results(study_dir: Path, offsets: dict[Path, int], events: list[dict[s
                 "iteration": int(r.get("training_iteration", 0)),
                 "steps": int(r.get("timesteps_this_iter", 0)),
                 "trial_steps": int(r.get("timesteps_total", 0)),
-                "value": _num(r.get("episode_reward_mean")),
+                "value": _num(_at_path(r, metric)),
+                "train": _num(r.get(TRAIN_METRIC)),
             })
+
+
+def _at_path(result: dict[str, Any], path: str) -> Any:
+    node: Any = result
+    for key in path.split("/"):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
 
 
 def _num(x: Any) -> float:
@@ -357,14 +378,15 @@ def run_rltune(task: dict[str, Any], args: Any, workdir: Path) -> dict[str, Any]
     study_dir = results_dir / "bench"
     child_task = {"variant": task["variant"], "seed": task["seed"], "name": "bench", "results_dir": str(results_dir),
                   "n_trials": args.n_trials, "stop": None}
+    metric = solve_metric(task["variant"])
     if args.threshold != common.SOLVED_CARTPOLE:  # a smoke test: trials stop (and checkpoint) at the lowered threshold
-        child_task["stop"] = {"episode_reward_mean": args.threshold, "timesteps_total": 100_000}
+        child_task["stop"] = {metric: args.threshold, "timesteps_total": 100_000}
     cmd = [sys.executable, str(Path(__file__).resolve()), "--_study", json.dumps(child_task)]
     offsets: dict[Path, int] = {}
     events: list[dict[str, Any]] = []
 
     def poll(t_launch: float) -> str | None:
-        _read_results(study_dir, offsets, events)
+        _read_results(study_dir, offsets, events, metric)
         solve, _steps, _ = _first_solve(events, args.threshold)
         if solve is not None:
             return "solved"
@@ -375,7 +397,7 @@ def run_rltune(task: dict[str, Any], args: Any, workdir: Path) -> dict[str, Any]
     results_dir.mkdir(parents=True, exist_ok=True)
     run = StudyWatcher(cmd, results_dir / "study.log", args.rltune_cap).run(poll)
     events = []  # the whole timeline, once more, after the study has ended
-    _read_results(study_dir, {}, events)
+    _read_results(study_dir, {}, events, metric)
     solve, steps, trials = _first_solve(events, args.threshold)
     record: dict[str, Any] = {**run, "study_dir": str(study_dir), "results": len(events),
                               "tracked": (results_dir / "mlflow.db").exists(),
@@ -386,7 +408,7 @@ def run_rltune(task: dict[str, Any], args: Any, workdir: Path) -> dict[str, Any]
         params = json.loads((trial_dir / "params.json").read_text()).get("params", {})
         record.update(reached=True, wall_s=solve["t"] - run["t_launch"], env_steps=steps, solve_trial=solve["trial"],
                       solve_trial_steps=solve["trial_steps"], solve_value=solve["value"], trials_started=trials,
-                      solve_params=params, train_mean=solve["value"])
+                      solve_params=params, train_mean=solve["train"])
         checkpoint = _checkpoint_at(trial_dir, solve["iteration"])
         if checkpoint is not None:
             ev = common.run_isolated(str(Path(__file__).resolve()), {"variant": "evaluate", "checkpoint": checkpoint},
@@ -617,7 +639,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="studies per variant, study seeds 0..N-1 (default 5)")
     parser.add_argument("--zoo-repeats", type=int, help="RL Zoo studies (default: --repeats), seeds 0..N-1")
     parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
-                        help=f"comma-separated, of {', '.join(VARIANTS)} (default: all but tpe-asha-smooth20)")
+                        help=f"comma-separated, of {', '.join(VARIANTS)} (default: all but tpe-asha-train100)")
     parser.add_argument("--budget-steps", type=int, default=1_600_000,
                         help="env steps for a whole rltune study, all trials (default 1,600,000 = 16 trials x 100k)")
     parser.add_argument("--n-trials", type=int, default=1000,

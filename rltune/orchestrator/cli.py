@@ -261,13 +261,17 @@ def _print_result(result: dict[str, Any]) -> None:
             return format(value, spec)
         return format("-", ">" + "".join(c for c in spec.split(".")[0] if c.isdigit()))
 
+    evaluation = result.get("evaluation")
+    evaluated = isinstance(evaluation, dict) and evaluation.get("episodes_this_iter")
     print(
         f"iter {get('training_iteration', '4d')}"
         f"  timesteps {get('timesteps_total', '9,d')}"
         f"  reward_mean {get('episode_reward_mean', '9.3f')}"
         f"  len_mean {get('episode_len_mean', '7.1f')}"
         f"  time {get('time_total_s', '7.1f')}s"
-        f"  {get('env_steps_per_s', '8,.0f')} steps/s",
+        f"  {get('env_steps_per_s', '8,.0f')} steps/s"
+        # evaluation_interval: the iterations that evaluated also show the evaluation's mean
+        + (f"  eval_reward_mean {evaluation['episode_reward_mean']:.3f}" if evaluated else ""),
         flush=True,
     )
 

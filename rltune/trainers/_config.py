@@ -90,6 +90,12 @@ class TrainerConfig(_Strict):
     metrics_num_episodes_for_smoothing: int = Field(
         100, ge=1, description="Episodes averaged into episode_reward_mean and the other episode stats."
     )
+    evaluation_interval: Optional[int] = Field(
+        None,
+        ge=1,
+        description="Run evaluate() every this many training iterations and put its stats under the results' "
+        "'evaluation' key (every result carries the latest); None for no evaluation during training.",
+    )
     evaluation_duration: int = Field(10, ge=1, description="Episodes run by evaluate().")
     evaluation_config: dict[str, Any] = Field(
         default_factory=dict, description="Overrides for the evaluation env (e.g. env_config)."

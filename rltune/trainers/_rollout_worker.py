@@ -143,18 +143,29 @@ class RolloutWorker:
         return result
 
     def run_episodes(self, num_episodes: int, explore: bool = False, max_steps: int = 10_000_000) -> list[EpisodeMetrics]:
-        """Reset the envs and run until ``num_episodes`` episodes have ended (used by evaluation)."""
+        """Reset the envs and run ``num_episodes`` whole episodes across them (used by evaluation).
+
+        Env ``i`` of the vector contributes its first ``num_episodes // n``
+        episodes (one more for the first ``num_episodes % n`` envs). Fixing
+        each env's share up front keeps the sample unbiased: taking the first
+        ``num_episodes`` to end would favour short episodes.
+        """
         if self.sampler is None:
             raise EnvError(f"worker {self.worker_index} has no envs to run episodes in")
+        n = self.sampler.num_envs
+        quota = [num_episodes // n + (i < num_episodes % n) for i in range(n)]
+        kept: list[list[EpisodeMetrics]] = [[] for _ in range(n)]
         self.sampler.reset_all()
-        episodes: list[EpisodeMetrics] = []
         steps = 0
-        while len(episodes) < num_episodes and steps < max_steps:
-            result = self.sampler.sample(64, explore=explore, postprocess=False)
-            episodes.extend(result.episodes)
+        while any(len(k) < q for k, q in zip(kept, quota)) and steps < max_steps:
+            result = self.sampler.sample(32, explore=explore, postprocess=False)
+            for episode in result.episodes:
+                mine = kept[episode.vector_index]
+                if len(mine) < quota[episode.vector_index]:
+                    mine.append(episode)
             steps += result.env_steps
         self.sampler.reset_all()
-        return episodes[:num_episodes]
+        return [episode for mine in kept for episode in mine]
 
     def set_weights(self, weights: dict[str, dict[str, np.ndarray]], global_vars: dict[str, Any] | None = None) -> None:
         """Load policy weights (by policy id) and the trainer's global vars (``timestep``)."""

@@ -185,6 +185,7 @@ class Trainer:
         self._results_root = Path(os.path.expanduser(results_dir or os.environ.get("RLTUNE_RESULTS_DIR", DEFAULT_RESULTS_DIR)))
         self._logdir: Path | None = None
         self._eval_worker: RolloutWorker | None = None
+        self._last_evaluation: dict[str, Any] | None = None
         self._stopped = False
 
         self.callbacks = self._make_trainer_callbacks()
@@ -267,6 +268,8 @@ class Trainer:
         self.episodes_total += len(outcome.episodes)
         self._episode_window.extend(outcome.episodes)
         result = self._make_result(outcome, time.perf_counter() - start)
+        if self.cfg.evaluation_interval is not None:
+            result["evaluation"] = self._periodic_evaluation()
         if self.cfg.env_task_fn is not None:
             self.workers.apply_env_task_fn(resolve_callable(self.cfg.env_task_fn, "env_task_fn"), result)
         self._call("on_train_result", trainer=self, result=result)
@@ -356,6 +359,23 @@ class Trainer:
         """The action for one raw observation; deterministic unless ``explore``."""
         return self.get_policy(policy_id).compute_single_action(obs, explore=explore)
 
+    def _periodic_evaluation(self) -> dict[str, Any]:
+        """The ``evaluation`` stats for this iteration's result (``evaluation_interval`` is set).
+
+        Every ``evaluation_interval``-th iteration runs :meth:`evaluate`; the
+        others carry the latest stats with ``episodes_this_iter: 0``, and
+        iterations before the first evaluation carry NaN, so that every
+        result has the same keys (a stop criterion or a tuning metric on
+        ``evaluation/episode_reward_mean`` finds its key from the first
+        result on, and NaN never meets a criterion).
+        """
+        if self.iteration % self.cfg.evaluation_interval == 0:
+            self._last_evaluation = self.evaluate()["evaluation"]
+            return self._last_evaluation
+        if self._last_evaluation is None:
+            return _evaluation_stats([])
+        return {**self._last_evaluation, "episodes_this_iter": 0, "hist_stats": {"episode_reward": []}}
+
     def evaluate(self, num_episodes: int | None = None, *, task: Any = None) -> dict[str, Any]:
         """Run deterministic episodes in a separate env (with ``evaluation_config``); training stats are untouched.
 
@@ -372,7 +392,8 @@ class Trainer:
                 policy_class=self.policy_class,
                 worker_index=0,
                 num_workers=self.cfg.num_workers,
-                num_envs=1,
+                # One batched forward per step over several envs; no more envs than episodes.
+                num_envs=min(eval_cfg.num_envs_per_worker, self.cfg.evaluation_duration),
                 spaces=(local.observation_space, local.action_space),
             )
         if task is None:
@@ -381,17 +402,7 @@ class Trainer:
             self._eval_worker.set_task_all(task)
         self._eval_worker.set_weights(self.workers.local_worker.get_weights(), {"timestep": self.timesteps_total})
         episodes = self._eval_worker.run_episodes(n, explore=False)
-        rewards = [e.episode_reward for e in episodes]
-        return {
-            "evaluation": {
-                "episode_reward_mean": _mean_or_nan(rewards),
-                "episode_reward_min": float(np.min(rewards)) if rewards else math.nan,
-                "episode_reward_max": float(np.max(rewards)) if rewards else math.nan,
-                "episode_len_mean": _mean_or_nan([float(e.episode_length) for e in episodes]),
-                "episodes_this_iter": len(episodes),
-                "hist_stats": {"episode_reward": rewards},
-            }
-        }
+        return {"evaluation": _evaluation_stats(episodes)}
 
     # -- workers and envs --------------------------------------------------------------
     def foreach_worker(self, fn: Callable[[RolloutWorker], Any]) -> list[Any]:
@@ -441,6 +452,7 @@ class Trainer:
             "episode_window": [
                 [e.episode_reward, e.episode_length, ckpt.json_safe(e.custom_metrics)] for e in self._episode_window
             ],
+            "last_evaluation": self._last_evaluation,
             "config": ckpt.json_safe(self.config),
             "observation_space": repr(policy.observation_space),
             "action_space": repr(policy.action_space),
@@ -498,6 +510,8 @@ class Trainer:
             for reward, length, *custom in metadata.get("episode_window", []):
                 metrics = custom[0] if custom and isinstance(custom[0], dict) else {}
                 self._episode_window.append(EpisodeMetrics(float(reward), int(length), custom_metrics=metrics))
+            last_evaluation = metadata.get("last_evaluation")
+            self._last_evaluation = dict(last_evaluation) if isinstance(last_evaluation, dict) else None
             if "numpy_rng" in metadata:
                 self.rng.bit_generator.state = metadata["numpy_rng"]
             if "torch_rng" in state:
@@ -577,3 +591,16 @@ class Trainer:
 
     def __repr__(self) -> str:
         return f"{self.name}(env={self.env_spec.name!r}, num_workers={self.cfg.num_workers}, iteration={self.iteration})"
+
+
+def _evaluation_stats(episodes: list[EpisodeMetrics]) -> dict[str, Any]:
+    """The ``evaluation`` dict of a result for these episodes (NaN stats when there are none)."""
+    rewards = [e.episode_reward for e in episodes]
+    return {
+        "episode_reward_mean": _mean_or_nan(rewards),
+        "episode_reward_min": float(np.min(rewards)) if rewards else math.nan,
+        "episode_reward_max": float(np.max(rewards)) if rewards else math.nan,
+        "episode_len_mean": _mean_or_nan([float(e.episode_length) for e in episodes]),
+        "episodes_this_iter": len(episodes),
+        "hist_stats": {"episode_reward": rewards},
+    }

@@ -108,6 +108,19 @@ def test_train_writes_params_results_and_checkpoints(tmp_path, capsys):
     assert f"trial dir:  {trial} " in out
 
 
+def test_train_stops_on_an_evaluation_key_and_shows_the_evaluations(tmp_path, capsys):
+    config = json.dumps({**TINY, "evaluation_interval": 2, "evaluation_duration": 2})
+    code, out, err = run(
+        capsys, *train_argv(tmp_path, "--name", "ev", "--stop", '{"evaluation/episodes_this_iter": 2}', config=config)
+    )
+    assert code == 0, err
+    assert [r["evaluation"]["episodes_this_iter"] for r in read_results(tmp_path / "ev")] == [0, 2]
+    iter_lines = [line for line in out.splitlines() if line.startswith("iter ")]
+    assert "eval_reward_mean" not in iter_lines[0]
+    assert re.search(r"eval_reward_mean [\d.]+$", iter_lines[1])
+    assert "stopped: evaluation/episodes_this_iter = 2 >= 2" in out
+
+
 def test_checkpoint_at_end_only_and_a_second_run_gets_its_own_dir(tmp_path, capsys):
     argv = train_argv(tmp_path, "--name", "same", "--stop", '{"timesteps_total": 300}', "--checkpoint-at-end")
     assert run(capsys, *argv)[0] == 0

@@ -224,6 +224,30 @@ def test_best_config_file_reruns_with_rltune_train(tmp_path):
     assert rerun[-1]["episode_reward_mean"] == pytest.approx(analysis.best_result["episode_reward_mean"])
 
 
+def test_a_study_tuned_on_the_evaluation_of_its_trials(tmp_path):
+    """metric and stop on evaluation/episode_reward_mean (evaluation_interval): NaN before the first evaluation."""
+    analysis = tune.run(
+        "PPO",
+        metric="evaluation/episode_reward_mean",
+        stop={"training_iteration": 3},
+        config={"env": "CartPole-v1", "num_workers": 0, "train_batch_size": 100, "rollout_fragment_length": 50,
+                "num_envs_per_worker": 2, "sgd_minibatch_size": 100, "num_sgd_iter": 1, "seed": 0,
+                "evaluation_interval": 2, "evaluation_duration": 2,
+                "lr": tune.grid_search([0.01, 0.001])},
+        scheduler="median",
+        results_dir=str(tmp_path),
+        verbose=0,
+    )
+    assert [t.state for t in analysis.trials] == ["COMPLETE"] * 2
+    for t in analysis.trials:
+        evaluation = t.last_result["evaluation"]
+        assert evaluation["episodes_this_iter"] == 0  # iteration 3 carries iteration 2's evaluation
+        assert t.value == evaluation["episode_reward_mean"] >= 8  # CartPole: at least 8 steps an episode
+        frozen = analysis.study.trials[t.number]
+        assert sorted(frozen.intermediate_values) == [2, 3]  # iteration 1 had no evaluation yet: not reported
+    assert analysis.best_trial.value == max(t.value for t in analysis.trials)
+
+
 def test_the_seed_example_as_written(tmp_path):
     """The issue's example, with a tiny budget: stop after one iteration of a small batch."""
     analysis = tune.run(

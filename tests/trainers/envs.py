@@ -276,3 +276,10 @@ class LoggingEnv(ContextEnv):
         log.info("info from env in worker %s", self.ctx.worker_index)
         log.warning("warning from env in worker %s", self.ctx.worker_index)
         return super().reset(seed=seed, options=options)
+
+
+class IndexLengthEnv(CountingEnv):
+    """A CountingEnv with episodes of ``2 + 18 * vector_index`` steps: envs of one vector end at different rates."""
+
+    def __init__(self, ctx: Any) -> None:
+        super().__init__({"episode_len": 2 + 18 * int(getattr(ctx, "vector_index", 0))})

@@ -11,7 +11,7 @@ from gymnasium import spaces
 from rltune.errors import RLTuneError
 from rltune.trainers import PPO
 
-from .envs import ContextEnv, CountingEnv
+from .envs import ContextEnv, CountingEnv, IndexLengthEnv
 
 TINY = {
     "num_envs_per_worker": 2,
@@ -206,6 +206,51 @@ def test_evaluation_config_reaches_the_evaluation_env():
         evaluation = trainer.evaluate(2)["evaluation"]
         assert evaluation["episode_len_mean"] == 9
         assert trainer.train()["episode_len_mean"] == 3
+
+
+def test_evaluation_takes_each_envs_share_of_whole_episodes():
+    # Env 0 ends an episode every 2 steps, env 1 every 20: the first 4 episodes to end would all
+    # be env 0's 2-step ones. Each env contributes its share instead.
+    config = {**TINY, "num_envs_per_worker": 2, "evaluation_duration": 4}
+    with PPO(config=config, env=IndexLengthEnv) as trainer:
+        evaluation = trainer.evaluate()["evaluation"]
+        assert sorted(evaluation["hist_stats"]["episode_reward"]) == [2.0, 2.0, 20.0, 20.0]
+        assert evaluation["episode_reward_mean"] == 11.0
+        assert sorted(trainer.evaluate(3)["evaluation"]["hist_stats"]["episode_reward"]) == [2.0, 2.0, 20.0]
+
+
+def test_evaluation_interval_puts_evaluation_stats_in_every_result():
+    config = {**TINY, "env_config": {"episode_len": 6}, "evaluation_interval": 2, "evaluation_duration": 3,
+              "evaluation_config": {"env_config": {"episode_len": 9}}}
+    with PPO(config=config, env=CountingEnv) as trainer:
+        first, second, third = trainer.train(), trainer.train(), trainer.train()
+    # Before the first evaluation: the same keys, NaN values (which never meet a stop criterion).
+    assert set(first["evaluation"]) == set(second["evaluation"])
+    assert math.isnan(first["evaluation"]["episode_reward_mean"])
+    assert first["evaluation"]["episodes_this_iter"] == 0
+    assert second["evaluation"]["episodes_this_iter"] == 3
+    assert second["evaluation"]["episode_reward_mean"] == 9.0
+    assert second["episode_reward_mean"] == 6.0  # training stats stay the training envs'
+    # Between evaluations: the latest values, marked as carried over.
+    assert third["evaluation"]["episode_reward_mean"] == 9.0
+    assert third["evaluation"]["episodes_this_iter"] == 0
+
+
+def test_no_evaluation_key_without_evaluation_interval(cartpole):
+    assert "evaluation" not in cartpole.train()
+
+
+def test_checkpoint_keeps_the_latest_evaluation(tmp_path):
+    config = {**TINY, "env_config": {"episode_len": 4}, "evaluation_interval": 2, "evaluation_duration": 2}
+    with PPO(config=config, env=CountingEnv) as trainer:
+        trainer.train()
+        trainer.train()
+        path = trainer.save(tmp_path / "ckpt")
+    with PPO(config=config, env=CountingEnv) as restored:
+        restored.restore(path)
+        result = restored.train()  # iteration 3: no evaluation runs, the restored one is carried
+    assert result["evaluation"]["episode_reward_mean"] == 4.0
+    assert result["evaluation"]["episodes_this_iter"] == 0
 
 
 def test_stopped_trainer_refuses_to_train():
