@@ -26,6 +26,7 @@ from pydantic import Field
 from torch.nn import functional as F
 
 from rltune.trainers._config import TrainerConfig, _Strict, schedule_value
+from rltune.trainers._flat_params import FlatParameters
 from rltune.trainers._models import QModel, make_adam
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._postprocessing import compute_n_step
@@ -153,8 +154,8 @@ class DQN(Trainer):
         policy = self.get_policy()
         self.target_model = copy.deepcopy(policy.model)
         self.target_model.requires_grad_(False)
-        self._params = list(policy.model.parameters())
-        self.optimizer = make_adam(self._params, lr=self.cfg.lr)
+        self.flat_params = FlatParameters(policy.model)
+        self.optimizer = make_adam([self.flat_params.param], lr=self.cfg.lr)
         self.buffer = ReplayBuffer(self.cfg.replay_buffer_config.capacity)
         self.last_target_update = 0
         self.num_target_updates = 0
@@ -249,10 +250,10 @@ class DQN(Trainer):
                     next_q = self.target_model(new_obs[rows]).gather(1, next_actions).squeeze(1)
                     target = rewards[rows] + discounts[rows] * not_terminated[rows] * next_q
             loss = loss_fn(q, target)
-            self.optimizer.zero_grad(set_to_none=True)
+            self.flat_params.zero_grad()
             loss.backward()
             if cfg.grad_clip:
-                torch.nn.utils.clip_grad_norm_(self._params, cfg.grad_clip)
+                self.flat_params.clip_grad_norm_(cfg.grad_clip)
             self.optimizer.step()
             self.num_grad_steps += 1
         with torch.no_grad():  # one device sync per round, for the last step's stats
@@ -277,7 +278,7 @@ class DQN(Trainer):
         self.num_grad_steps = int(values.get("num_grad_steps", 0))
         self._grad_step_debt = float(values.get("grad_step_debt", 0.0))
         if "optimizer" in tensors:
-            self.optimizer.load_state_dict(tensors["optimizer"])
+            self.optimizer.load_state_dict(self.flat_params.optimizer_state_from_per_parameter(tensors["optimizer"]))
         if "target_model" in tensors:
             self.target_model.load_state_dict(tensors["target_model"])
 

@@ -24,6 +24,7 @@ from pydantic import Field, field_validator
 
 from rltune.trainers._config import TrainerConfig, _check_schedule, schedule_value
 from rltune.trainers._distributions import Categorical, DiagGaussian, sample_categorical, sample_diag_gaussian
+from rltune.trainers._flat_params import FlatParameters
 from rltune.trainers._models import ActorCriticModel, make_adam
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._postprocessing import compute_gae
@@ -168,7 +169,8 @@ class PPO(Trainer):
 
     def setup(self) -> None:
         policy = self.get_policy()
-        self.optimizer = make_adam(policy.model.parameters(), lr=self.cfg.lr, eps=1e-5)
+        self.flat_params = FlatParameters(policy.model)
+        self.optimizer = make_adam([self.flat_params.param], lr=self.cfg.lr, eps=1e-5)
         self.kl_coeff = self.cfg.kl_coeff
         round_steps = self.workers.steps_per_round()
         if self.cfg.train_batch_size % round_steps:
@@ -202,7 +204,6 @@ class PPO(Trainer):
         if full_batch and cfg.normalize_advantages and n > 1:
             adv = columns[ADVANTAGES]
             columns[ADVANTAGES] = (adv - adv.mean()) / (adv.std() + 1e-8)  # the same for every epoch
-        params = list(policy.model.parameters())
         # Terms whose coefficient is 0 are computed for the stats only, outside the graph.
         learn_entropy = entropy_coeff > 0 or cfg.entropy_coeff_schedule is not None
         learn_kl = self.kl_coeff > 0
@@ -238,9 +239,9 @@ class PPO(Trainer):
                 if learn_kl:
                     kl = ((ratio - 1.0) - log_ratio).mean()  # k3 estimator of KL(old || new), always >= 0
                     loss = loss + self.kl_coeff * kl
-                self.optimizer.zero_grad(set_to_none=True)
+                self.flat_params.zero_grad()
                 loss.backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip) if cfg.grad_clip else torch.full((), float("nan"))
+                grad_norm = self.flat_params.clip_grad_norm_(cfg.grad_clip) if cfg.grad_clip else torch.full((), float("nan"))
                 self.optimizer.step()
                 steps += 1
                 if not last_epoch:
@@ -283,4 +284,4 @@ class PPO(Trainer):
     def set_algorithm_state(self, values: dict[str, Any], tensors: dict[str, Any]) -> None:
         self.kl_coeff = float(values.get("kl_coeff", self.cfg.kl_coeff))
         if "optimizer" in tensors:
-            self.optimizer.load_state_dict(tensors["optimizer"])
+            self.optimizer.load_state_dict(self.flat_params.optimizer_state_from_per_parameter(tensors["optimizer"]))

@@ -1,0 +1,79 @@
+"""A model's parameters as views into one flat tensor, so that a learner step costs one optimizer tensor.
+
+Small RL networks make many small parameter tensors (two 64x64 MLPs with
+heads: 12), and torch's optimizers and ``clip_grad_norm_`` pay a Python
+overhead per tensor on every gradient step: measured here, Adam's step and
+the clipping took ~300 us of a ~1.3 ms PPO minibatch step with 12 tensors,
+~100 us with one. :class:`FlatParameters` moves every parameter's data and
+gradient into two flat tensors (each parameter keeps its name, shape and
+module, as a view), and gives the optimizer the flat one.
+
+Invariants the learners keep:
+
+- Gradients accumulate into the views in place, so ``param.grad`` must never
+  be set to None: call :meth:`FlatParameters.zero_grad`, never
+  ``optimizer.zero_grad()`` or ``model.zero_grad()``.
+- Loading weights (``load_state_dict``) copies into the views in place; the
+  flat tensor sees the new values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+
+class FlatParameters:
+    """Every parameter of ``module`` as a view into :attr:`param` (and its grad into ``param.grad``)."""
+
+    def __init__(self, module: nn.Module) -> None:
+        params = list(module.parameters())
+        if not params:
+            raise ValueError("the model has no parameters to train")
+        first = params[0]
+        if any(p.dtype != first.dtype or p.device != first.device for p in params):
+            raise ValueError("all parameters must share one dtype and device to be flattened")
+        self.shapes = [p.shape for p in params]
+        self.param = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in params]))
+        self.param.grad = torch.zeros_like(self.param)
+        flat, flat_grad = self.param.detach(), self.param.grad
+        offset = 0
+        for p in params:
+            n = p.numel()
+            p.data = flat[offset : offset + n].view_as(p)
+            p.grad = flat_grad[offset : offset + n].view_as(p)
+            offset += n
+        self._params = params
+
+    def zero_grad(self) -> None:
+        """Zero every parameter's gradient (one op; the views stay in place)."""
+        self.param.grad.zero_()
+
+    def clip_grad_norm_(self, max_norm: float) -> torch.Tensor:
+        """Scale the gradients to a global norm of at most ``max_norm``; the norm before scaling."""
+        return torch.nn.utils.clip_grad_norm_(self.param, max_norm)
+
+    def optimizer_state_from_per_parameter(self, state_dict: dict[str, Any]) -> dict[str, Any]:
+        """An optimizer state dict of one per-parameter group (older checkpoints) as one for :attr:`param`.
+
+        Per-parameter buffers of the parameter's shape (Adam's moments) are
+        concatenated in parameter order; scalars (Adam's ``step``) are taken
+        from the first parameter, as every parameter stepped together. A
+        state dict that is already flat is returned as it is.
+        """
+        groups = state_dict.get("param_groups", [])
+        if len(groups) != 1 or len(groups[0].get("params", [])) != len(self._params) or len(self._params) == 1:
+            return state_dict
+        ids = groups[0]["params"]
+        per_param = state_dict.get("state", {})
+        if not all(i in per_param for i in ids):
+            return {"state": {}, "param_groups": [{**groups[0], "params": [0]}]}  # never stepped
+        merged: dict[str, Any] = {}
+        for key, value in per_param[ids[0]].items():
+            if torch.is_tensor(value) and value.shape == self.shapes[0]:
+                merged[key] = torch.cat([per_param[i][key].reshape(-1) for i in ids])
+            else:
+                merged[key] = value
+        return {"state": {0: merged}, "param_groups": [{**groups[0], "params": [0]}]}

@@ -1,0 +1,102 @@
+"""FlatParameters: one flat tensor behind a model's parameters trains exactly like the parameters themselves."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from rltune.trainers._config import ModelConfig
+from rltune.trainers._flat_params import FlatParameters
+from rltune.trainers._models import ActorCriticModel, make_adam
+
+
+def _model() -> ActorCriticModel:
+    torch.manual_seed(0)
+    return ActorCriticModel(4, 2, ModelConfig(fcnet_hiddens=[16, 16]))
+
+
+def _loss(model: ActorCriticModel, obs: torch.Tensor) -> torch.Tensor:
+    dist_inputs, values = model(obs)
+    return dist_inputs.pow(2).mean() + (values - 1.0).pow(2).mean()
+
+
+def _steps(model, optimizer, zero_grad, clip, batches) -> None:
+    for obs in batches:
+        zero_grad()
+        _loss(model, obs).backward()
+        clip()
+        optimizer.step()
+
+
+def test_training_through_the_flat_tensor_matches_per_parameter_adam_and_clipping():
+    batches = [torch.randn(32, 4, generator=torch.Generator().manual_seed(i)) for i in range(5)]
+    plain = _model()
+    flat_model = copy.deepcopy(plain)
+    plain_opt = make_adam(plain.parameters(), lr=1e-2)
+    _steps(plain, plain_opt, lambda: plain_opt.zero_grad(set_to_none=True),
+           lambda: torch.nn.utils.clip_grad_norm_(plain.parameters(), 0.5), batches)
+    flat = FlatParameters(flat_model)
+    flat_opt = make_adam([flat.param], lr=1e-2)
+    _steps(flat_model, flat_opt, flat.zero_grad, lambda: flat.clip_grad_norm_(0.5), batches)
+    for (name, a), b in zip(plain.named_parameters(), flat_model.parameters()):
+        torch.testing.assert_close(a, b, msg=name)
+    # The model's parameters are still the flat tensor's views after training.
+    flat.param.data.zero_()
+    assert all((p == 0).all() for p in flat_model.parameters())
+
+
+def test_loading_weights_writes_into_the_flat_tensor():
+    model = _model()
+    flat = FlatParameters(model)
+    other = _model()
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(1.0)
+    model.load_state_dict(other.state_dict())
+    expected = torch.cat([p.detach().reshape(-1) for p in other.parameters()])
+    torch.testing.assert_close(flat.param.detach(), expected)
+
+
+def test_gradients_land_in_the_flat_gradient_and_zero_grad_clears_them():
+    model = _model()
+    flat = FlatParameters(model)
+    _loss(model, torch.randn(8, 4)).backward()
+    assert flat.param.grad.abs().sum() > 0
+    torch.testing.assert_close(flat.param.grad, torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
+    flat.zero_grad()
+    assert all(p.grad is not None and (p.grad == 0).all() for p in model.parameters())
+
+
+def test_an_optimizer_state_of_per_parameter_tensors_converts_and_continues_the_same():
+    """Checkpoints written before the flat tensor hold Adam's moments per parameter."""
+    batches = [torch.randn(32, 4, generator=torch.Generator().manual_seed(i)) for i in range(4)]
+    plain = _model()
+    plain_opt = make_adam(plain.parameters(), lr=1e-2)
+    _steps(plain, plain_opt, lambda: plain_opt.zero_grad(set_to_none=True), lambda: None, batches[:2])
+    saved_weights, saved_opt = copy.deepcopy(plain.state_dict()), copy.deepcopy(plain_opt.state_dict())
+
+    restored = _model()
+    restored.load_state_dict(saved_weights)
+    flat = FlatParameters(restored)
+    flat_opt = make_adam([flat.param], lr=1e-2)
+    flat_opt.load_state_dict(flat.optimizer_state_from_per_parameter(saved_opt))
+    _steps(plain, plain_opt, lambda: plain_opt.zero_grad(set_to_none=True), lambda: None, batches[2:])
+    _steps(restored, flat_opt, flat.zero_grad, lambda: None, batches[2:])
+    for a, b in zip(plain.parameters(), restored.parameters()):
+        torch.testing.assert_close(a, b)
+
+
+def test_a_flat_optimizer_state_is_kept_as_it_is():
+    model = _model()
+    flat = FlatParameters(model)
+    opt = make_adam([flat.param], lr=1e-2)
+    _steps(model, opt, flat.zero_grad, lambda: None, [torch.randn(8, 4)])
+    state = opt.state_dict()
+    assert flat.optimizer_state_from_per_parameter(state) is state
+
+
+def test_a_model_without_parameters_is_refused():
+    with pytest.raises(ValueError, match="no parameters"):
+        FlatParameters(torch.nn.Identity())
