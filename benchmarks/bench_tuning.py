@@ -81,7 +81,7 @@ spend their whole budget, and the Zoo are the slow parts; a Zoo study takes from
 
     .venv/bin/python benchmarks/bench_tuning.py --markdown --json tuning.json
 
-The what-if on the metric's window (about 4 min)::
+The what-if on the old criterion (about 5 min, more when its studies are unlucky)::
 
     .venv/bin/python benchmarks/bench_tuning.py --variants tpe-asha,tpe-asha-train100 --markdown
 

@@ -26,12 +26,15 @@ from torch import nn
 
 
 class FlatParameters:
-    """Every parameter of ``module`` as a view into :attr:`param` (and its grad into ``param.grad``)."""
+    """Every trainable parameter of ``module`` as a view into :attr:`param` (and its grad into ``param.grad``).
+
+    Frozen parameters (``requires_grad=False``) stay as they are, out of the optimizer.
+    """
 
     def __init__(self, module: nn.Module) -> None:
-        params = list(module.parameters())
+        params = [p for p in module.parameters() if p.requires_grad]
         if not params:
-            raise ValueError("the model has no parameters to train")
+            raise ValueError("the model has no trainable parameters")
         first = params[0]
         if any(p.dtype != first.dtype or p.device != first.device for p in params):
             raise ValueError("all parameters must share one dtype and device to be flattened")

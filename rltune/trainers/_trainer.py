@@ -371,7 +371,7 @@ class Trainer:
         """
         if self.iteration % self.cfg.evaluation_interval == 0:
             self._last_evaluation = self.evaluate()["evaluation"]
-            return self._last_evaluation
+            return dict(self._last_evaluation)  # callbacks may edit the result; the carried copy stays as measured
         if self._last_evaluation is None:
             return _evaluation_stats([])
         return {**self._last_evaluation, "episodes_this_iter": 0, "hist_stats": {"episode_reward": []}}

@@ -97,6 +97,17 @@ def test_a_flat_optimizer_state_is_kept_as_it_is():
     assert flat.optimizer_state_from_per_parameter(state) is state
 
 
-def test_a_model_without_parameters_is_refused():
-    with pytest.raises(ValueError, match="no parameters"):
+def test_frozen_parameters_stay_out_of_the_flat_tensor():
+    model = _model()
+    model.pi_head.requires_grad_(False)
+    frozen = model.pi_head.weight.detach().clone()
+    flat = FlatParameters(model)
+    assert flat.param.numel() == sum(p.numel() for p in model.parameters()) - sum(p.numel() for p in model.pi_head.parameters())
+    opt = make_adam([flat.param], lr=1e-2)
+    _steps(model, opt, flat.zero_grad, lambda: None, [torch.randn(8, 4)])
+    torch.testing.assert_close(model.pi_head.weight, frozen)
+
+
+def test_a_model_without_trainable_parameters_is_refused():
+    with pytest.raises(ValueError, match="no trainable parameters"):
         FlatParameters(torch.nn.Identity())
