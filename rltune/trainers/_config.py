@@ -93,8 +93,8 @@ class TrainerConfig(_Strict):
     evaluation_interval: Optional[int] = Field(
         None,
         ge=1,
-        description="Run evaluate() every this many training iterations and put its stats under the results' "
-        "'evaluation' key (every result carries the latest); None for no evaluation during training.",
+        description="Run evaluate() on the first and every this-many-th training iteration and put its stats "
+        "under the results' 'evaluation' key (every result carries the latest); None for no evaluation during training.",
     )
     evaluation_duration: int = Field(10, ge=1, description="Episodes run by evaluate().")
     evaluation_config: dict[str, Any] = Field(

@@ -12,7 +12,8 @@ class EnvContext(dict):
     written for RLlib works unchanged; the attributes say where the env runs:
 
     - ``worker_index``: 0 for the local worker (the trainer's process),
-      1..``num_workers`` for the rollout worker processes.
+      1..``num_workers`` for the rollout worker processes, ``num_workers + 1``
+      for the evaluation envs (``evaluate()``, in the trainer's process).
     - ``vector_index``: index of the env among the worker's
       ``num_envs_per_worker`` envs.
     - ``num_workers``: number of remote rollout workers of the trainer.

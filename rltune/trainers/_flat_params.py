@@ -51,8 +51,20 @@ class FlatParameters:
         self._params = params
 
     def zero_grad(self) -> None:
-        """Zero every parameter's gradient (one op; the views stay in place)."""
-        self.param.grad.zero_()
+        """Zero every parameter's gradient (one op; the views stay in place).
+
+        Raises RuntimeError when a gradient was detached from the flat one
+        (something set ``.grad`` to None or replaced it): the optimizer
+        would no longer see the model's gradients.
+        """
+        grad = self.param.grad
+        first = self._params[0].grad
+        if grad is None or first is None or first.data_ptr() != grad.data_ptr():
+            raise RuntimeError(
+                "the model's gradients no longer live in the flat tensor (was optimizer.zero_grad() or "
+                "model.zero_grad() called?); zero them with FlatParameters.zero_grad()"
+            )
+        grad.zero_()
 
     def clip_grad_norm_(self, max_norm: float) -> torch.Tensor:
         """Scale the gradients to a global norm of at most ``max_norm``; the norm before scaling."""
@@ -71,12 +83,21 @@ class FlatParameters:
             return state_dict
         ids = groups[0]["params"]
         per_param = state_dict.get("state", {})
-        if not all(i in per_param for i in ids):
-            return {"state": {}, "param_groups": [{**groups[0], "params": [0]}]}  # never stepped
+        stepped = [k for k, i in enumerate(ids) if i in per_param]
+        group = {**groups[0], "params": [0]}
+        if not stepped:
+            return {"state": {}, "param_groups": [group]}
+        # A parameter that never had a gradient (e.g. the value net with use_critic: False)
+        # has no state: its moments are zeros.
+        reference = per_param[ids[stepped[0]]]
         merged: dict[str, Any] = {}
-        for key, value in per_param[ids[0]].items():
-            if torch.is_tensor(value) and value.shape == self.shapes[0]:
-                merged[key] = torch.cat([per_param[i][key].reshape(-1) for i in ids])
+        for key, value in reference.items():
+            k0 = stepped[0]
+            if torch.is_tensor(value) and value.shape == self.shapes[k0]:
+                merged[key] = torch.cat([
+                    per_param[i][key].reshape(-1) if i in per_param else torch.zeros(shape.numel(), dtype=value.dtype)
+                    for i, shape in zip(ids, self.shapes)
+                ])
             else:
                 merged[key] = value
-        return {"state": {0: merged}, "param_groups": [{**groups[0], "params": [0]}]}
+        return {"state": {0: merged}, "param_groups": [group]}

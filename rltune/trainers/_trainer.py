@@ -10,6 +10,7 @@ result dict.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import logging
 import math
@@ -184,7 +185,7 @@ class Trainer:
         self._episode_window: deque[EpisodeMetrics] = deque(maxlen=self.cfg.metrics_num_episodes_for_smoothing)
         self._results_root = Path(os.path.expanduser(results_dir or os.environ.get("RLTUNE_RESULTS_DIR", DEFAULT_RESULTS_DIR)))
         self._logdir: Path | None = None
-        self._eval_worker: RolloutWorker | None = None
+        self._eval_workers: dict[int, RolloutWorker] = {}  # by number of envs
         self._last_evaluation: dict[str, Any] | None = None
         self._stopped = False
 
@@ -284,8 +285,8 @@ class Trainer:
     def set_task(self, task: Any) -> None:
         """Give every task-settable env of every worker (and the evaluation env) ``task``."""
         self.workers.set_task(task)
-        if self._eval_worker is not None:
-            self._eval_worker.set_task_all(task)
+        for worker in self._eval_workers.values():
+            worker.set_task_all(task)
 
     def get_tasks(self) -> dict[tuple[int, int], Any]:
         """The last known task of every task-settable env, by (worker_index, vector_index)."""
@@ -362,19 +363,17 @@ class Trainer:
     def _periodic_evaluation(self) -> dict[str, Any]:
         """The ``evaluation`` stats for this iteration's result (``evaluation_interval`` is set).
 
-        Every ``evaluation_interval``-th iteration runs :meth:`evaluate`; the
-        others carry the latest stats with ``episodes_this_iter: 0``, and
-        iterations before the first evaluation carry NaN, so that every
-        result has the same keys (a stop criterion or a tuning metric on
-        ``evaluation/episode_reward_mean`` finds its key from the first
-        result on, and NaN never meets a criterion).
+        The first iteration (of a trainer that has no evaluation yet) and
+        every ``evaluation_interval``-th one run :meth:`evaluate`; the others
+        carry the latest stats with ``episodes_this_iter: 0``. So every
+        result has the keys and a value: a stop criterion or a tuning metric
+        on ``evaluation/episode_reward_mean`` works from the first result on,
+        and a trial that stops early still has a final value.
         """
-        if self.iteration % self.cfg.evaluation_interval == 0:
+        if self._last_evaluation is None or self.iteration % self.cfg.evaluation_interval == 0:
             self._last_evaluation = self.evaluate()["evaluation"]
-            return dict(self._last_evaluation)  # callbacks may edit the result; the carried copy stays as measured
-        if self._last_evaluation is None:
-            return _evaluation_stats([])
-        return {**self._last_evaluation, "episodes_this_iter": 0, "hist_stats": {"episode_reward": []}}
+            return copy.deepcopy(self._last_evaluation)  # callbacks may edit the result; the carried stats stay as measured
+        return {**copy.deepcopy(self._last_evaluation), "episodes_this_iter": 0, "hist_stats": {"episode_reward": []}}
 
     def evaluate(self, num_episodes: int | None = None, *, task: Any = None) -> dict[str, Any]:
         """Run deterministic episodes in a separate env (with ``evaluation_config``); training stats are untouched.
@@ -383,26 +382,39 @@ class Trainer:
         when given (e.g. the hardest task, to judge a curriculum).
         """
         n = num_episodes or self.cfg.evaluation_duration
-        if self._eval_worker is None:
-            eval_cfg = self.validate({**self.config, **self.cfg.evaluation_config}) if self.cfg.evaluation_config else self.cfg
-            local = self.workers.local_worker
-            self._eval_worker = RolloutWorker(
-                env_spec=self.env_spec,
-                config=eval_cfg,
-                policy_class=self.policy_class,
-                worker_index=0,
-                num_workers=self.cfg.num_workers,
-                # One batched forward per step over several envs; no more envs than episodes.
-                num_envs=min(eval_cfg.num_envs_per_worker, self.cfg.evaluation_duration),
-                spaces=(local.observation_space, local.action_space),
-            )
+        worker = self._evaluation_worker(n)
         if task is None:
             task = self.current_task()
         if task is not None:
-            self._eval_worker.set_task_all(task)
-        self._eval_worker.set_weights(self.workers.local_worker.get_weights(), {"timestep": self.timesteps_total})
-        episodes = self._eval_worker.run_episodes(n, explore=False)
+            worker.set_task_all(task)
+        worker.set_weights(self.workers.local_worker.get_weights(), {"timestep": self.timesteps_total})
+        episodes = worker.run_episodes(n, explore=False)
         return {"evaluation": _evaluation_stats(episodes)}
+
+    def _evaluation_worker(self, num_episodes: int) -> RolloutWorker:
+        """The worker that runs ``num_episodes`` evaluation episodes, built on first use.
+
+        It steps up to ``num_envs_per_worker`` envs of the evaluation config
+        at once, never more envs than episodes (so ``evaluate(1)`` builds one
+        env). Its ``worker_index`` is ``num_workers + 1``: its envs get seeds
+        (and indices) of their own, not the training envs'.
+        """
+        eval_cfg = self.validate({**self.config, **self.cfg.evaluation_config}) if self.cfg.evaluation_config else self.cfg
+        num_envs = min(eval_cfg.num_envs_per_worker, num_episodes)
+        worker = self._eval_workers.get(num_envs)
+        if worker is None:
+            local = self.workers.local_worker
+            worker = RolloutWorker(
+                env_spec=self.env_spec,
+                config=eval_cfg,
+                policy_class=self.policy_class,
+                worker_index=self.cfg.num_workers + 1,
+                num_workers=self.cfg.num_workers,
+                num_envs=num_envs,
+                spaces=(local.observation_space, local.action_space),
+            )
+            self._eval_workers[num_envs] = worker
+        return worker
 
     # -- workers and envs --------------------------------------------------------------
     def foreach_worker(self, fn: Callable[[RolloutWorker], Any]) -> list[Any]:
@@ -575,8 +587,8 @@ class Trainer:
         if self._stopped:
             return
         self._stopped = True
-        if self._eval_worker is not None:
-            self._eval_worker.stop()
+        for worker in self._eval_workers.values():
+            worker.stop()
         finalizer = getattr(self, "_finalizer", None)
         if finalizer is not None:
             finalizer()

@@ -111,14 +111,14 @@ def test_train_writes_params_results_and_checkpoints(tmp_path, capsys):
 def test_train_stops_on_an_evaluation_key_and_shows_the_evaluations(tmp_path, capsys):
     config = json.dumps({**TINY, "evaluation_interval": 2, "evaluation_duration": 2})
     code, out, err = run(
-        capsys, *train_argv(tmp_path, "--name", "ev", "--stop", '{"evaluation/episodes_this_iter": 2}', config=config)
+        capsys, *train_argv(tmp_path, "--name", "ev", "--stop", '{"training_iteration": 3, "evaluation/episode_reward_mean": 1e9}', config=config)
     )
     assert code == 0, err
-    assert [r["evaluation"]["episodes_this_iter"] for r in read_results(tmp_path / "ev")] == [0, 2]
+    assert [r["evaluation"]["episodes_this_iter"] for r in read_results(tmp_path / "ev")] == [2, 2, 0]
     iter_lines = [line for line in out.splitlines() if line.startswith("iter ")]
-    assert "eval_reward_mean" not in iter_lines[0]
-    assert re.search(r"eval_reward_mean [\d.]+$", iter_lines[1])
-    assert "stopped: evaluation/episodes_this_iter = 2 >= 2" in out
+    assert all(re.search(r"eval_reward_mean [\d.]+$", line) for line in iter_lines[:2])
+    assert "eval_reward_mean" not in iter_lines[2]
+    assert "stopped: training_iteration = 3 >= 3" in out
 
 
 def test_checkpoint_at_end_only_and_a_second_run_gets_its_own_dir(tmp_path, capsys):

@@ -225,14 +225,14 @@ def test_best_config_file_reruns_with_rltune_train(tmp_path):
 
 
 def test_a_study_tuned_on_the_evaluation_of_its_trials(tmp_path):
-    """metric and stop on evaluation/episode_reward_mean (evaluation_interval): NaN before the first evaluation."""
+    """metric on evaluation/episode_reward_mean (evaluation_interval); the trials stop before their 2nd evaluation."""
     analysis = tune.run(
         "PPO",
         metric="evaluation/episode_reward_mean",
         stop={"training_iteration": 3},
         config={"env": "CartPole-v1", "num_workers": 0, "train_batch_size": 100, "rollout_fragment_length": 50,
                 "num_envs_per_worker": 2, "sgd_minibatch_size": 100, "num_sgd_iter": 1, "seed": 0,
-                "evaluation_interval": 2, "evaluation_duration": 2,
+                "evaluation_interval": 5, "evaluation_duration": 2,
                 "lr": tune.grid_search([0.01, 0.001])},
         scheduler="median",
         results_dir=str(tmp_path),
@@ -241,10 +241,11 @@ def test_a_study_tuned_on_the_evaluation_of_its_trials(tmp_path):
     assert [t.state for t in analysis.trials] == ["COMPLETE"] * 2
     for t in analysis.trials:
         evaluation = t.last_result["evaluation"]
-        assert evaluation["episodes_this_iter"] == 0  # iteration 3 carries iteration 2's evaluation
+        assert evaluation["episodes_this_iter"] == 0  # iteration 3 carries iteration 1's evaluation
         assert t.value == evaluation["episode_reward_mean"] >= 8  # CartPole: at least 8 steps an episode
         frozen = analysis.study.trials[t.number]
-        assert sorted(frozen.intermediate_values) == [2, 3]  # iteration 1 had no evaluation yet: not reported
+        assert sorted(frozen.intermediate_values) == [1, 2, 3]
+        assert frozen.intermediate_values[3] == frozen.intermediate_values[2] == t.value
     assert analysis.best_trial.value == max(t.value for t in analysis.trials)
 
 

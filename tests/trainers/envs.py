@@ -283,3 +283,18 @@ class IndexLengthEnv(CountingEnv):
 
     def __init__(self, ctx: Any) -> None:
         super().__init__({"episode_len": 2 + 18 * int(getattr(ctx, "vector_index", 0))})
+
+
+class SeedLogEnv(CountingEnv):
+    """A CountingEnv that logs ``(worker_index, vector_index, seed)`` of every seeded reset in :attr:`seeds`."""
+
+    seeds: list[tuple[int, int, int]] = []
+
+    def __init__(self, ctx: Any) -> None:
+        super().__init__(ctx)
+        self.ctx = ctx
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is not None:
+            SeedLogEnv.seeds.append((self.ctx.worker_index, self.ctx.vector_index, seed))
+        return super().reset(seed=seed, options=options)

@@ -289,3 +289,23 @@ def test_failed_restore_leaves_the_trainer_unchanged(trained):
         assert other.iteration == 1
         changed = sorted(k for k in before if not np.array_equal(before[k], after[k]))
         assert changed == [], f"a failed restore overwrote {changed}"
+
+
+def test_after_restore_training_still_moves_the_weights_through_the_flat_tensor(tmp_path):
+    from rltune.trainers import DQN
+
+    for cls, config in ((PPO, {"train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 2, "seed": 0}),
+                        (DQN, {"learning_starts": 32, "rollout_fragment_length": 32, "train_batch_size": 16,
+                               "min_sample_timesteps_per_iteration": 64, "seed": 0})):
+        with cls(config=config, env="CartPole-v1") as trainer:
+            trainer.train()
+            path = trainer.save(tmp_path / cls.__name__)
+        with cls(config=config, env="CartPole-v1") as restored:
+            restored.restore(path)
+            before = restored.get_policy().get_weights()
+            restored.train()
+            model = restored.get_policy().model
+            flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+            torch.testing.assert_close(restored.flat_params.param.detach(), flat)
+            after = restored.get_policy().get_weights()
+            assert any(not np.array_equal(before[k], after[k]) for k in before), cls.__name__

@@ -111,3 +111,39 @@ def test_frozen_parameters_stay_out_of_the_flat_tensor():
 def test_a_model_without_trainable_parameters_is_refused():
     with pytest.raises(ValueError, match="no trainable parameters"):
         FlatParameters(torch.nn.Identity())
+
+
+def test_an_old_state_where_some_parameters_never_had_a_gradient_converts_with_zero_moments():
+    """With use_critic: False the value net never gets a gradient: older checkpoints hold no Adam state for it."""
+    model = _model()
+    opt = make_adam(model.parameters(), lr=1e-2)
+    opt.zero_grad(set_to_none=True)
+    dist_inputs, _ = model(torch.randn(8, 4))
+    dist_inputs.pow(2).mean().backward()  # the value net's parameters keep grad None
+    opt.step()
+    saved = opt.state_dict()
+    stepped = [i for i, p in enumerate(model.parameters()) if p.grad is not None]
+    assert 0 < len(saved["state"]) == len(stepped) < len(list(model.parameters()))
+
+    flat = FlatParameters(model)
+    state = flat.optimizer_state_from_per_parameter(saved)
+    moments = state["state"][0]["exp_avg"]
+    assert moments.numel() == flat.param.numel()
+    offset = 0
+    for i, p in enumerate(model.parameters()):
+        part = moments[offset : offset + p.numel()]
+        if i in stepped:
+            torch.testing.assert_close(part, saved["state"][i]["exp_avg"].reshape(-1))
+        else:
+            assert (part == 0).all()
+        offset += p.numel()
+    make_adam([flat.param], lr=1e-2).load_state_dict(state)
+
+
+def test_zero_grad_refuses_gradients_detached_from_the_flat_tensor():
+    model = _model()
+    flat = FlatParameters(model)
+    opt = make_adam([flat.param], lr=1e-2)
+    opt.zero_grad()  # sets the flat gradient to None: the model's grads no longer reach the optimizer
+    with pytest.raises(RuntimeError, match="no longer live in the flat tensor"):
+        flat.zero_grad()

@@ -11,7 +11,7 @@ from gymnasium import spaces
 from rltune.errors import RLTuneError
 from rltune.trainers import PPO
 
-from .envs import ContextEnv, CountingEnv, IndexLengthEnv
+from .envs import ContextEnv, CountingEnv, IndexLengthEnv, SeedLogEnv
 
 TINY = {
     "num_envs_per_worker": 2,
@@ -220,20 +220,37 @@ def test_evaluation_takes_each_envs_share_of_whole_episodes():
 
 
 def test_evaluation_interval_puts_evaluation_stats_in_every_result():
-    config = {**TINY, "env_config": {"episode_len": 6}, "evaluation_interval": 2, "evaluation_duration": 3,
+    config = {**TINY, "env_config": {"episode_len": 6}, "evaluation_interval": 3, "evaluation_duration": 3,
               "evaluation_config": {"env_config": {"episode_len": 9}}}
     with PPO(config=config, env=CountingEnv) as trainer:
-        first, second, third = trainer.train(), trainer.train(), trainer.train()
-    # Before the first evaluation: the same keys, NaN values (which never meet a stop criterion).
-    assert set(first["evaluation"]) == set(second["evaluation"])
-    assert math.isnan(first["evaluation"]["episode_reward_mean"])
-    assert first["evaluation"]["episodes_this_iter"] == 0
-    assert second["evaluation"]["episodes_this_iter"] == 3
-    assert second["evaluation"]["episode_reward_mean"] == 9.0
-    assert second["episode_reward_mean"] == 6.0  # training stats stay the training envs'
-    # Between evaluations: the latest values, marked as carried over.
-    assert third["evaluation"]["episode_reward_mean"] == 9.0
-    assert third["evaluation"]["episodes_this_iter"] == 0
+        results = [trainer.train() for _ in range(4)]
+    # Iteration 1 evaluates (so that every result has a value), then every 3rd iteration.
+    assert [r["evaluation"]["episodes_this_iter"] for r in results] == [3, 0, 3, 0]
+    assert all(r["evaluation"]["episode_reward_mean"] == 9.0 for r in results)
+    assert results[1]["evaluation"]["hist_stats"]["episode_reward"] == []  # carried over, not measured again
+    assert results[0]["episode_reward_mean"] == 6.0  # training stats stay the training envs'
+
+
+def test_evaluation_envs_get_seeds_and_a_worker_index_of_their_own():
+    SeedLogEnv.seeds.clear()
+    config = {**TINY, "num_workers": 1, "evaluation_duration": 2, "disable_env_checking": True}
+    with PPO(config=config, env=SeedLogEnv) as trainer:
+        trainer.train()  # the remote worker's seeds are logged in its own process
+        trainer.evaluate()
+    evaluation = [(w, v, seed) for w, v, seed in SeedLogEnv.seeds if w == 2]  # num_workers + 1
+    assert sorted(v for w, v, seed in evaluation) == [0, 1]
+    remote_seeds = {TINY["seed"] + 1000 + v for v in range(2)}
+    assert not {seed for _, _, seed in evaluation} & remote_seeds
+
+
+def test_a_callback_editing_the_evaluation_does_not_change_the_carried_one():
+    config = {**TINY, "evaluation_interval": 5, "evaluation_duration": 2}
+    with PPO(config=config, env=CountingEnv) as trainer:
+        first = trainer.train()
+        first["evaluation"]["hist_stats"]["episode_reward"].append(-1.0)
+        first["evaluation"]["episode_reward_mean"] = -1.0
+        second = trainer.train()
+    assert second["evaluation"]["episode_reward_mean"] == 5.0
 
 
 def test_no_evaluation_key_without_evaluation_interval(cartpole):
