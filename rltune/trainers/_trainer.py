@@ -186,6 +186,7 @@ class Trainer:
         self._results_root = Path(os.path.expanduser(results_dir or os.environ.get("RLTUNE_RESULTS_DIR", DEFAULT_RESULTS_DIR)))
         self._logdir: Path | None = None
         self._eval_workers: dict[int, RolloutWorker] = {}  # by number of envs
+        self._eval_cfg: TrainerConfig | None = None
         self._last_evaluation: dict[str, Any] | None = None
         self._stopped = False
 
@@ -399,7 +400,9 @@ class Trainer:
         env). Its ``worker_index`` is ``num_workers + 1``: its envs get seeds
         (and indices) of their own, not the training envs'.
         """
-        eval_cfg = self.validate({**self.config, **self.cfg.evaluation_config}) if self.cfg.evaluation_config else self.cfg
+        if self._eval_cfg is None:  # validated once: evaluate() may run every few iterations
+            self._eval_cfg = self.validate({**self.config, **self.cfg.evaluation_config}) if self.cfg.evaluation_config else self.cfg
+        eval_cfg = self._eval_cfg
         num_envs = min(eval_cfg.num_envs_per_worker, num_episodes)
         worker = self._eval_workers.get(num_envs)
         if worker is None:
