@@ -104,6 +104,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as common
+from rltune.orchestrator._stop import lookup  # result keys as study files write them ("evaluation/...")
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -341,16 +342,9 @@ def _read_results(study_dir: Path, offsets: dict[Path, int], events: list[dict[s
                 "iteration": int(r.get("training_iteration", 0)),
                 "steps": int(r.get("timesteps_this_iter", 0)),
                 "trial_steps": int(r.get("timesteps_total", 0)),
-                "value": _num(_at_path(r, metric)),
+                "value": _num(lookup(r, metric)),
                 "train": _num(r.get(TRAIN_METRIC)),
             })
-
-
-def _at_path(result: dict[str, Any], path: str) -> Any:
-    node: Any = result
-    for key in path.split("/"):
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
 
 
 def _num(x: Any) -> float:

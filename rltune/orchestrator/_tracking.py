@@ -323,7 +323,7 @@ class _Failures:
         self.unrecorded.extend(unrecorded[:max(0, MAX_UNRECORDED - len(self.unrecorded))])
 
     def summary(self) -> str | None:
-        """One line such as ``MLflow: 12 calls not recorded (metrics x10, checkpoint x2)``; None when all went well."""
+        """One line such as ``MLflow tracking (study 'x'): 12 call(s) not recorded (metrics x10, checkpoint x2)``; None when all went well."""
         if not self.counts:
             return None
         kinds = ", ".join(f"{k} x{n}" for k, n in self.counts.most_common())

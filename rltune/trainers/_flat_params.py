@@ -89,11 +89,10 @@ class FlatParameters:
             return {"state": {}, "param_groups": [group]}
         # A parameter that never had a gradient (e.g. the value net with use_critic: False)
         # has no state: its moments are zeros.
-        reference = per_param[ids[stepped[0]]]
+        first = stepped[0]
         merged: dict[str, Any] = {}
-        for key, value in reference.items():
-            k0 = stepped[0]
-            if torch.is_tensor(value) and value.shape == self.shapes[k0]:
+        for key, value in per_param[ids[first]].items():
+            if torch.is_tensor(value) and value.shape == self.shapes[first]:
                 merged[key] = torch.cat([
                     per_param[i][key].reshape(-1) if i in per_param else torch.zeros(shape.numel(), dtype=value.dtype)
                     for i, shape in zip(ids, self.shapes)
