@@ -64,7 +64,8 @@ def sample_categorical(
         # Scaling by the last cumulative value keeps the draw below it despite rounding.
         draws = rng.random((len(log_probs), 1), dtype=np.float32) * cumulative[:, -1:]
         actions = (cumulative < draws).sum(axis=1)
-    return actions, np.take_along_axis(log_probs, actions[:, None], axis=1)[:, 0]
+    # Fancy indexing: several times cheaper than np.take_along_axis on a vector's few rows.
+    return actions, log_probs[np.arange(len(log_probs)), actions]
 
 
 def sample_diag_gaussian(
