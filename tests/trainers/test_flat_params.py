@@ -147,3 +147,20 @@ def test_zero_grad_refuses_gradients_detached_from_the_flat_tensor():
     opt.zero_grad()  # sets the flat gradient to None: the model's grads no longer reach the optimizer
     with pytest.raises(RuntimeError, match="no longer live in the flat tensor"):
         flat.zero_grad()
+
+
+@pytest.mark.parametrize("max_norm", [0.05, 1e6])  # clipped, and left as it is
+def test_clip_grad_norm_matches_torchs(max_norm):
+    plain = _model()
+    flat_model = copy.deepcopy(plain)
+    flat = FlatParameters(flat_model)
+    obs = torch.randn(32, 4, generator=torch.Generator().manual_seed(0))
+    _loss(plain, obs).backward()
+    flat.zero_grad()
+    _loss(flat_model, obs).backward()
+    expected_norm = torch.nn.utils.clip_grad_norm_(plain.parameters(), max_norm)
+    norm = flat.clip_grad_norm_(max_norm)
+    torch.testing.assert_close(norm, expected_norm)
+    assert (norm > max_norm) == (max_norm == 0.05)
+    for (name, a), b in zip(plain.named_parameters(), flat_model.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, msg=name)
