@@ -29,9 +29,9 @@ episode hook is overridden.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from rltune._imports import import_object
 from rltune.errors import CallbackError, ConfigError
 
 EPISODE_HOOKS = ("on_episode_start", "on_episode_step", "on_episode_end")
@@ -128,13 +128,7 @@ for _hook in ALL_HOOKS:
 
 def _resolve_one(spec: Any, where: str) -> DefaultCallbacks:
     if isinstance(spec, str):
-        module, _, attr = spec.partition(":")
-        if not attr:
-            module, _, attr = spec.rpartition(".")
-        try:
-            spec = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError, ValueError) as exc:
-            raise ConfigError(f"{where}: cannot import {spec!r} ({exc})") from None
+        spec = import_object(spec, where)
     if isinstance(spec, DefaultCallbacks):
         return spec
     if isinstance(spec, type) and issubclass(spec, DefaultCallbacks):

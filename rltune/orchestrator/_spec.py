@@ -38,6 +38,7 @@ from typing import Any, Literal, Optional
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rltune._imports import import_object
 from rltune.errors import ConfigError
 from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs, without_paths
 from rltune.orchestrator._stop import StopCriteria
@@ -316,11 +317,8 @@ def resolve_trainable(run: Any) -> Trainable:
     """A trainer (name, class, import string) or a function; ConfigError says which forms are accepted."""
     if isinstance(run, str):
         if ":" in run:
-            module, _, attr = run.partition(":")
-            try:
-                obj = getattr(importlib.import_module(module), attr)
-            except (ImportError, AttributeError) as exc:
-                raise ConfigError(f"cannot import {run!r} ({type(exc).__name__}: {exc})") from None
+            attr = run.partition(":")[2]
+            obj = import_object(run, "")
             kind = _kind_of(obj, run)
             return Trainable(kind, run, getattr(obj, "name", None) if kind == "trainer" else attr)
         from rltune.trainers import get_trainer_class

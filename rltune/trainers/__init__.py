@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import importlib
 
+from rltune._imports import import_object
 from rltune.errors import ConfigError
 from rltune.trainers._env_context import EnvContext
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
@@ -33,11 +34,7 @@ def get_trainer_class(name: str) -> type[Trainer]:
         module, _, attr = _TRAINERS[key].partition(":")
         return getattr(importlib.import_module(module), attr)
     if ":" in str(name):
-        module, _, attr = str(name).partition(":")
-        try:
-            cls = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"run {name!r}: cannot import it ({exc})") from None
+        cls = import_object(str(name), "run")
         if isinstance(cls, type) and issubclass(cls, Trainer):
             return cls
         raise ConfigError(f"run {name!r} is not a rltune Trainer subclass")

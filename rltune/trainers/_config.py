@@ -70,7 +70,7 @@ class TrainerConfig(_Strict):
     )
     grad_clip: Optional[float] = Field(None, gt=0.0, description="Max global gradient norm; None for no clipping.")
     model: ModelConfig = Field(default_factory=ModelConfig, description="The built-in model.")
-    seed: Optional[int] = Field(None, description="Seed for torch, numpy and the envs; None for random.")
+    seed: Optional[int] = Field(None, ge=0, description="Seed for torch, numpy and the envs (>= 0); None for random.")
     callbacks: Any = Field(None, description="DefaultCallbacks subclass, import string, or list of either.")
     env_task_fn: Any = Field(
         None, description="fn(result, env, env_context) -> task, run per env after every iteration (TaskSettableEnv)."

@@ -37,19 +37,25 @@ def build_env(spec: EnvSpec, ctx: EnvContext, *, check: bool) -> gym.Env:
             f"env {spec.name!r} ({where(ctx)}): the creator returned {type(env).__name__}, "
             "which is not a gymnasium.Env (subclass gymnasium.Env, or rltune.trainers.MultiAgentEnv later)"
         )
-    # gym.make already wraps registered envs in gymnasium's passive env checker.
-    if check and not spec.is_gym_id:
-        check_gym_api(env, spec.name, ctx)
+    if check:
+        # A registered id's advice (e.g. CartPole's infinite observation bounds) is a design
+        # choice of a published env that the user cannot change: logged at DEBUG only.
+        check_gym_api(env, spec.name, ctx, advice_level=logging.DEBUG if spec.is_gym_id else logging.WARNING)
     return env
 
 
-def check_gym_api(env: gym.Env, name: str, ctx: EnvContext) -> None:
-    """Run gymnasium's env checker once; turn a violation into an :class:`EnvError`."""
-    target = env.unwrapped
+def check_gym_api(env: gym.Env, name: str, ctx: EnvContext, *, advice_level: int = logging.WARNING) -> None:
+    """Run gymnasium's env checker once on ``env`` as built; turn a violation into an :class:`EnvError`.
+
+    The env is checked with its wrappers, as the sampler will step it: a
+    wrapper that makes an env follow the API passes, one that breaks it
+    fails. The checker's warnings (advice, not violations) are logged at
+    ``advice_level``.
+    """
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            check_env(target, skip_render_check=True, skip_close_check=True)
+            check_env(env, skip_render_check=True, skip_close_check=True)
     except Exception as exc:  # the checker raises AssertionError, TypeError, AttributeError...
         message = str(exc).split(" See https://")[0].strip() or type(exc).__name__
         raise EnvError(
@@ -60,7 +66,7 @@ def check_gym_api(env: gym.Env, name: str, ctx: EnvContext) -> None:
         text = str(w.message)
         if "is different from the unwrapped version" in text:
             continue
-        logger.warning("env %r (%s): %s", name, where(ctx), text)
+        logger.log(advice_level, "env %r (%s): %s", name, where(ctx), text)
 
 
 def describe(env: Any) -> str:

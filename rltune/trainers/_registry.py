@@ -9,12 +9,12 @@ callable ``creator(env_context) -> env``.
 from __future__ import annotations
 
 import difflib
-import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import gymnasium as gym
 
+from rltune._imports import import_object
 from rltune.errors import ConfigError
 from rltune.trainers._env_context import EnvContext
 
@@ -51,13 +51,25 @@ class EnvSpec:
 
 
 class _GymMaker:
-    """Builds a registered gymnasium env with ``env_config`` as keyword arguments (as RLlib does)."""
+    """Builds a registered gymnasium env with ``env_config`` as keyword arguments (as RLlib does).
 
-    def __init__(self, env_id: str) -> None:
-        self.env_id = env_id
+    It holds the id's registration (gymnasium's ``EnvSpec``), read where the
+    trainer runs and shipped with the maker: an id that the user's script
+    registered with ``gymnasium.register`` builds in rollout worker processes
+    too, where that registration never ran.
+    """
+
+    def __init__(self, spec: gym.envs.registration.EnvSpec) -> None:
+        self.spec = spec
 
     def __call__(self, ctx: EnvContext) -> gym.Env:
-        return gym.make(self.env_id, **dict(ctx))
+        # rltune runs gymnasium's full env checker on the first env itself (unless
+        # disable_env_checking), so gym.make's passive checker wrapper is left out.
+        return gym.make(self.spec, disable_env_checker=True, **dict(ctx))
+
+
+def _gym_env(name: str, env_id: str) -> EnvSpec:
+    return EnvSpec(name, _GymMaker(gym.spec(env_id)), is_gym_id=True)
 
 
 class _ClassMaker:
@@ -70,15 +82,6 @@ class _ClassMaker:
         return self.cls(ctx)
 
 
-def _import_object(path: str) -> Any:
-    module_name, _, attr = path.partition(":")
-    module = importlib.import_module(module_name)
-    obj: Any = module
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
 def resolve_env(env: Any) -> EnvSpec:
     """Turn the user's ``env`` into an :class:`EnvSpec`; raise :class:`ConfigError` naming the fix."""
     if env is None:
@@ -89,19 +92,22 @@ def resolve_env(env: Any) -> EnvSpec:
         if env in _ENV_REGISTRY:
             return EnvSpec(env, _ENV_REGISTRY[env])
         if ":" in env and not env.startswith(":"):
+            if env in gym.registry:
+                return _gym_env(env, env)
             try:
-                obj = _import_object(env)
-            except (ImportError, AttributeError) as exc:
-                if env in gym.registry:
-                    return EnvSpec(env, _GymMaker(env), is_gym_id=True)
-                raise ConfigError(f"env {env!r}: cannot import it ({exc})") from None
+                obj = import_object(env, f"env {env!r}")
+            except ConfigError:
+                # gymnasium's own "module:Env-v0" form: importing the module registered the id.
+                if env.partition(":")[2] in gym.registry:
+                    return _gym_env(env, env.partition(":")[2])
+                raise
             if isinstance(obj, type):
                 return EnvSpec(env, _ClassMaker(obj))
             if callable(obj):
                 return EnvSpec(env, obj)
             raise ConfigError(f"env {env!r}: the imported object is neither an env class nor a creator function")
         if env in gym.registry:
-            return EnvSpec(env, _GymMaker(env), is_gym_id=True)
+            return _gym_env(env, env)
         known = list(_ENV_REGISTRY) + list(gym.registry)
         close = difflib.get_close_matches(env, known, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""

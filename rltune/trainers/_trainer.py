@@ -11,7 +11,6 @@ result dict.
 from __future__ import annotations
 
 import copy
-import importlib
 import logging
 import math
 import os
@@ -32,6 +31,7 @@ from rltune import __version__
 from rltune.callbacks._callbacks import DefaultCallbacks, MultiCallbacks, call_hook, make_callbacks
 from rltune.callbacks._curriculum import CurriculumCallback, parse_curriculum
 from rltune.callbacks._metrics import merge_hist_data, summarize_custom_metrics
+from rltune._imports import import_object
 from rltune.errors import CheckpointError, ConfigError, RLTuneError
 from rltune.trainers import _checkpoint as ckpt
 from rltune.trainers._config import TrainerConfig, default_config, describe_config, validate_config
@@ -60,14 +60,7 @@ class StepOutcome:
 def resolve_callable(spec: Any, key: str) -> Callable[..., Any]:
     """A config value that names a function: the function itself or an import string 'pkg.module:fn'."""
     if isinstance(spec, str) and ":" in spec:
-        module, _, attr = spec.partition(":")
-        try:
-            obj: Any = importlib.import_module(module)
-            for part in attr.split("."):
-                obj = getattr(obj, part)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"{key}: cannot import {spec!r} ({exc})") from None
-        spec = obj
+        spec = import_object(spec, key)
     if not callable(spec):
         raise ConfigError(f"{key}: must be a function or an import string 'pkg.module:fn', but got {spec!r}")
     return spec

@@ -294,6 +294,10 @@ BAD_TRAIN = {
         ["--run", "PPO", "--env", "CartPole-v1", "--checkpoint-freq", "-1"],
         "invalid --checkpoint-freq: must be >= 0, but got -1",
     ),
+    "negative seed": (
+        ["--run", "PPO", "--env", "CartPole-v1", "--config", '{"seed": -1}'],
+        "invalid PPO config: seed: Input should be greater than or equal to 0",
+    ),
     "bad log_level in config": (
         ["--run", "PPO", "--env", "CartPole-v1", "--config", '{"log_level": "LOUD"}'],
         "invalid PPO config: log_level: Input should be 'DEBUG', 'INFO', 'WARN', 'WARNING' or 'ERROR'",
@@ -309,6 +313,19 @@ def test_bad_train_input_exits_2_with_one_message(tmp_path, capsys, argv, messag
     assert message in err
     assert err.count("error:") == 1 and "Traceback" not in err
     assert not list(tmp_path.iterdir())  # nothing written for a trial that never started
+
+
+@pytest.mark.parametrize("flag, ref", [("--env", "rltune_broken_mod:Env"), ("--run", "rltune_broken_mod:Trainer")])
+def test_import_string_to_a_module_that_fails_exits_2(tmp_path, capsys, monkeypatch, flag, ref):
+    # A user's module with a bug: its own code raises while it is imported.
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "rltune_broken_mod.py").write_text("raise RuntimeError('a bug in the module')\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "code"))
+    argv = {"--env": "CartPole-v1", "--run": "PPO", flag: ref}
+    code, out, err = run(capsys, "train", "--run", argv["--run"], "--env", argv["--env"], "--results-dir", str(tmp_path / "r"))
+    assert code == 2
+    assert f"cannot import {ref!r} (RuntimeError: a bug in the module)" in err
+    assert err.count("error:") == 1 and "Traceback" not in err
 
 
 def test_unknown_stop_key_is_an_error_after_the_first_iteration(tmp_path, capsys):

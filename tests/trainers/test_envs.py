@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import copy
 import pickle
+import uuid
 
 import cloudpickle
+import gymnasium as gym
 import pytest
 
 from rltune.errors import EnvError
-from rltune.trainers import PPO, EnvContext
+from rltune.trainers import PPO, EnvContext, register_env
 
 from .envs import CountingEnv, FailingEnv, ObsOutsideSpaceEnv, ResetReturnsObsOnlyEnv
 
@@ -164,3 +166,43 @@ def test_env_raising_in_reset_without_restart_names_the_method():
             trainer.train()
     message = str(info.value)
     assert "FailingEnv" in message and "worker 0" in message and "reset()" in message and "boom in reset 2" in message
+
+
+def test_registered_gym_id_breaking_the_api_is_named_with_the_rule():
+    env_id = f"RltuneOldApi{uuid.uuid4().hex[:6]}-v0"
+    gym.register(env_id, entry_point=f"{__package__}.gym_plugin:make_old_api")
+    try:
+        with pytest.raises(EnvError) as info:
+            PPO(config=TINY, env=env_id)
+    finally:
+        gym.registry.pop(env_id, None)
+    message = str(info.value)
+    assert env_id in message and "reset()" in message and "disable_env_checking" in message
+
+
+class ObsOnlyResetFixed(gym.Wrapper):
+    """A wrapper that makes an old-API env (reset returns the obs alone) follow gymnasium's API."""
+
+    def reset(self, *, seed=None, options=None):
+        return self.env.reset(seed=seed, options=options), {}
+
+
+def test_a_wrapper_that_fixes_the_api_passes_the_checker():
+    # The checker looks at the env as the sampler will step it: with its wrappers.
+    name = f"fixed-{uuid.uuid4().hex[:6]}"
+    register_env(name, lambda ctx: ObsOnlyResetFixed(ResetReturnsObsOnlyEnv(ctx)))
+    with PPO(config=TINY, env=name) as trainer:
+        assert trainer.train()["episode_len_mean"] == 5
+
+
+def test_disable_env_checking_leaves_out_gymnasiums_passive_checker_too():
+    def wrappers(env):
+        names = []
+        while isinstance(env, gym.Wrapper):
+            names.append(type(env).__name__)
+            env = env.env
+        return names
+
+    with PPO(config={**TINY, "disable_env_checking": True}, env="CartPole-v1") as trainer:
+        (names,) = trainer.workers.foreach_env(wrappers)
+    assert "PassiveEnvChecker" not in names and "TimeLimit" in names

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import uuid
 
 import gymnasium as gym
@@ -10,6 +11,7 @@ import pytest
 from rltune.errors import ConfigError, EnvError
 from rltune.trainers import PPO, register_env, registered_envs
 
+from . import gym_plugin
 from .envs import ContextEnv, CountingEnv
 
 TINY = {
@@ -141,3 +143,38 @@ def test_gym_registered_custom_id_with_kwargs():
             assert trainer.train()["episode_len_mean"] == 2
     finally:
         gym.registry.pop(env_id, None)
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_gym_id_registered_by_the_users_script_builds_in_worker_processes(num_workers):
+    # The registration runs in this process only; worker processes never run it.
+    env_id = f"RltuneScriptCounting{uuid.uuid4().hex[:6]}-v0"
+    gym.register(env_id, entry_point=f"{gym_plugin.__name__}:make_counting")
+    try:
+        config = {**TINY, "num_workers": num_workers, "env_config": {"episode_len": 2}}
+        with PPO(config=config, env=env_id) as trainer:
+            assert trainer.train()["episode_len_mean"] == 2
+    finally:
+        gym.registry.pop(env_id, None)
+
+
+def test_gymnasium_module_colon_id_form_imports_the_registering_module():
+    gym.registry.pop(gym_plugin.PLUGIN_ID, None)
+    sys.modules.pop(gym_plugin.__name__, None)  # importing it again registers the id again
+    env = f"{gym_plugin.__name__}:{gym_plugin.PLUGIN_ID}"
+    with PPO(config={**TINY, "env_config": {"episode_len": 3}}, env=env) as trainer:
+        assert trainer.train()["episode_len_mean"] == 3
+
+
+@pytest.mark.parametrize(
+    "env, cause",
+    [
+        (f"{__package__}.broken_module:Env", "RuntimeError: this module fails on import"),
+        (f"{CountingEnv.__module__}:NoSuchEnv", "AttributeError"),
+    ],
+)
+def test_import_string_whose_module_or_name_fails_is_a_config_error(env, cause):
+    with pytest.raises(ConfigError) as info:
+        PPO(config=TINY, env=env)
+    message = str(info.value)
+    assert f"env {env!r}: cannot import" in message and cause in message
