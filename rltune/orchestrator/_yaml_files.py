@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from rltune.errors import ConfigError
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading ``1e5`` and ``3e-4`` as numbers (as YAML 1.2, JSON and RLlib's files do).
+
+    PyYAML follows YAML 1.1, where a float needs a dot: ``1e5`` would be the
+    string "1e5", and ``lr_schedule: [[0, 1e-3], [1e5, 0]]`` a type error.
+    """
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
 
 
 def read_mapping(path: str | Path, *, kind: str, fields: list[str], required: str) -> tuple[dict[str, Any], yaml.Node]:
@@ -26,8 +40,8 @@ def read_mapping(path: str | Path, *, kind: str, fields: list[str], required: st
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read it ({exc})", where=where) from None
     try:
-        data = yaml.safe_load(text)
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        root = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         raise ConfigError(describe_yaml_error(exc), where=where) from None
     if data is None:

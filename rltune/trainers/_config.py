@@ -59,6 +59,12 @@ class TrainerConfig(_Strict):
     observation_space: Any = Field(None, description="Observation space; read from a rollout worker's env if unset.")
     action_space: Any = Field(None, description="Action space; read from a rollout worker's env if unset.")
     disable_env_checking: bool = Field(False, description="Skip gymnasium's env checker on the first env built.")
+    framework: Literal["torch"] = Field(
+        "torch", description="RLlib's framework key, accepted so that RLlib configs port; rltune runs on PyTorch."
+    )
+    observation_filter: str = Field(
+        "NoFilter", description="RLlib's observation filter; only NoFilter (observations as the env returns them)."
+    )
     num_workers: int = Field(0, ge=0, description="Rollout worker processes; 0 samples in the trainer's own process.")
     num_envs_per_worker: int = Field(1, ge=1, description="Envs stepped as one vector (one batched forward per step).")
     rollout_fragment_length: int = Field(200, ge=1, description="Steps per env in one sample() call of a worker.")
@@ -106,6 +112,16 @@ class TrainerConfig(_Strict):
     torch_num_threads: Optional[int] = Field(
         1, ge=1, description="torch intra-op threads in each process; 1 is fastest for small models, None leaves torch's default."
     )
+
+    @field_validator("observation_filter")
+    @classmethod
+    def _no_filter_only(cls, name: str) -> str:
+        if name != "NoFilter":
+            raise ValueError(
+                f"{name!r} is not supported; use 'NoFilter', and normalise observations in the env "
+                "(e.g. a creator returning gymnasium.wrappers.NormalizeObservation(env))"
+            )
+        return name
 
     @field_validator("lr_schedule")
     @classmethod

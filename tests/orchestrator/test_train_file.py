@@ -31,7 +31,7 @@ def test_reads_every_field(tmp_path):
         "run": "PPO",
         "env": "CartPole-v1",
         "config": {"lr": 1e-3, "lambda": 0.9},
-        "stop": {"timesteps_total": 200000.0},  # YAML reads 2e5 as a string
+        "stop": {"timesteps_total": 200000.0},  # 2e5 is a number (YAML 1.1 would read a string)
         "checkpoint_freq": 5,
         "checkpoint_at_end": True,
         "results_dir": "/tmp/r",
@@ -42,6 +42,33 @@ def test_reads_every_field(tmp_path):
 def test_rllib_layout_with_the_name_as_top_key(tmp_path):
     spec = load_train_file(write(tmp_path, "cartpole-ppo:\n  run: PPO\n  env: CartPole-v1\n"))
     assert (spec.name, spec.run, spec.env) == ("cartpole-ppo", "PPO", "CartPole-v1")
+
+
+def test_an_rllib_tuned_example_ports_as_it_is(tmp_path):
+    # The layout and keys of RLlib's tuned examples, with YAML 1.2 numbers like 1e5.
+    path = write(
+        tmp_path,
+        "cartpole-ppo:\n  env: CartPole-v1\n  run: PPO\n  stop:\n    episode_reward_mean: 150\n"
+        "    timesteps_total: 1e5\n  config:\n    framework: torch\n    observation_filter: NoFilter\n"
+        "    lr_schedule: [[0, 3e-4], [1e5, 1e-5]]\n    num_workers: 1\n",
+    )
+    spec = load_train_file(path)
+    config = get_trainer_class(spec.run).validate({**spec.config, "env": spec.env})
+    assert config.lr_schedule == [(0, 3e-4), (100_000, 1e-5)]
+    assert (config.framework, config.observation_filter) == ("torch", "NoFilter")
+    assert spec.stop == {"episode_reward_mean": 150, "timesteps_total": 100_000.0}
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("framework", "tf2", "framework: Input should be 'torch'"),
+        ("observation_filter", "MeanStdFilter", "observation_filter: Value error, 'MeanStdFilter' is not supported"),
+    ],
+)
+def test_rllib_keys_rltune_cannot_honour_are_named(key, value, message):
+    with pytest.raises(ConfigError, match=message):
+        get_trainer_class("PPO").validate({key: value})
 
 
 def test_missing_file_is_named(tmp_path):
