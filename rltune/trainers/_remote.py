@@ -29,12 +29,30 @@ from rltune.errors import RLTuneError, WorkerError
 logger = logging.getLogger(__name__)
 
 
+_handler_installed = False  # by setup_logging, in this process
+
+
+def setup_logging(log_level: str, *, keep_user_setup: bool = False) -> None:
+    """Show log records of ``log_level`` and above, rltune's and the env code's, on stderr.
+
+    With ``keep_user_setup`` (the trainer in the user's own process), logging
+    the user configured (a handler on the root logger that rltune did not
+    install) is left alone and only rltune's logger level is set.
+    """
+    global _handler_installed
+    level = logging.WARNING if log_level in ("WARN", "WARNING") else getattr(logging, log_level)
+    root = logging.getLogger()
+    if not (keep_user_setup and root.handlers and not _handler_installed):
+        if not root.handlers:
+            logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s")
+            _handler_installed = True
+        root.setLevel(level)
+    logging.getLogger("rltune").setLevel(level)
+
+
 def setup_process(log_level: str, torch_num_threads: int | None) -> None:
     """Logging and torch threads of a process that samples or learns."""
-    level = logging.WARNING if log_level in ("WARN", "WARNING") else getattr(logging, log_level)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s")
-    logging.getLogger().setLevel(level)
-    logging.getLogger("rltune").setLevel(level)
+    setup_logging(log_level)
     if torch_num_threads:
         import torch
 

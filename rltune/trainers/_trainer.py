@@ -38,6 +38,7 @@ from rltune.trainers._config import TrainerConfig, default_config, describe_conf
 from rltune.trainers._env_context import EnvContext
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._registry import resolve_env
+from rltune.trainers._remote import setup_logging
 from rltune.trainers._rollout_worker import RolloutWorker
 from rltune.trainers._sample_batch import EpisodeMetrics
 from rltune.trainers._worker_set import WorkerSet
@@ -216,7 +217,8 @@ class Trainer:
 
     @staticmethod
     def _set_log_level(level: str) -> None:
-        logging.getLogger("rltune").setLevel(logging.WARNING if level in ("WARN", "WARNING") else getattr(logging, level))
+        # As in the worker processes, so that env code sampled here (num_workers: 0) logs the same way.
+        setup_logging(level, keep_user_setup=True)
 
     @staticmethod
     def _select_device(num_gpus: float) -> torch.device:
