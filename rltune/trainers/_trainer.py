@@ -352,6 +352,24 @@ class Trainer:
             known = sorted(self.workers.local_worker.policy_map)
             raise ConfigError(f"no policy {policy_id!r}; the policies are {known}") from None
 
+    def get_weights(self) -> dict[str, dict[str, np.ndarray]]:
+        """Every policy's weights, by policy id (numpy arrays, as ``Policy.get_weights``)."""
+        return self.workers.local_worker.get_weights()
+
+    def set_weights(self, weights: dict[str, dict[str, np.ndarray]]) -> None:
+        """Load weights by policy id into the learner's policies and every rollout worker's.
+
+        ``get_policy(id).set_weights(w)`` changes the learner's policy only
+        (as in RLlib), so remote workers sample with their old weights until
+        the next sync at the end of an iteration; this method syncs at once.
+        """
+        unknown = set(weights) - set(self.workers.local_worker.policy_map)
+        if unknown:
+            known = sorted(self.workers.local_worker.policy_map)
+            raise ConfigError(f"set_weights: no policy {sorted(unknown)}; the policies are {known}")
+        self.workers.local_worker.set_weights(weights)
+        self.workers.sync_weights()
+
     def compute_single_action(self, obs: Any, *, explore: bool = False, policy_id: str = DEFAULT_POLICY_ID) -> Any:
         """The action for one raw observation; deterministic unless ``explore``."""
         return self.get_policy(policy_id).compute_single_action(obs, explore=explore)

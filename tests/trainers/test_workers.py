@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from rltune.errors import WorkerError
+from rltune.errors import ConfigError, WorkerError
 from rltune.trainers import PPO, EnvContext
 
 from .envs import ContextEnv
@@ -144,6 +144,15 @@ def test_training_syncs_weights_to_every_worker(trainer):
         assert weights.keys() == local.keys()
         for key in local:
             np.testing.assert_array_equal(weights[key], local[key])
+
+
+def test_trainer_set_weights_reaches_every_worker_at_once(trainer):
+    zeros = {pid: {k: np.zeros_like(v) for k, v in w.items()} for pid, w in trainer.get_weights().items()}
+    trainer.set_weights(zeros)
+    for weights in trainer.foreach_worker(lambda w: w.get_policy().get_weights()):
+        assert all(not v.any() for v in weights.values())
+    with pytest.raises(ConfigError, match="no policy \\['nope'\\]"):
+        trainer.set_weights({"nope": {}})
 
 
 # --- lazy spaces: the trainer process builds no env when it has workers ---------------------------
