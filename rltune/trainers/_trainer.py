@@ -503,58 +503,107 @@ class Trainer:
         """Load a checkpoint of this algorithm; training goes on from its iteration and timestep counts.
 
         The checkpoint may come from a trainer with another ``num_workers``.
+        A checkpoint that is missing, partial, corrupt or does not fit raises
+        :class:`CheckpointError` naming what is wrong, and the trainer stays
+        as it was (weights, optimizer, counters, RNG states).
         """
-        metadata = ckpt.read_metadata(checkpoint_path)
-        if str(metadata.get("algorithm", "")).upper() != self.name.upper():
-            raise CheckpointError(
-                f"checkpoint {str(checkpoint_path)!r} was written by {metadata.get('algorithm')}, not {self.name}"
-            )
-        state = ckpt.read_tensors(checkpoint_path)
-        policies = self.workers.local_worker.policy_map
-        missing = set(policies) - set(state.get("policies", {}))
-        if missing:
-            raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} has no weights for policies {sorted(missing)}")
-        # Check every tensor before loading any, so a failed restore leaves the trainer as it was.
-        for pid, policy in policies.items():
-            problem = _state_dict_mismatch(policy.model.state_dict(), state["policies"][pid])
-            if problem:
-                raise CheckpointError(
-                    f"checkpoint {str(checkpoint_path)!r} does not fit this {self.name}'s {pid!r} model "
-                    f"(another env or model config?): {problem}"
-                )
-        for pid, policy in policies.items():
-            policy.model.load_state_dict(state["policies"][pid])
-            policy.weights_changed()
-            if pid in metadata.get("policy_rngs", {}):
-                policy.rng.bit_generator.state = metadata["policy_rngs"][pid]
+        before = self._current_state()  # taken first: its arrays name the files to read
+        saved = self._read_checkpoint(checkpoint_path, list(before.arrays))
+        loading_arrays = False
         try:
-            self.set_algorithm_state(metadata.get("algorithm_state", {}), state.get("algorithm", {}))
-            self.set_checkpoint_arrays({name: ckpt.read_arrays(checkpoint_path, name) for name in self.get_checkpoint_arrays()})
-            self.iteration = int(metadata["iteration"])
-            self.timesteps_total = int(metadata["timesteps_total"])
-            self.episodes_total = int(metadata.get("episodes_total", 0))
-            self.time_total_s = float(metadata.get("time_total_s", 0.0))
-            self._episode_window.clear()
-            for reward, length, *custom in metadata.get("episode_window", []):
-                metrics = custom[0] if custom and isinstance(custom[0], dict) else {}
-                self._episode_window.append(EpisodeMetrics(float(reward), int(length), custom_metrics=metrics))
-            last_evaluation = metadata.get("last_evaluation")
-            self._last_evaluation = dict(last_evaluation) if isinstance(last_evaluation, dict) else None
-            if "numpy_rng" in metadata:
-                self.rng.bit_generator.state = metadata["numpy_rng"]
-            if "torch_rng" in state:
-                torch.set_rng_state(state["torch_rng"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CheckpointError(f"checkpoint {str(checkpoint_path)!r} is incomplete or corrupt: {exc!r}") from None
+            self._set_state(saved, checkpoint_path)
+            # Last, and put back only if reached: refilling a replay buffer reorders its rows.
+            loading_arrays = True
+            with ckpt.loading(checkpoint_path, f"the arrays ({', '.join(f'{n}.npz' for n in saved.arrays)})"):
+                self.set_checkpoint_arrays(saved.arrays)
+        except BaseException:
+            self._set_state(before)
+            if loading_arrays:
+                self.set_checkpoint_arrays(before.arrays)
+            raise
         self.workers.sync_weights({"timestep": self.timesteps_total})
-        self.callbacks.set_state(metadata.get("callbacks_state", {}))
-        self._restore_tasks(metadata.get("env_tasks", []))
+        self._restore_tasks(saved.env_tasks)
         self._call("on_checkpoint_loaded", trainer=self)
 
-    def _restore_tasks(self, saved: list[list[Any]]) -> None:
-        if not saved:
+    def _read_checkpoint(self, checkpoint_path: str | os.PathLike[str], array_names: list[str]) -> ckpt.TrainerState:
+        """Read and check everything :meth:`restore` loads, without changing this trainer."""
+        saved = ckpt.read_trainer_state(checkpoint_path, self.name)
+        path = str(checkpoint_path)
+        policies = self.workers.local_worker.policy_map
+        missing = set(policies) - set(saved.weights)
+        if missing:
+            raise CheckpointError(f"checkpoint {path!r} has no weights for policies {sorted(missing)}")
+        for pid, policy in policies.items():
+            problem = _state_dict_mismatch(policy.model.state_dict(), saved.weights[pid])
+            if problem:
+                raise CheckpointError(
+                    f"checkpoint {path!r} does not fit this {self.name}'s {pid!r} model "
+                    f"(another env or model config?): {problem}"
+                )
+            rng = policy.rng.bit_generator
+            if pid in saved.policy_rngs and not ckpt.valid_rng_state(saved.policy_rngs[pid], rng):
+                problem = f"is not a valid numpy {type(rng).__name__} state for policy {pid!r}"
+                raise ckpt.field_error(path, "policy_rngs", problem)
+        if saved.numpy_rng is not None and not ckpt.valid_rng_state(saved.numpy_rng, self.rng.bit_generator):
+            raise ckpt.field_error(path, "numpy_rng", f"is not a valid numpy {type(self.rng.bit_generator).__name__} state")
+        saved.arrays = {name: ckpt.read_arrays(checkpoint_path, name) for name in array_names}
+        return saved
+
+    def _current_state(self) -> ckpt.TrainerState:
+        """What :meth:`restore` would change, tensors cloned: the state a failed restore goes back to."""
+        values, tensors = self.get_algorithm_state()
+        policies = self.workers.local_worker.policy_map
+        return ckpt.TrainerState(
+            iteration=self.iteration,
+            timesteps_total=self.timesteps_total,
+            episodes_total=self.episodes_total,
+            time_total_s=self.time_total_s,
+            episode_window=list(self._episode_window),
+            last_evaluation=copy.deepcopy(self._last_evaluation),
+            weights={pid: ckpt.cloned(p.model.state_dict()) for pid, p in policies.items()},
+            policy_rngs={pid: p.rng.bit_generator.state for pid, p in policies.items()},
+            numpy_rng=self.rng.bit_generator.state,
+            torch_rng=torch.get_rng_state(),
+            algorithm_values=copy.deepcopy(values),
+            algorithm_tensors=ckpt.cloned(tensors),
+            callbacks_state=copy.deepcopy(self.callbacks.get_state()),
+            arrays=self.get_checkpoint_arrays(),
+        )
+
+    def _set_state(self, state: ckpt.TrainerState, checkpoint_path: str | os.PathLike[str] | None = None) -> None:
+        """Load a checked ``state`` into this trainer (not its arrays, workers or envs).
+
+        The algorithm's and callbacks' setters can still fail on input that
+        passed the checks (e.g. an optimizer state for other parameters):
+        with ``checkpoint_path`` that is a :class:`CheckpointError` naming
+        the part, and :meth:`restore` puts the state from before back.
+        """
+        with ckpt.loading(checkpoint_path, f"{ckpt.TENSORS_FILE} entry 'policies'"):
+            for pid, policy in self.workers.local_worker.policy_map.items():
+                policy.model.load_state_dict(state.weights[pid])
+                policy.weights_changed()
+                if pid in state.policy_rngs:
+                    policy.rng.bit_generator.state = state.policy_rngs[pid]
+        algorithm_part = f"the algorithm state (metadata field 'algorithm_state', {ckpt.TENSORS_FILE} entry 'algorithm')"
+        with ckpt.loading(checkpoint_path, algorithm_part):
+            self.set_algorithm_state(state.algorithm_values, state.algorithm_tensors)
+        with ckpt.loading(checkpoint_path, "metadata field 'callbacks_state'"):
+            self.callbacks.set_state(state.callbacks_state)
+        self.iteration = state.iteration
+        self.timesteps_total = state.timesteps_total
+        self.episodes_total = state.episodes_total
+        self.time_total_s = state.time_total_s
+        self._episode_window.clear()
+        self._episode_window.extend(state.episode_window)
+        self._last_evaluation = state.last_evaluation
+        if state.numpy_rng is not None:
+            self.rng.bit_generator.state = state.numpy_rng
+        if state.torch_rng is not None:
+            torch.set_rng_state(state.torch_rng)
+
+    def _restore_tasks(self, tasks: dict[tuple[int, int], Any]) -> None:
+        if not tasks:
             return
-        tasks = {(int(w), int(v)): task for w, v, task in saved}
         values = list(tasks.values())
         if all(t == values[0] for t in values):
             self.set_task(values[0])  # one task for all: fits any num_workers
@@ -576,9 +625,15 @@ class Trainer:
         """
         from rltune.trainers import get_trainer_class
 
-        metadata = ckpt.read_metadata(checkpoint_path)
-        trainer_cls = get_trainer_class(metadata.get("algorithm", "")) if cls is Trainer else cls
-        config = dict(metadata.get("config", {}))
+        meta = ckpt.Fields(checkpoint_path, ckpt.read_metadata(checkpoint_path))
+        trainer_cls = cls
+        if cls is Trainer:
+            algorithm = meta.get("algorithm", str)
+            try:
+                trainer_cls = get_trainer_class(algorithm)
+            except ConfigError as exc:
+                raise meta.error("algorithm", f"names no trainer here ({'; '.join(exc.problems)})") from None
+        config = dict(meta.get("config", dict, {}))
         for key in ("observation_space", "action_space"):
             if isinstance(config.get(key), (str, dict)):
                 config.pop(key)

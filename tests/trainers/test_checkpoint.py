@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from rltune.callbacks import DefaultCallbacks
 from rltune.errors import CheckpointError
 from rltune.trainers import PPO, Trainer
 
@@ -309,3 +312,181 @@ def test_after_restore_training_still_moves_the_weights_through_the_flat_tensor(
             torch.testing.assert_close(restored.flat_params.param.detach(), flat)
             after = restored.get_policy().get_weights()
             assert any(not np.array_equal(before[k], after[k]) for k in before), cls.__name__
+
+
+# --- corrupt checkpoints: a CheckpointError naming the field, and a trainer left as it was ------------
+
+
+def _set_metadata(key, value):
+    """An edit of a checkpoint copy: metadata ``key`` set to ``value`` (or ``value(metadata)``; deleted if None)."""
+
+    def edit(path: Path) -> None:
+        meta_file = path / "rltune_checkpoint.json"
+        metadata = json.loads(meta_file.read_text())
+        new = value(metadata) if callable(value) else value
+        if new is None:
+            del metadata[key]
+        else:
+            metadata[key] = new
+        meta_file.write_text(json.dumps(metadata))
+
+    return edit
+
+
+def _set_tensors(change):
+    """An edit of a checkpoint copy: state.pt replaced by ``change(state)``."""
+
+    def edit(path: Path) -> None:
+        state = torch.load(path / "state.pt", weights_only=True)
+        torch.save(change(state), path / "state.pt")
+
+    return edit
+
+
+def _other_generators(metadata: dict) -> dict:
+    # Well-formed, but for numpy's MT19937 while the policies draw from PCG64.
+    return {pid: {**state, "bit_generator": "MT19937"} for pid, state in metadata["policy_rngs"].items()}
+
+
+def _optimizer_for_other_params(state: dict) -> dict:
+    # The weights stay valid: only loading the optimizer, after them, can fail.
+    state["algorithm"]["optimizer"]["param_groups"][0]["params"] = [0, 1]
+    return state
+
+
+def _optimizer_not_a_dict(state: dict) -> dict:
+    state["algorithm"]["optimizer"] = torch.zeros(3)
+    return state
+
+
+CORRUPTIONS = {
+    "policy_rngs garbage": (_set_metadata("policy_rngs", {"default_policy": "garbage"}), "metadata field 'policy_rngs'"),
+    "policy_rngs of another generator": (_set_metadata("policy_rngs", _other_generators), "metadata field 'policy_rngs'"),
+    "numpy_rng garbage": (_set_metadata("numpy_rng", 17), "metadata field 'numpy_rng'"),
+    "env_tasks garbage": (_set_metadata("env_tasks", "garbage"), "metadata field 'env_tasks'"),
+    "env_tasks entry too short": (_set_metadata("env_tasks", [[0, 0]]), "metadata field 'env_tasks'"),
+    "callbacks_state a list": (_set_metadata("callbacks_state", [1]), "metadata field 'callbacks_state'"),
+    # Fails in the trainer's callbacks' set_state, after the weights and the optimizer state were loaded.
+    "callbacks reject their state": (_set_metadata("callbacks_state", {"level": "high"}), "metadata field 'callbacks_state'"),
+    "iteration a string": (_set_metadata("iteration", "ten"), "metadata field 'iteration'"),
+    "timesteps_total missing": (_set_metadata("timesteps_total", lambda m: None), "metadata field 'timesteps_total'"),
+    "episode_window garbage": (_set_metadata("episode_window", [[1.0]]), "metadata field 'episode_window'"),
+    "algorithm_state a list": (_set_metadata("algorithm_state", [1]), "metadata field 'algorithm_state'"),
+    "state.pt a plain tensor": (_set_tensors(lambda state: torch.zeros(3)), "state.pt holds a Tensor"),
+    "torch_rng garbage": (_set_tensors(lambda state: {**state, "torch_rng": torch.zeros(3)}), "state.pt entry 'torch_rng'"),
+    "optimizer for other params": (_set_tensors(_optimizer_for_other_params), "state.pt entry 'algorithm'"),
+    "optimizer not a dict": (_set_tensors(_optimizer_not_a_dict), "state.pt entry 'algorithm'"),
+}
+
+
+def _corrupt_copy(trained, tmp_path: Path, corruption: str) -> Path:
+    path = _copy_checkpoint(trained[1], tmp_path / "checkpoint_000002")
+    CORRUPTIONS[corruption][0](path)
+    return path
+
+
+def _restorable_state(trainer) -> dict:
+    """Everything a restore changes, copied: weights, optimizer, counters and RNG states."""
+    values, tensors = trainer.get_algorithm_state()
+    return {
+        "weights": trainer.get_policy().get_weights(),
+        "algorithm": copy.deepcopy((values, tensors)),
+        "counters": (trainer.iteration, trainer.timesteps_total, trainer.episodes_total),
+        "callbacks": trainer.callbacks.get_state(),
+        "rngs": (trainer.rng.bit_generator.state, trainer.get_policy().rng.bit_generator.state, torch.get_rng_state()),
+    }
+
+
+def _assert_same(a, b, where: str = "state") -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for key in a:
+            _assert_same(a[key], b[key], f"{where}[{key!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert isinstance(b, (list, tuple)) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _assert_same(x, y, f"{where}[{i}]")
+    elif isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and torch.equal(a, b), f"{where} changed"
+    elif isinstance(a, np.ndarray):
+        np.testing.assert_array_equal(a, b, err_msg=f"{where} changed")
+    else:
+        assert a == b, f"{where} changed: {a!r} -> {b!r}"
+
+
+class LevelCallbacks(DefaultCallbacks):
+    """Callbacks whose state is an int level; set_state raises on anything else."""
+
+    level = 0
+
+    def get_state(self) -> dict:
+        return {"level": self.level}
+
+    def set_state(self, state: dict) -> None:
+        self.level = int(state.get("level", 0))
+
+
+@pytest.fixture()
+def trained_once():
+    """A PPO one iteration in: other weights and counters than the checkpoint's, and an optimizer state."""
+    trainer = PPO(config={**CONFIG, "callbacks": LevelCallbacks}, env=ContextEnv)
+    trainer.train()
+    yield trainer
+    trainer.stop()
+
+
+@pytest.mark.parametrize("corruption", list(CORRUPTIONS))
+def test_corrupt_checkpoint_raises_naming_the_field_and_leaves_the_trainer_unchanged(
+    trained, trained_once, tmp_path, corruption
+):
+    path = _corrupt_copy(trained, tmp_path, corruption)
+    before = _restorable_state(trained_once)
+    assert weights_differ(before["weights"], trained[2]["weights"])  # so a partial restore would show
+    assert before["algorithm"][1]["optimizer"]["state"]  # the optimizer has state to lose
+    with pytest.raises(CheckpointError) as info:
+        trained_once.restore(path)
+    message = str(info.value)
+    assert f"checkpoint {str(path)!r}" in message and CORRUPTIONS[corruption][1] in message, message
+    assert "\n" not in message
+    _assert_same(before, _restorable_state(trained_once))
+    assert trained_once.train()["training_iteration"] == 2  # and it still trains
+
+
+@pytest.mark.parametrize(
+    "key, value, expected",
+    [
+        ("config", [1, 2], "metadata field 'config' must be a dict, but is a list"),
+        ("algorithm", 7, "metadata field 'algorithm' must be a str, but is an int"),
+        ("algorithm", "NoSuchAlgo", "metadata field 'algorithm' names no trainer here"),
+    ],
+)
+def test_from_checkpoint_with_a_corrupt_config_or_algorithm(trained, tmp_path, key, value, expected):
+    path = _copy_checkpoint(trained[1], tmp_path / "ckpt")
+    _set_metadata(key, value)(path)
+    with pytest.raises(CheckpointError) as info:
+        Trainer.from_checkpoint(path)
+    assert f"checkpoint {str(path)!r}: {expected}" in str(info.value)
+
+
+@pytest.fixture()
+def _keep_log_levels():
+    """The CLI's main() configures logging, as a command does: keep other tests' levels."""
+    levels = {name: logging.getLogger(name).level for name in ("", "rltune")}
+    yield
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
+@pytest.mark.usefixtures("_keep_log_levels")
+@pytest.mark.parametrize("corruption", ["policy_rngs garbage", "env_tasks garbage", "state.pt a plain tensor"])
+def test_rollout_of_a_corrupt_checkpoint_exits_2_with_one_line(trained, tmp_path, capsys, corruption):
+    from rltune.orchestrator.cli import main
+
+    path = _corrupt_copy(trained, tmp_path, corruption)
+    code = main(["rollout", str(path), "--episodes", "1"])
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    assert err.startswith(f"rltune rollout: error: checkpoint {str(path)!r}")
+    assert CORRUPTIONS[corruption][1] in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert out == ""
