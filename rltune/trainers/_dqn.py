@@ -278,7 +278,7 @@ class DQN(Trainer):
         self.num_grad_steps = int(values.get("num_grad_steps", 0))
         self._grad_step_debt = float(values.get("grad_step_debt", 0.0))
         if "optimizer" in tensors:
-            self.optimizer.load_state_dict(self.flat_params.optimizer_state_from_per_parameter(tensors["optimizer"]))
+            self.flat_params.load_optimizer_state(self.optimizer, tensors["optimizer"])
         if "target_model" in tensors:
             self.target_model.load_state_dict(tensors["target_model"])
 

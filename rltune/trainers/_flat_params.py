@@ -81,6 +81,22 @@ class FlatParameters:
         grad.mul_((max_norm / (norm + 1e-6)).clamp_(max=1.0))
         return norm
 
+    def load_optimizer_state(self, optimizer: torch.optim.Optimizer, state_dict: dict[str, Any]) -> None:
+        """Load a saved state into ``optimizer`` (of :attr:`param`), converting a per-parameter one first.
+
+        Raises ValueError when a saved buffer does not have :attr:`param`'s
+        shape: torch's ``load_state_dict`` would take it, and the first
+        step after the restore would fail far from the cause.
+        """
+        state_dict = self.optimizer_state_from_per_parameter(state_dict)
+        for key, value in state_dict.get("state", {}).get(0, {}).items():
+            if torch.is_tensor(value) and value.dim() > 0 and value.shape != self.param.shape:
+                raise ValueError(
+                    f"optimizer buffer {key!r} has shape {tuple(value.shape)}, but the model has "
+                    f"{self.param.numel()} parameters (a checkpoint of another model?)"
+                )
+        optimizer.load_state_dict(state_dict)
+
     def optimizer_state_from_per_parameter(self, state_dict: dict[str, Any]) -> dict[str, Any]:
         """An optimizer state dict of one per-parameter group (older checkpoints) as one for :attr:`param`.
 

@@ -284,4 +284,4 @@ class PPO(Trainer):
     def set_algorithm_state(self, values: dict[str, Any], tensors: dict[str, Any]) -> None:
         self.kl_coeff = float(values.get("kl_coeff", self.cfg.kl_coeff))
         if "optimizer" in tensors:
-            self.optimizer.load_state_dict(self.flat_params.optimizer_state_from_per_parameter(tensors["optimizer"]))
+            self.flat_params.load_optimizer_state(self.optimizer, tensors["optimizer"])

@@ -354,6 +354,12 @@ def _optimizer_for_other_params(state: dict) -> dict:
     return state
 
 
+def _optimizer_moments_of_another_shape(state: dict) -> dict:
+    # torch's load_state_dict takes it; the first step after the restore would fail.
+    state["algorithm"]["optimizer"]["state"][0]["exp_avg"] = torch.zeros(3)
+    return state
+
+
 def _optimizer_not_a_dict(state: dict) -> dict:
     state["algorithm"]["optimizer"] = torch.zeros(3)
     return state
@@ -376,6 +382,7 @@ CORRUPTIONS = {
     "torch_rng garbage": (_set_tensors(lambda state: {**state, "torch_rng": torch.zeros(3)}), "state.pt entry 'torch_rng'"),
     "optimizer for other params": (_set_tensors(_optimizer_for_other_params), "state.pt entry 'algorithm'"),
     "optimizer not a dict": (_set_tensors(_optimizer_not_a_dict), "state.pt entry 'algorithm'"),
+    "optimizer moments of another shape": (_set_tensors(_optimizer_moments_of_another_shape), "'exp_avg' has shape (3,)"),
 }
 
 

@@ -164,3 +164,21 @@ def test_clip_grad_norm_matches_torchs(max_norm):
     assert (norm > max_norm) == (max_norm == 0.05)
     for (name, a), b in zip(plain.named_parameters(), flat_model.parameters()):
         torch.testing.assert_close(a.grad, b.grad, msg=name)
+
+
+def test_an_optimizer_state_of_another_shape_is_refused_before_loading():
+    model = _model()
+    flat = FlatParameters(model)
+    opt = make_adam([flat.param], lr=1e-2)
+    flat.zero_grad()
+    _loss(model, torch.randn(8, 4)).backward()
+    opt.step()
+    saved = copy.deepcopy(opt.state_dict())  # state_dict() shares the optimizer's own state dicts
+    before = {k: v.clone() for k, v in opt.state_dict()["state"][0].items()}
+    saved["state"][0]["exp_avg"] = torch.zeros(3)
+    with pytest.raises(ValueError, match="'exp_avg' has shape \\(3,\\)"):
+        flat.load_optimizer_state(make_adam([flat.param], lr=1e-2), saved)
+    fresh = make_adam([flat.param], lr=1e-2)
+    flat.load_optimizer_state(fresh, opt.state_dict())  # the intact state loads
+    for key, value in fresh.state_dict()["state"][0].items():
+        torch.testing.assert_close(value, before[key])
