@@ -295,3 +295,221 @@ def test_lr_schedule_is_followed_by_timestep():
     # The lr of an iteration is the schedule at the timesteps sampled before it: 0, 40, 80, 120.
     np.testing.assert_allclose(lrs, [1e-3, 1e-3 - 0.4 * 9e-4, 1e-3 - 0.8 * 9e-4, 1e-4], rtol=1e-6)
     assert optimizer_lr == pytest.approx(1e-4)
+
+
+# --- PPO options: vf_share_layers, clip/entropy schedules, vf_clip_param, adaptive kl_coeff --------
+
+
+def _stats(result):
+    return result["info"]["learner"]["default_policy"]
+
+
+def _assert_total_loss_is_the_sum_of_its_terms(stats, *, vf_loss_coeff=1.0, entropy_coeff=0.0, kl_coeff=0.0):
+    """total_loss = policy_loss + vf_loss_coeff * vf_loss - entropy_coeff * entropy + kl_coeff * kl.
+
+    Every stat is a mean over the same minibatches, so the loss's coefficients can be read back from it:
+    this shows which coefficients the iteration's loss really used, not only which ones it reported.
+    """
+    expected = (
+        stats["policy_loss"]
+        + vf_loss_coeff * stats["vf_loss"]
+        - entropy_coeff * stats["entropy"]
+        + kl_coeff * stats["kl"]
+    )
+    assert stats["total_loss"] == pytest.approx(expected, rel=1e-5, abs=1e-6)
+
+
+SHARED = {**TINY, "model": {"fcnet_hiddens": [16, 8], "vf_share_layers": True}}
+
+
+def test_vf_share_layers_builds_one_body_for_both_heads():
+    import torch
+
+    with PPO(config=SHARED, env="CartPole-v1") as shared, PPO(config={**SHARED, "model": {"fcnet_hiddens": [16, 8]}}, env="CartPole-v1") as separate:
+        model = shared.get_policy().model
+        names = {name for name, _ in model.named_parameters()}
+        assert names == {f"{m}.{p}" for m in ("pi_body.0", "pi_body.2", "pi_head", "vf_head") for p in ("weight", "bias")}
+        assert model.vf_head.in_features == 8  # reads the last shared hidden layer
+        body = (4 * 16 + 16) + (16 * 8 + 8)
+        heads = (8 * 2 + 2) + (8 + 1)
+        assert shared.flat_params.param.numel() == body + heads  # the optimizer holds no value network
+        assert separate.flat_params.param.numel() == 2 * body + heads
+        assert not any(k.startswith("vf_body") for k in shared.get_policy().get_weights())
+
+        # The value head reads the shared features, in training, sampling and bootstrapping alike.
+        policy = shared.get_policy()
+        obs = np.random.default_rng(0).uniform(-1, 1, (5, 4)).astype(np.float32)
+        with torch.no_grad():
+            x = torch.from_numpy(obs)
+            expected = model.vf_head(model.pi_body(x)).squeeze(-1).numpy()
+            np.testing.assert_allclose(model(x)[1].numpy(), expected, rtol=1e-6)
+        np.testing.assert_allclose(policy.values(obs), expected, rtol=1e-6)
+        np.testing.assert_allclose(policy.compute_actions(obs)[1]["vf_preds"], expected, rtol=1e-6)
+
+
+def test_value_gradient_reaches_the_shared_layers_only_when_shared():
+    import torch
+
+    obs = torch.from_numpy(np.random.default_rng(0).uniform(-1, 1, (8, 4)).astype(np.float32))
+    for share in (True, False):
+        config = {**SHARED, "model": {"fcnet_hiddens": [16, 8], "vf_share_layers": share}}
+        with PPO(config=config, env="CartPole-v1") as trainer:
+            model = trainer.get_policy().model
+            _, values = model(obs)
+            body = list(model.pi_body.parameters())
+            grads = torch.autograd.grad((values - 100.0).pow(2).mean(), body, allow_unused=True)
+        if share:
+            assert all(g is not None and g.abs().sum() > 0 for g in grads)
+        else:
+            assert all(g is None for g in grads)
+
+
+def test_value_loss_trains_the_shared_body():
+    # One iteration from the same seed samples the same batch; only vf_loss_coeff differs.
+    def policy_weights(share, vf_loss_coeff):
+        config = {**TINY, "lr": 1e-2, "kl_coeff": 0.0, "vf_loss_coeff": vf_loss_coeff,
+                  "model": {"fcnet_hiddens": [16], "vf_share_layers": share}}
+        _, weights = _run(config, iterations=1)
+        return {k: v for k, v in weights.items() if k.startswith("pi_")}
+
+    shared_without, shared_with = policy_weights(True, 0.0), policy_weights(True, 1.0)
+    assert not np.array_equal(shared_without["pi_body.0.weight"], shared_with["pi_body.0.weight"])
+    separate_without, separate_with = policy_weights(False, 0.0), policy_weights(False, 1.0)
+    for key in separate_without:  # with separate networks the value loss cannot touch the policy
+        np.testing.assert_array_equal(separate_without[key], separate_with[key])
+
+
+def test_ppo_with_shared_layers_learns_cartpole():
+    # A small vf_loss_coeff keeps the value loss from swamping the shared body (as RLlib advises).
+    config = {**CARTPOLE_FAST, "vf_loss_coeff": 0.05, "model": {"fcnet_hiddens": [64, 64], "vf_share_layers": True}}
+    returns = []
+    with PPO(config=config, env="CartPole-v1") as trainer:
+        for _ in range(120):  # seed 0 gets there in about 65 iterations (~3 s)
+            returns.append(trainer.train()["episode_reward_mean"])
+            if returns[-1] >= 100:
+                break
+    first = float(np.mean(returns[:3]))
+    assert first < 40
+    assert max(returns) >= 100, f"PPO with shared layers did not learn CartPole: {returns[::10]}"
+
+
+def test_clip_and_entropy_schedules_follow_the_timesteps():
+    # 40 steps per iteration: the schedules are read at timesteps 0, 40, 80, 120, 160; they override
+    # clip_param and entropy_coeff.
+    config = {**TINY, "kl_coeff": 0.0, "clip_param": 0.5, "entropy_coeff": 0.5,
+              "clip_param_schedule": [[0, 0.3], [100, 0.1]],
+              "entropy_coeff_schedule": [[0, 0.0], [40, 0.02], [120, 0.01]]}
+    with PPO(config=config, env=CountingEnv) as trainer:
+        stats = [_stats(trainer.train()) for _ in range(5)]
+    np.testing.assert_allclose([s["cur_clip_param"] for s in stats], [0.3, 0.22, 0.14, 0.1, 0.1], rtol=1e-9)
+    np.testing.assert_allclose([s["entropy_coeff"] for s in stats], [0.0, 0.02, 0.015, 0.01, 0.01], rtol=1e-9, atol=1e-12)
+    for s in stats:  # the loss weights the entropy by the scheduled coefficient
+        assert s["entropy"] > 0.5
+        _assert_total_loss_is_the_sum_of_its_terms(s, entropy_coeff=s["entropy_coeff"])
+
+
+def test_clip_param_schedule_sets_the_clip_of_the_surrogate():
+    base = {**TINY, "lr": 1e-2, "num_sgd_iter": 4, "kl_coeff": 0.0}
+    scheduled, scheduled_weights = _run({**base, "clip_param": 0.3, "clip_param_schedule": [[0, 0.05], [1000, 0.05]]})
+    plain, plain_weights = _run({**base, "clip_param": 0.05})
+    _, unclipped_weights = _run({**base, "clip_param": 0.3})
+    assert [_comparable(r) for r in scheduled] == [_comparable(r) for r in plain]
+    assert [_stats(r)["clip_fraction"] for r in scheduled] == [_stats(r)["clip_fraction"] for r in plain]
+    for key in scheduled_weights:
+        np.testing.assert_array_equal(scheduled_weights[key], plain_weights[key])
+    # ... and the clip matters here: clip_param itself would have trained other weights.
+    assert any(not np.array_equal(scheduled_weights[k], unclipped_weights[k]) for k in scheduled_weights)
+
+
+class HugeRewardEnv(CountingEnv):
+    """A CountingEnv paying 1e3 per step: value targets of thousands against initial values near 0."""
+
+    def step(self, action):
+        obs, _, terminated, truncated, info = super().step(action)
+        return obs, 1e3, terminated, truncated, info
+
+
+def test_vf_clip_param_caps_the_squared_value_error():
+    config = {**TINY, "kl_coeff": 0.0, "lr": 1e-3}
+
+    def run(vf_clip_param):
+        with PPO(config={**config, "vf_clip_param": vf_clip_param}, env=HugeRewardEnv) as trainer:
+            before = trainer.get_policy().get_weights()
+            stats = [_stats(trainer.train()) for _ in range(3)]
+            after = trainer.get_policy().get_weights()
+        value_changed = [not np.array_equal(before[k], after[k]) for k in before if k.startswith("vf_")]
+        return stats, value_changed
+
+    clipped, value_changed = run(10.0)
+    for s in clipped:
+        assert s["vf_loss"] == pytest.approx(10.0)  # every squared error (~1e6) clipped to 10
+        _assert_total_loss_is_the_sum_of_its_terms(s)
+    # min(error^2, 10) has no gradient where the clip binds: the value network does not move (as RLlib).
+    assert not any(value_changed)
+
+    unclipped, value_changed = run(None)
+    for s in unclipped:
+        assert s["vf_loss"] > 1e5
+        _assert_total_loss_is_the_sum_of_its_terms(s)
+    assert all(value_changed)
+
+
+KL_FAST = {**TINY, "lr": 1e-2, "num_sgd_iter": 4}
+
+
+def _kl_run(config, iterations):
+    with PPO(config=config, env="CartPole-v1") as trainer:
+        return [_stats(trainer.train()) for _ in range(iterations)]
+
+
+def test_kl_coeff_grows_by_half_while_kl_exceeds_twice_the_target():
+    stats = _kl_run({**KL_FAST, "kl_target": 1e-5}, 3)
+    coeffs = [0.2] + [s["cur_kl_coeff"] for s in stats]
+    for used, s, reported in zip(coeffs, stats, coeffs[1:]):
+        assert s["kl"] > 2e-5
+        assert reported == pytest.approx(used * 1.5, rel=1e-12)
+        _assert_total_loss_is_the_sum_of_its_terms(s, kl_coeff=used)  # the loss used the coefficient before adapting
+    assert coeffs[-1] == pytest.approx(0.2 * 1.5**3, rel=1e-12)
+
+
+def test_kl_coeff_halves_while_kl_is_below_half_the_target():
+    stats = _kl_run({**TINY, "lr": 1e-7, "kl_target": 0.01}, 3)
+    coeffs = [0.2] + [s["cur_kl_coeff"] for s in stats]
+    for used, s, reported in zip(coeffs, stats, coeffs[1:]):
+        assert s["kl"] < 0.005
+        assert reported == pytest.approx(used * 0.5, rel=1e-12)
+        _assert_total_loss_is_the_sum_of_its_terms(s, kl_coeff=used)
+    assert coeffs[-1] == pytest.approx(0.2 * 0.5**3, rel=1e-12)
+
+
+def test_kl_coeff_adapts_to_the_kl_measured_in_the_iteration():
+    # kl_target only matters after the iteration, so the first iteration's kl is the same for any target:
+    # set the target relative to it. The band [kl_target / 2, 2 * kl_target] is closed (RLlib's > and <).
+    kl = _kl_run(KL_FAST, 1)[0]["kl"]
+    assert kl > 0
+    for target_over_kl, factor in [(1 / 3, 1.5), (1 / 2, 1.0), (1.0, 1.0), (2.0, 1.0), (3.0, 0.5)]:
+        (stats,) = _kl_run({**KL_FAST, "kl_target": kl * target_over_kl}, 1)
+        assert stats["kl"] == kl
+        assert stats["cur_kl_coeff"] == pytest.approx(0.2 * factor, rel=1e-12), target_over_kl
+
+
+def test_kl_coeff_zero_stays_zero_and_kl_is_still_measured():
+    stats = _kl_run({**KL_FAST, "kl_coeff": 0.0, "kl_target": 1e-5}, 3)
+    for s in stats:
+        assert s["cur_kl_coeff"] == 0.0
+        assert s["kl"] > 2e-5  # would have grown a non-zero coefficient
+        _assert_total_loss_is_the_sum_of_its_terms(s, kl_coeff=0.0)
+
+
+def test_adapted_kl_coeff_survives_a_checkpoint(tmp_path):
+    config = {**KL_FAST, "kl_target": 1e-5}
+    with PPO(config=config, env="CartPole-v1") as trainer:
+        trainer.train()
+        assert _stats(trainer.train())["cur_kl_coeff"] == pytest.approx(0.45, rel=1e-12)
+        path = trainer.save(tmp_path / "ckpt")
+    with PPO(config=config, env="CartPole-v1") as restored:
+        restored.restore(path)
+        stats = _stats(restored.train())
+    assert stats["kl"] > 2e-5
+    assert stats["cur_kl_coeff"] == pytest.approx(0.45 * 1.5, rel=1e-12)
+    _assert_total_loss_is_the_sum_of_its_terms(stats, kl_coeff=0.45)
