@@ -735,6 +735,7 @@ class StudyRunner:
             "start_iteration": a.checkpoint_iteration,
             "checkpoint_freq": self.spec.checkpoint_freq,
             "keep_checkpoints_num": self.spec.keep_checkpoints_num,
+            "env_registrations": _env_registrations(a.config),
         }
         parent_sock, child_sock = socket.socketpair()
         child_fd = child_sock.fileno()
@@ -1109,3 +1110,17 @@ def decode_trial_config(plan: StudyPlan, frozen: Any) -> dict[str, Any]:
         config["seed"] = seed
     return config
 
+
+def _env_registrations(config: dict[str, Any]) -> dict[str, Any]:
+    """The register_env creators and gymnasium registrations that ``config``'s envs name, for a trial process.
+
+    A trial process starts fresh and never runs the user's script, so an env
+    that the script registered must travel with the trial. Nothing can be
+    registered unless rltune's trainers or gymnasium were imported here: a
+    study run from a file then costs no torch import in this process.
+    """
+    if "rltune.trainers._registry" not in sys.modules and "gymnasium" not in sys.modules:
+        return {}
+    from rltune.trainers._registry import env_registrations
+
+    return env_registrations(config.get("env"), (config.get("evaluation_config") or {}).get("env"))

@@ -77,6 +77,10 @@ def run(conn: Connection | None, init: dict[str, Any]) -> int:
     _reporter._current = reporter
     _seed_everything(init.get("seed"))
     try:
+        if init.get("env_registrations"):
+            from rltune.trainers._registry import apply_env_registrations
+
+            apply_env_registrations(init["env_registrations"])
         if init["kind"] == "trainer":
             run_trainer(init["ref"], init["config"], reporter)
         else:

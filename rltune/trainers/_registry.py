@@ -41,6 +41,35 @@ def registered_envs() -> list[str]:
     return sorted(_ENV_REGISTRY)
 
 
+def env_registrations(*envs: Any) -> dict[str, tuple[str, Any]]:
+    """What another process needs to build these ``env`` values as this one does.
+
+    For each string that is a :func:`register_env` name or a gymnasium id
+    registered here, its creator or gymnasium ``EnvSpec`` (to ship with
+    cloudpickle): a study's trial processes start fresh, and never ran the
+    registrations of the user's script. :func:`apply_env_registrations`
+    installs them there.
+    """
+    found: dict[str, tuple[str, Any]] = {}
+    for env in envs:
+        if not isinstance(env, str):
+            continue
+        if env in _ENV_REGISTRY:
+            found[env] = ("rltune", _ENV_REGISTRY[env])
+        elif env in gym.registry:
+            found[env] = ("gymnasium", gym.registry[env])
+    return found
+
+
+def apply_env_registrations(registrations: dict[str, tuple[str, Any]]) -> None:
+    """Install what :func:`env_registrations` collected in another process (this process's own come first)."""
+    for name, (kind, value) in registrations.items():
+        if kind == "rltune":
+            _ENV_REGISTRY.setdefault(name, value)
+        elif name not in gym.registry:
+            gym.registry[name] = value
+
+
 @dataclass(frozen=True)
 class EnvSpec:
     """A resolved ``env``: its display name and the function that builds one instance."""

@@ -249,6 +249,32 @@ def test_a_study_tuned_on_the_evaluation_of_its_trials(tmp_path):
     assert analysis.best_trial.value == max(t.value for t in analysis.trials)
 
 
+def test_envs_the_users_script_registers_reach_the_trial_processes(tmp_path):
+    """register_env (a lambda) and gymnasium.register run in this process only; every trial builds the env."""
+    import gymnasium as gym
+
+    from rltune.trainers import register_env
+
+    register_env("rltune-test-short-cartpole", lambda ctx: gym.make("CartPole-v1", max_episode_steps=5))
+    gym_id = "RltuneTestScriptCartPole-v0"
+    gym.register(gym_id, entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv", max_episode_steps=5)
+    try:
+        analysis = tune.run(
+            "PPO",
+            stop={"training_iteration": 1},
+            config={"env": tune.grid_search(["rltune-test-short-cartpole", gym_id]),
+                    "train_batch_size": 40, "rollout_fragment_length": 40, "sgd_minibatch_size": 40,
+                    "num_sgd_iter": 1, "model": {"fcnet_hiddens": [8]}},
+            metric="episode_len_mean",
+            results_dir=str(tmp_path),
+            verbose=0,
+        )
+    finally:
+        gym.registry.pop(gym_id, None)
+    assert [t.state for t in analysis.trials] == ["COMPLETE"] * 2
+    assert all(t.last_result["episode_len_mean"] <= 5 for t in analysis.trials)  # the registered limits
+
+
 def test_the_seed_example_as_written(tmp_path):
     """The issue's example, with a tiny budget: stop after one iteration of a small batch."""
     analysis = tune.run(
