@@ -26,6 +26,6 @@ def import_object(path: str, what: str) -> Any:
         obj: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             obj = getattr(obj, part)
-    except Exception as exc:  # the user's module runs here: whatever it raises is a config problem
+    except (Exception, SystemExit) as exc:  # the user's module runs here (even sys.exit / argparse): a config problem
         raise ConfigError(f"{prefix}cannot import {path!r} ({type(exc).__name__}: {exc})") from None
     return obj

@@ -47,6 +47,7 @@ from typing import Any
 
 import cloudpickle
 
+from rltune._env_shipping import collect_env_registrations
 from rltune.errors import ConfigError
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
 from rltune.orchestrator._search_space import decode_params, encode_point, resolve_config, suggest
@@ -735,8 +736,17 @@ class StudyRunner:
             "start_iteration": a.checkpoint_iteration,
             "checkpoint_freq": self.spec.checkpoint_freq,
             "keep_checkpoints_num": self.spec.keep_checkpoints_num,
-            "env_registrations": _env_registrations(a.config),
+            "env_registrations": collect_env_registrations(
+                a.config.get("env"), (a.config.get("evaluation_config") or {}).get("env")
+            ),
         }
+        try:
+            payload = cloudpickle.dumps(init)
+        except Exception as exc:  # e.g. a register_env creator holding a lock or an open socket
+            raise ConfigError(
+                f"trial {a.number}: its config or the creator of env {a.config.get('env')!r} cannot be sent to "
+                f"the trial process ({type(exc).__name__}: {exc})"
+            ) from None
         parent_sock, child_sock = socket.socketpair()
         child_fd = child_sock.fileno()
         with open(a.trial_dir / OUTPUT_FILE, "ab") as out:
@@ -756,7 +766,7 @@ class StudyRunner:
         a.outcome = a.reason = None
         try:
             a.conn.send_bytes(pickle.dumps(list(sys.path)))
-            a.conn.send_bytes(cloudpickle.dumps(init))
+            a.conn.send_bytes(payload)
         except (BrokenPipeError, OSError):
             pass  # the process died at once: seen as a crash
         if a not in self.active:
@@ -1110,17 +1120,3 @@ def decode_trial_config(plan: StudyPlan, frozen: Any) -> dict[str, Any]:
         config["seed"] = seed
     return config
 
-
-def _env_registrations(config: dict[str, Any]) -> dict[str, Any]:
-    """The register_env creators and gymnasium registrations that ``config``'s envs name, for a trial process.
-
-    A trial process starts fresh and never runs the user's script, so an env
-    that the script registered must travel with the trial. Nothing can be
-    registered unless rltune's trainers or gymnasium were imported here: a
-    study run from a file then costs no torch import in this process.
-    """
-    if "rltune.trainers._registry" not in sys.modules and "gymnasium" not in sys.modules:
-        return {}
-    from rltune.trainers._registry import env_registrations
-
-    return env_registrations(config.get("env"), (config.get("evaluation_config") or {}).get("env"))

@@ -100,7 +100,7 @@ class StudySpec(BaseModel):
     )
     tracking: bool = Field(True, description="Record the study in MLflow (env RLTUNE_TRACKING=0 turns it off too).")
     curriculum: Optional[dict[str, Any]] = Field(None, description="Shorthand for config.curriculum (phases).")
-    seed: Optional[int] = Field(None, description="Base seed: the sampler's, and trial n gets seed + n (default 0).")
+    seed: Optional[int] = Field(None, ge=0, description="Base seed: the sampler's, and trial n gets seed + n (default 0).")
 
 
 FIELDS = list(StudySpec.model_fields)

@@ -32,6 +32,8 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+from rltune._env_shipping import install_env_registrations
+from rltune._imports import import_object
 from rltune.orchestrator import _reporter
 from rltune.orchestrator._reporter import Reporter, TrialStopped, truncate_results
 
@@ -77,14 +79,11 @@ def run(conn: Connection | None, init: dict[str, Any]) -> int:
     _reporter._current = reporter
     _seed_everything(init.get("seed"))
     try:
-        if init.get("env_registrations"):
-            from rltune.trainers._registry import apply_env_registrations
-
-            apply_env_registrations(init["env_registrations"])
+        install_env_registrations(init.get("env_registrations") or {})
         if init["kind"] == "trainer":
             run_trainer(init["ref"], init["config"], reporter)
         else:
-            fn = _import(init["ref"]) if isinstance(init["ref"], str) else init["ref"]
+            fn = import_object(init["ref"], "run") if isinstance(init["ref"], str) else init["ref"]
             final = fn(init["config"], reporter) if _takes_reporter(fn) else fn(init["config"])
             if isinstance(final, dict):  # a returned dict is the last result (Ray's function API)
                 reporter(**final)
@@ -121,13 +120,6 @@ def run_trainer(ref: Any, config: dict[str, Any], reporter: Reporter) -> None:
                 reporter.save_trainer(trainer)
     finally:
         trainer.stop()
-
-
-def _import(ref: str) -> Any:
-    import importlib
-
-    module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
 
 
 def _takes_reporter(fn: Any) -> bool:

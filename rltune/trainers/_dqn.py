@@ -282,12 +282,37 @@ class DQN(Trainer):
         if "target_model" in tensors:
             self.target_model.load_state_dict(tensors["target_model"])
 
+    def checkpoint_array_names(self) -> list[str]:
+        return ["replay_buffer"] if self.cfg.store_buffer_in_checkpoints else []
+
     def get_checkpoint_arrays(self) -> dict[str, dict[str, np.ndarray]]:
         return {"replay_buffer": self.buffer.get_state()} if self.cfg.store_buffer_in_checkpoints else {}
 
     def set_checkpoint_arrays(self, arrays: dict[str, dict[str, np.ndarray] | None]) -> None:
-        if arrays.get("replay_buffer"):
-            self.buffer.set_state(arrays["replay_buffer"])  # type: ignore[arg-type]
+        state = arrays.get("replay_buffer")
+        if state is None:
+            return
+        self._check_buffer_state(state)
+        buffer = ReplayBuffer(self.cfg.replay_buffer_config.capacity)
+        buffer.set_state(state)
+        self.buffer = buffer  # swapped in whole, after the checks: a failure leaves the old buffer
+
+    def _check_buffer_state(self, state: dict[str, np.ndarray]) -> None:
+        """ValueError naming the column when saved replay rows could not train this DQN."""
+        if not state:
+            return  # saved while empty
+        policy = self.get_policy()
+        row_shapes = {OBS: (policy.preprocessor.size,), NEW_OBS: (policy.preprocessor.size,),
+                      ACTIONS: policy.action_shape, REWARDS: (), TERMINATEDS: (), DISCOUNTS: ()}
+        missing = sorted(set(row_shapes) - set(state))
+        if missing:
+            raise ValueError(f"replay_buffer.npz lacks the columns {missing}")
+        rows = {key: len(state[key]) for key in row_shapes}
+        if len(set(rows.values())) > 1:
+            raise ValueError(f"replay_buffer.npz columns have different numbers of rows: {rows}")
+        for key, shape in row_shapes.items():
+            if state[key].shape[1:] != shape:
+                raise ValueError(f"replay_buffer.npz column {key!r} has rows of shape {state[key].shape[1:]}, not {shape}")
 
 
 def _half_mse(q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -38,9 +38,10 @@ def build_env(spec: EnvSpec, ctx: EnvContext, *, check: bool) -> gym.Env:
             "which is not a gymnasium.Env (subclass gymnasium.Env, or rltune.trainers.MultiAgentEnv later)"
         )
     if check:
-        # A registered id's advice (e.g. CartPole's infinite observation bounds) is a design
-        # choice of a published env that the user cannot change: logged at DEBUG only.
-        check_gym_api(env, spec.name, ctx, advice_level=logging.DEBUG if spec.is_gym_id else logging.WARNING)
+        # The advice on gymnasium's own envs (e.g. CartPole's infinite observation bounds) is
+        # about design choices the user cannot change: logged at DEBUG only.
+        from_gymnasium = type(env.unwrapped).__module__.startswith("gymnasium.")
+        check_gym_api(env, spec.name, ctx, advice_level=logging.DEBUG if from_gymnasium else logging.WARNING)
     return env
 
 

@@ -41,33 +41,9 @@ def registered_envs() -> list[str]:
     return sorted(_ENV_REGISTRY)
 
 
-def env_registrations(*envs: Any) -> dict[str, tuple[str, Any]]:
-    """What another process needs to build these ``env`` values as this one does.
-
-    For each string that is a :func:`register_env` name or a gymnasium id
-    registered here, its creator or gymnasium ``EnvSpec`` (to ship with
-    cloudpickle): a study's trial processes start fresh, and never ran the
-    registrations of the user's script. :func:`apply_env_registrations`
-    installs them there.
-    """
-    found: dict[str, tuple[str, Any]] = {}
-    for env in envs:
-        if not isinstance(env, str):
-            continue
-        if env in _ENV_REGISTRY:
-            found[env] = ("rltune", _ENV_REGISTRY[env])
-        elif env in gym.registry:
-            found[env] = ("gymnasium", gym.registry[env])
-    return found
-
-
-def apply_env_registrations(registrations: dict[str, tuple[str, Any]]) -> None:
-    """Install what :func:`env_registrations` collected in another process (this process's own come first)."""
-    for name, (kind, value) in registrations.items():
-        if kind == "rltune":
-            _ENV_REGISTRY.setdefault(name, value)
-        elif name not in gym.registry:
-            gym.registry[name] = value
+def registered_creator(name: str) -> EnvCreator | None:
+    """The creator given to :func:`register_env` under ``name`` in this process, or None."""
+    return _ENV_REGISTRY.get(name)
 
 
 @dataclass(frozen=True)
@@ -76,7 +52,6 @@ class EnvSpec:
 
     name: str
     creator: EnvCreator
-    is_gym_id: bool = False
 
 
 class _GymMaker:
@@ -98,7 +73,7 @@ class _GymMaker:
 
 
 def _gym_env(name: str, env_id: str) -> EnvSpec:
-    return EnvSpec(name, _GymMaker(gym.spec(env_id)), is_gym_id=True)
+    return EnvSpec(name, _GymMaker(gym.spec(env_id)))
 
 
 class _ClassMaker:

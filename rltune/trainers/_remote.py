@@ -29,24 +29,25 @@ from rltune.errors import RLTuneError, WorkerError
 logger = logging.getLogger(__name__)
 
 
-_handler_installed = False  # by setup_logging, in this process
-
-
-def setup_logging(log_level: str, *, keep_user_setup: bool = False) -> None:
+def setup_logging(log_level: str, *, in_users_process: bool = False) -> None:
     """Show log records of ``log_level`` and above, rltune's and the env code's, on stderr.
 
-    With ``keep_user_setup`` (the trainer in the user's own process), logging
-    the user configured (a handler on the root logger that rltune did not
-    install) is left alone and only rltune's logger level is set.
+    In a worker process (rltune's own) a stderr handler is installed. In the
+    user's process (``in_users_process``: the trainer, sampling there with
+    ``num_workers: 0``) no handler is added, so that a ``logging.basicConfig``
+    the user calls later still takes effect: with no logging configured yet,
+    the root logger's level and that of logging's last-resort stderr handler
+    are set; logging the user configured is left alone (only rltune's level is set).
     """
-    global _handler_installed
     level = logging.WARNING if log_level in ("WARN", "WARNING") else getattr(logging, log_level)
     root = logging.getLogger()
-    if not (keep_user_setup and root.handlers and not _handler_installed):
-        if not root.handlers:
-            logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s")
-            _handler_installed = True
+    if not in_users_process:
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s")
         root.setLevel(level)
+    elif not root.handlers:
+        root.setLevel(level)
+        if logging.lastResort is not None:
+            logging.lastResort.setLevel(level)
     logging.getLogger("rltune").setLevel(level)
 
 

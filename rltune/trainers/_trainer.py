@@ -67,8 +67,8 @@ def resolve_callable(spec: Any, key: str) -> Callable[..., Any]:
     return spec
 
 
-def _state_dict_mismatch(expected: dict[str, Any], saved: Any) -> str | None:
-    """Why ``saved`` cannot load into a model whose state dict is ``expected`` (None if it can)."""
+def _state_dict_mismatch(expected: dict[str, Any], saved: Any, source: str = "the checkpoint") -> str | None:
+    """Why ``saved`` (from ``source``) cannot load into a model whose state dict is ``expected`` (None if it can)."""
     if not isinstance(saved, dict):
         return "no weights"
     missing = sorted(set(expected) - set(saved))
@@ -78,7 +78,7 @@ def _state_dict_mismatch(expected: dict[str, Any], saved: Any) -> str | None:
     for key, tensor in expected.items():
         shape = getattr(saved[key], "shape", None)
         if shape is None or tuple(shape) != tuple(tensor.shape):
-            return f"{key} has shape {None if shape is None else tuple(shape)} in the checkpoint, {tuple(tensor.shape)} here"
+            return f"{key} has shape {None if shape is None else tuple(shape)} in {source}, {tuple(tensor.shape)} here"
     return None
 
 
@@ -218,7 +218,7 @@ class Trainer:
     @staticmethod
     def _set_log_level(level: str) -> None:
         # As in the worker processes, so that env code sampled here (num_workers: 0) logs the same way.
-        setup_logging(level, keep_user_setup=True)
+        setup_logging(level, in_users_process=True)
 
     @staticmethod
     def _select_device(num_gpus: float) -> torch.device:
@@ -246,12 +246,20 @@ class Trainer:
     def set_algorithm_state(self, values: dict[str, Any], tensors: dict[str, Any]) -> None:
         """Restore what :meth:`get_algorithm_state` returned."""
 
+    def checkpoint_array_names(self) -> list[str]:
+        """The file names :meth:`get_checkpoint_arrays` writes (without building the arrays)."""
+        return []
+
     def get_checkpoint_arrays(self) -> dict[str, dict[str, np.ndarray]]:
         """Extra numpy arrays to checkpoint (e.g. a replay buffer), by file name."""
         return {}
 
     def set_checkpoint_arrays(self, arrays: dict[str, dict[str, np.ndarray] | None]) -> None:
-        """Restore what :meth:`get_checkpoint_arrays` returned (None for a file the checkpoint lacks)."""
+        """Restore what :meth:`get_checkpoint_arrays` returned (None for a file the checkpoint lacks).
+
+        Called last by :meth:`restore`: it must check everything before it
+        changes anything, so that a failure leaves the old arrays in place.
+        """
 
     # -- training ----------------------------------------------------------------------
     def train(self) -> dict[str, Any]:
@@ -363,10 +371,14 @@ class Trainer:
         (as in RLlib), so remote workers sample with their old weights until
         the next sync at the end of an iteration; this method syncs at once.
         """
-        unknown = set(weights) - set(self.workers.local_worker.policy_map)
+        policies = self.workers.local_worker.policy_map
+        unknown = set(weights) - set(policies)
         if unknown:
-            known = sorted(self.workers.local_worker.policy_map)
-            raise ConfigError(f"set_weights: no policy {sorted(unknown)}; the policies are {known}")
+            raise ConfigError(f"set_weights: no policy {sorted(unknown)}; the policies are {sorted(policies)}")
+        for pid, policy_weights in weights.items():  # all checked before any is loaded
+            problem = _state_dict_mismatch(policies[pid].model.state_dict(), policy_weights, "the weights given")
+            if problem:
+                raise ConfigError(f"set_weights: the weights of policy {pid!r} do not fit its model: {problem}")
         self.workers.local_worker.set_weights(weights)
         self.workers.sync_weights()
 
@@ -505,21 +517,21 @@ class Trainer:
         The checkpoint may come from a trainer with another ``num_workers``.
         A checkpoint that is missing, partial, corrupt or does not fit raises
         :class:`CheckpointError` naming what is wrong, and the trainer stays
-        as it was (weights, optimizer, counters, RNG states).
+        as it was (weights, optimizer, counters, RNG states, replay buffer).
+        The rollout workers get the new weights and env tasks after that: a
+        worker that fails then raises as it would in training.
         """
-        before = self._current_state()  # taken first: its arrays name the files to read
-        saved = self._read_checkpoint(checkpoint_path, list(before.arrays))
-        loading_arrays = False
+        saved = self._read_checkpoint(checkpoint_path, self.checkpoint_array_names())
+        before = self._current_state()  # to go back to if loading fails
         try:
             self._set_state(saved, checkpoint_path)
-            # Last, and put back only if reached: refilling a replay buffer reorders its rows.
-            loading_arrays = True
             with ckpt.loading(checkpoint_path, f"the arrays ({', '.join(f'{n}.npz' for n in saved.arrays)})"):
-                self.set_checkpoint_arrays(saved.arrays)
+                self.set_checkpoint_arrays(saved.arrays)  # last; changes nothing when it fails
         except BaseException:
-            self._set_state(before)
-            if loading_arrays:
-                self.set_checkpoint_arrays(before.arrays)
+            try:
+                self._set_state(before)
+            except Exception:  # keep the original error: it is what the user must fix
+                logger.exception("%s: putting back the state from before the failed restore failed too", self.name)
             raise
         self.workers.sync_weights({"timestep": self.timesteps_total})
         self._restore_tasks(saved.env_tasks)
@@ -567,7 +579,6 @@ class Trainer:
             algorithm_values=copy.deepcopy(values),
             algorithm_tensors=ckpt.cloned(tensors),
             callbacks_state=copy.deepcopy(self.callbacks.get_state()),
-            arrays=self.get_checkpoint_arrays(),
         )
 
     def _set_state(self, state: ckpt.TrainerState, checkpoint_path: str | os.PathLike[str] | None = None) -> None:

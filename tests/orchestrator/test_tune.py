@@ -275,6 +275,20 @@ def test_envs_the_users_script_registers_reach_the_trial_processes(tmp_path):
     assert all(t.last_result["episode_len_mean"] <= 5 for t in analysis.trials)  # the registered limits
 
 
+def test_an_env_creator_that_cannot_reach_the_trial_process_is_a_config_error(tmp_path):
+    import threading
+
+    import gymnasium as gym
+
+    from rltune.trainers import register_env
+
+    lock = threading.Lock()  # cannot be pickled, so neither can a creator holding it
+    register_env("rltune-test-unpicklable", lambda ctx, lock=lock: gym.make("CartPole-v1"))
+    with pytest.raises(ConfigError, match="env 'rltune-test-unpicklable' cannot be sent to the trial process"):
+        tune.run("PPO", config={"env": "rltune-test-unpicklable"}, stop={"training_iteration": 1},
+                 results_dir=str(tmp_path), verbose=0)
+
+
 def test_the_seed_example_as_written(tmp_path):
     """The issue's example, with a tiny budget: stop after one iteration of a small batch."""
     analysis = tune.run(

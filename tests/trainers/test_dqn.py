@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
-from rltune.errors import SpaceError
+from rltune.errors import CheckpointError, SpaceError
 from rltune.trainers import DQN
 from rltune.trainers._dqn import DISCOUNTS, DQNConfig, DQNPolicy
 from rltune.trainers._sample_batch import ACTIONS, NEW_OBS, OBS, REWARDS, TERMINATEDS, TRUNCATEDS
@@ -239,3 +241,34 @@ def test_without_double_q_the_targets_of_a_round_come_from_the_fixed_target_netw
             assert min(abs(value - p) for p in expected.tolist()) < 1e-5
     finally:
         trainer.stop()
+
+
+@pytest.mark.parametrize(
+    "corrupt, message",
+    [
+        (lambda cols: cols.pop("actions"), "lacks the columns ['actions']"),
+        (lambda cols: cols.update(rewards=cols["rewards"][:-1]), "different numbers of rows"),
+        (lambda cols: cols.update(obs=cols["obs"][:, :2]), "column 'obs' has rows of shape (2,), not (4,)"),
+    ],
+    ids=["missing column", "short column", "obs of another shape"],
+)
+def test_a_corrupt_replay_buffer_file_is_refused_and_the_trainer_keeps_its_own(tmp_path, corrupt, message):
+    config = {**SMALL, "store_buffer_in_checkpoints": True}
+    with DQN(config=config, env="CartPole-v1") as trainer:
+        trainer.train()
+        path = Path(trainer.save(tmp_path / "ck"))
+    with np.load(path / "replay_buffer.npz") as data:
+        columns = {k: data[k] for k in data.files}
+    corrupt(columns)
+    np.savez(path / "replay_buffer.npz", **columns)
+    with DQN(config={**config, "seed": 1}, env="CartPole-v1") as other:
+        other.train()
+        buffer_before, weights_before = other.buffer.get_state(), other.get_policy().get_weights()
+        with pytest.raises(CheckpointError) as info:
+            other.restore(path)
+        assert "replay_buffer.npz" in str(info.value) and message in str(info.value)
+        for key, column in other.buffer.get_state().items():
+            np.testing.assert_array_equal(column, buffer_before[key])
+        for key, value in other.get_policy().get_weights().items():
+            np.testing.assert_array_equal(value, weights_before[key])
+        assert other.iteration == 1

@@ -64,6 +64,20 @@ def test_log_level_reaches_env_code_in_the_trainers_process(tmp_path, level, inf
     assert ("warning from env in worker 0" in proc.stderr) is warning_seen
 
 
+def test_the_users_logging_set_up_after_the_trainer_still_takes_effect(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        f"SMALL = {SMALL!r}\n" + SCRIPT
+        + "import logging\nlogging.basicConfig(level=logging.WARNING, format='USER %(message)s')\n"
+        "logging.getLogger('mine').warning('configured later')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(TESTS_DIR), RLTUNE_RESULTS_DIR=str(tmp_path / "results"))
+    proc = subprocess.run([sys.executable, str(script), "INFO"], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "info from env in worker 0" in proc.stderr  # log_level INFO while the user had no logging
+    assert "USER configured later" in proc.stderr  # the user's basicConfig, called afterwards, took effect
+
+
 def test_the_users_own_logging_set_up_is_left_alone(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(

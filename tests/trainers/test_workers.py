@@ -153,6 +153,9 @@ def test_trainer_set_weights_reaches_every_worker_at_once(trainer):
         assert all(not v.any() for v in weights.values())
     with pytest.raises(ConfigError, match="no policy \\['nope'\\]"):
         trainer.set_weights({"nope": {}})
+    wrong = {pid: {k: np.zeros(v.shape + (1,), v.dtype) for k, v in w.items()} for pid, w in zeros.items()}
+    with pytest.raises(ConfigError, match="do not fit its model: .* has shape"):
+        trainer.set_weights(wrong)
 
 
 # --- lazy spaces: the trainer process builds no env when it has workers ---------------------------
