@@ -321,17 +321,6 @@ def valid_rng_state(state: Any, bit_generator: np.random.BitGenerator) -> bool:
     return True
 
 
-def cloned(value: Any) -> Any:
-    """``value`` with every tensor in its dicts, lists and tuples cloned (e.g. a state dict kept aside)."""
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, dict):
-        return {k: cloned(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(cloned(v) for v in value)
-    return value
-
-
 @contextlib.contextmanager
 def loading(path: str | os.PathLike[str] | None, part: str) -> Iterator[None]:
     """Turn an error raised while loading ``part`` of checkpoint ``path`` into a CheckpointError naming both.

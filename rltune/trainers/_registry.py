@@ -73,7 +73,7 @@ class _GymMaker:
 
 
 def _gym_env(name: str, env_id: str) -> EnvSpec:
-    return EnvSpec(name, _GymMaker(gym.spec(env_id)))
+    return EnvSpec(name, _GymMaker(gym.registry[env_id]))
 
 
 class _ClassMaker:

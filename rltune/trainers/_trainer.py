@@ -572,12 +572,12 @@ class Trainer:
             time_total_s=self.time_total_s,
             episode_window=list(self._episode_window),
             last_evaluation=copy.deepcopy(self._last_evaluation),
-            weights={pid: ckpt.cloned(p.model.state_dict()) for pid, p in policies.items()},
+            weights={pid: copy.deepcopy(p.model.state_dict()) for pid, p in policies.items()},
             policy_rngs={pid: p.rng.bit_generator.state for pid, p in policies.items()},
             numpy_rng=self.rng.bit_generator.state,
             torch_rng=torch.get_rng_state(),
             algorithm_values=copy.deepcopy(values),
-            algorithm_tensors=ckpt.cloned(tensors),
+            algorithm_tensors=copy.deepcopy(tensors),
             callbacks_state=copy.deepcopy(self.callbacks.get_state()),
         )
 
