@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any, Literal, Optional
+from typing import Any, Callable, Literal, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -31,6 +31,7 @@ from rltune.trainers._models import QModel, make_adam
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._postprocessing import compute_n_step
 from rltune.trainers._replay_buffer import ReplayBuffer
+from rltune.trainers._sgd_step import make_sgd_step
 from rltune.trainers._sample_batch import (
     ACTIONS,
     NEW_OBS,
@@ -156,6 +157,8 @@ class DQN(Trainer):
         self.target_model.requires_grad_(False)
         self.flat_params = FlatParameters(policy.model)
         self.optimizer = make_adam([self.flat_params.param], lr=self.cfg.lr)
+        loss_fn = self._double_q_loss if self.cfg.double_q else self._loss
+        self.sgd_step = make_sgd_step(self.cfg, policy.model, self.flat_params, self.optimizer, loss_fn)
         self.buffer = ReplayBuffer(self.cfg.replay_buffer_config.capacity)
         self.last_target_update = 0
         self.num_target_updates = 0
@@ -234,34 +237,59 @@ class DQN(Trainer):
         new_obs = torch.from_numpy(batch[NEW_OBS]).to(device)
         not_terminated = torch.from_numpy(~batch[TERMINATEDS]).to(device).float()
         discounts = torch.from_numpy(batch[DISCOUNTS]).to(device)
-        targets = None
-        if not cfg.double_q:
+        if cfg.double_q:
+            columns = (obs, actions, rewards, discounts, not_terminated, new_obs)
+        else:
             with torch.no_grad():
                 targets = rewards + discounts * not_terminated * self.target_model(new_obs).max(dim=1).values
-        loss_fn = F.smooth_l1_loss if cfg.td_error_loss_fn == "huber" else _half_mse
+            columns = (obs, actions, targets)
+        stats = None
         for i in range(num_steps):
             rows = slice(i * size, (i + 1) * size)
-            q = policy.model(obs[rows]).gather(1, actions[rows]).squeeze(1)
-            if targets is not None:
-                target = targets[rows]
-            else:
-                with torch.no_grad():
-                    next_actions = policy.model(new_obs[rows]).argmax(dim=1, keepdim=True)
-                    next_q = self.target_model(new_obs[rows]).gather(1, next_actions).squeeze(1)
-                    target = rewards[rows] + discounts[rows] * not_terminated[rows] * next_q
-            loss = loss_fn(q, target)
-            self.flat_params.zero_grad()
-            loss.backward()
-            if cfg.grad_clip:
-                self.flat_params.clip_grad_norm_(cfg.grad_clip)
-            self.optimizer.step()
+            stats, _ = self.sgd_step(*(c[rows] for c in columns), with_stats=i == num_steps - 1)
             self.num_grad_steps += 1
-        with torch.no_grad():  # one device sync per round, for the last step's stats
-            return {
-                "total_loss": float(loss),
-                "mean_q": float(q.mean()),
-                "mean_td_error": float((q - target).abs().mean()),
-            }
+        assert stats is not None  # num_steps >= 1
+        total_loss, mean_q, mean_td_error = stats.tolist()  # one device sync per round, for the last step's stats
+        return {"total_loss": total_loss, "mean_q": mean_q, "mean_td_error": mean_td_error}
+
+    def _loss(
+        self,
+        model_fn: Callable[[torch.Tensor], torch.Tensor],
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        targets: torch.Tensor,
+        *,
+        with_stats: bool,
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """TD loss against precomputed targets (without double Q they depend on the target network only)."""
+        return self._td_loss(model_fn(obs).gather(1, actions).squeeze(1), targets, with_stats)
+
+    def _double_q_loss(
+        self,
+        model_fn: Callable[[torch.Tensor], torch.Tensor],
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        rewards: torch.Tensor,
+        discounts: torch.Tensor,
+        not_terminated: torch.Tensor,
+        new_obs: torch.Tensor,
+        *,
+        with_stats: bool,
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """TD loss against double-Q targets: the online network picks a', the target network values it."""
+        q = model_fn(obs).gather(1, actions).squeeze(1)
+        with torch.no_grad():
+            next_actions = model_fn(new_obs).argmax(dim=1, keepdim=True)
+            next_q = self.target_model(new_obs).gather(1, next_actions).squeeze(1)
+            targets = rewards + discounts * not_terminated * next_q
+        return self._td_loss(q, targets, with_stats)
+
+    def _td_loss(self, q: torch.Tensor, targets: torch.Tensor, with_stats: bool) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        loss = (F.smooth_l1_loss if self.cfg.td_error_loss_fn == "huber" else _half_mse)(q, targets)
+        if not with_stats:
+            return loss, None
+        with torch.no_grad():
+            return loss, torch.stack([loss, q.mean(), (q - targets).abs().mean()]).detach()
 
     def get_algorithm_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         values = {

@@ -32,12 +32,14 @@ class FlatParameters:
     """
 
     def __init__(self, module: nn.Module) -> None:
-        params = [p for p in module.parameters() if p.requires_grad]
+        named = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
+        params = [p for _, p in named]
         if not params:
             raise ValueError("the model has no trainable parameters")
         first = params[0]
         if any(p.dtype != first.dtype or p.device != first.device for p in params):
             raise ValueError("all parameters must share one dtype and device to be flattened")
+        self.names = [name for name, _ in named]
         self.shapes = [p.shape for p in params]
         self.param = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in params]))
         self.param.grad = torch.zeros_like(self.param)
@@ -49,6 +51,20 @@ class FlatParameters:
             p.grad = flat_grad[offset : offset + n].view_as(p)
             offset += n
         self._params = params
+
+    def views(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Each parameter's name to its view into ``flat`` (a tensor laid out as :attr:`param`).
+
+        For ``torch.func.functional_call``: gradients taken with respect to
+        ``flat`` through these views come out as one flat gradient.
+        """
+        views: dict[str, torch.Tensor] = {}
+        offset = 0
+        for name, shape in zip(self.names, self.shapes):
+            n = shape.numel()
+            views[name] = flat[offset : offset + n].view(shape)
+            offset += n
+        return views
 
     def zero_grad(self) -> None:
         """Zero every parameter's gradient (one op; the views stay in place).

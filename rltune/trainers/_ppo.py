@@ -15,7 +15,7 @@ each iteration, as in RLlib.
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -28,6 +28,7 @@ from rltune.trainers._flat_params import FlatParameters
 from rltune.trainers._models import ActorCriticModel, make_adam
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._postprocessing import compute_gae
+from rltune.trainers._sgd_step import make_sgd_step
 from rltune.trainers._sample_batch import (
     ACTION_LOGP,
     ACTIONS,
@@ -171,6 +172,8 @@ class PPO(Trainer):
         policy = self.get_policy()
         self.flat_params = FlatParameters(policy.model)
         self.optimizer = make_adam([self.flat_params.param], lr=self.cfg.lr, eps=1e-5)
+        self._distribution = policy.distribution  # type: ignore[attr-defined]
+        self.sgd_step = make_sgd_step(self.cfg, policy.model, self.flat_params, self.optimizer, self._loss)
         self.kl_coeff = self.cfg.kl_coeff
         round_steps = self.workers.steps_per_round()
         if self.cfg.train_batch_size % round_steps:
@@ -186,6 +189,61 @@ class PPO(Trainer):
         stats = self._learn(sample.batches[DEFAULT_POLICY_ID])
         self.workers.sync_weights({"timestep": self.timesteps_total + sample.env_steps})
         return StepOutcome(sample.env_steps, sample.episodes, {DEFAULT_POLICY_ID: stats})
+
+    def _loss(
+        self,
+        model_fn: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        old_logp: torch.Tensor,
+        adv: torch.Tensor,
+        targets: torch.Tensor,
+        clip: float | torch.Tensor,
+        entropy_coeff: float | torch.Tensor,
+        kl_coeff: float | torch.Tensor,
+        *,
+        with_stats: bool,
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """The minibatch loss of the module docstring, and its stats when asked.
+
+        Stats: total loss, policy loss, vf loss, entropy, KL, clip fraction.
+        Terms whose coefficient is 0 stay out of the graph (computed for the stats only).
+        """
+        cfg = self.cfg
+        dist_inputs, values = model_fn(obs)
+        dist = self._distribution(dist_inputs)
+        log_ratio = dist.logp(actions) - old_logp
+        ratio = log_ratio.exp()
+        surrogate = torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean()
+        vf_err = (values - targets).pow(2)
+        vf_loss = (vf_err.clamp(max=cfg.vf_clip_param) if cfg.vf_clip_param is not None else vf_err).mean()
+        loss = -surrogate
+        if cfg.use_critic:
+            loss = loss + cfg.vf_loss_coeff * vf_loss
+        entropy = kl = None
+        if self._learn_entropy:
+            entropy = dist.entropy().mean()
+            loss = loss - entropy_coeff * entropy
+        if self._learn_kl:
+            kl = ((ratio - 1.0) - log_ratio).mean()  # k3 estimator of KL(old || new), always >= 0
+            loss = loss + kl_coeff * kl
+        if not with_stats:
+            return loss, None
+        with torch.no_grad():
+            if entropy is None:
+                entropy = dist.entropy().mean()
+            if kl is None:
+                kl = ((ratio - 1.0) - log_ratio).mean()
+            clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+            return loss, torch.stack([loss, -surrogate, vf_loss, entropy, kl, clip_fraction]).detach()
+
+    @property
+    def _learn_entropy(self) -> bool:
+        return self.cfg.entropy_coeff > 0 or self.cfg.entropy_coeff_schedule is not None
+
+    @property
+    def _learn_kl(self) -> bool:
+        return self.kl_coeff > 0  # adapts by factors of 1.5 and 0.5: never reaches 0 once above it
 
     def _learn(self, batch: SampleBatch) -> dict[str, float]:
         cfg = self.cfg
@@ -204,9 +262,11 @@ class PPO(Trainer):
         if full_batch and cfg.normalize_advantages and n > 1:
             adv = columns[ADVANTAGES]
             columns[ADVANTAGES] = (adv - adv.mean()) / (adv.std() + 1e-8)  # the same for every epoch
-        # Terms whose coefficient is 0 are computed for the stats only, outside the graph.
-        learn_entropy = entropy_coeff > 0 or cfg.entropy_coeff_schedule is not None
-        learn_kl = self.kl_coeff > 0
+        # A compiled step takes every value that changes between iterations as a tensor (a float
+        # would be traced as a constant and recompiled); eager ops are cheaper on floats.
+        coeffs: tuple[Any, ...] = (clip, entropy_coeff, self.kl_coeff)
+        if self.sgd_step.compiled:
+            coeffs = tuple(torch.tensor(c, dtype=torch.float32, device=device) for c in coeffs)
         stat_sums = torch.zeros(7, device=device)
         steps = stat_steps = 0
         for epoch in range(cfg.num_sgd_iter):
@@ -223,37 +283,12 @@ class PPO(Trainer):
                     obs, actions, old_logp, adv, targets = (columns[k][idx] for k in (OBS, ACTIONS, ACTION_LOGP, ADVANTAGES, VALUE_TARGETS))
                     if cfg.normalize_advantages and mb > 1:
                         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                dist_inputs, values = policy.model(obs)
-                dist = policy.distribution(dist_inputs)
-                log_ratio = dist.logp(actions) - old_logp
-                ratio = log_ratio.exp()
-                surrogate = torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean()
-                vf_err = (values - targets).pow(2)
-                vf_loss = (vf_err.clamp(max=cfg.vf_clip_param) if cfg.vf_clip_param is not None else vf_err).mean()
-                loss = -surrogate
-                if cfg.use_critic:
-                    loss = loss + cfg.vf_loss_coeff * vf_loss
-                if learn_entropy:
-                    entropy = dist.entropy().mean()
-                    loss = loss - entropy_coeff * entropy
-                if learn_kl:
-                    kl = ((ratio - 1.0) - log_ratio).mean()  # k3 estimator of KL(old || new), always >= 0
-                    loss = loss + self.kl_coeff * kl
-                self.flat_params.zero_grad()
-                loss.backward()
-                grad_norm = self.flat_params.clip_grad_norm_(cfg.grad_clip) if cfg.grad_clip else torch.full((), float("nan"))
-                self.optimizer.step()
+                stats, grad_norm = self.sgd_step(obs, actions, old_logp, adv, targets, *coeffs, with_stats=last_epoch)
                 steps += 1
-                if not last_epoch:
-                    continue
-                with torch.no_grad():
-                    if not learn_entropy:
-                        entropy = dist.entropy().mean()
-                    if not learn_kl:
-                        kl = ((ratio - 1.0) - log_ratio).mean()
-                    clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
-                    stat_sums += torch.stack([loss, -surrogate, vf_loss, entropy, kl, clip_fraction, grad_norm.float()])
-                stat_steps += 1
+                if last_epoch:
+                    stat_sums[:6] += stats
+                    stat_sums[6] += grad_norm
+                    stat_steps += 1
         policy.weights_changed()
         sums = stat_sums.cpu().numpy()
         total_loss, policy_loss, vf_loss_v, entropy_v, kl_v, clip_frac, gnorm = sums / max(stat_steps, 1)

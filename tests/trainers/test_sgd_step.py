@@ -1,0 +1,166 @@
+"""The learner step: compiled (torch_compile_learner) and eager give the same updates and optimizer state.
+
+Each compiled case costs one torch.compile (seconds with a warm inductor
+cache, 10-20 s with a cold one), so the cases are few and each checks much.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rltune.errors import ConfigError
+from rltune.trainers import DQN, PPO
+from rltune.trainers._sample_batch import ACTIONS, NEW_OBS, OBS, REWARDS, TERMINATEDS
+from rltune.trainers._dqn import DISCOUNTS
+
+PPO_CONFIG = {
+    "num_envs_per_worker": 4,
+    "rollout_fragment_length": 16,
+    "train_batch_size": 64,
+    "sgd_minibatch_size": 32,  # two minibatches per epoch: shuffling and per-minibatch normalisation
+    "num_sgd_iter": 3,
+    "lr": 3e-3,
+    "entropy_coeff": 0.01,  # every optional term of the loss in the graph
+    "kl_coeff": 0.2,
+    "vf_clip_param": 5.0,
+    "grad_clip": 0.5,
+    "model": {"fcnet_hiddens": [32, 32]},
+    "seed": 3,
+}
+
+
+def _weights(trainer):
+    return {k: v.detach().clone() for k, v in trainer.get_policy().model.state_dict().items()}
+
+
+def _adam_state(trainer):
+    return {k: v.clone() for k, v in trainer.optimizer.state_dict()["state"][0].items()}
+
+
+def _assert_close(a: dict, b: dict, *, atol: float) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=atol, rtol=1e-4, msg=lambda m, key=key: f"{key}: {m}")
+
+
+def _learn_twice(trainer_class, config, env, learn):
+    """Run ``learn`` on an eager and a compiled trainer built alike; their weights, Adam states and stats."""
+    out = []
+    for compiled in (False, True):
+        trainer = trainer_class(config={**config, "torch_compile_learner": compiled}, env=env)
+        try:
+            assert trainer.sgd_step.compiled is compiled
+            stats = learn(trainer)
+            out.append((_weights(trainer), _adam_state(trainer), stats))
+        finally:
+            trainer.stop()
+    return out
+
+
+@pytest.mark.parametrize("env", ["CartPole-v1", "Pendulum-v1"], ids=["discrete", "box"])
+def test_compiled_ppo_updates_as_the_eager_one(env):
+    def learn(trainer):
+        # Two iterations: the second starts from Adam state written by the first.
+        trainer.train()
+        return trainer.train()["info"]["learner"]["default_policy"]
+
+    (w_eager, adam_eager, s_eager), (w_compiled, adam_compiled, s_compiled) = _learn_twice(PPO, PPO_CONFIG, env, learn)
+    before = PPO(config={**PPO_CONFIG}, env=env)
+    try:
+        initial = _weights(before)
+    finally:
+        before.stop()
+    assert any(not torch.equal(initial[k], w_eager[k]) for k in initial)  # training moved the weights
+    _assert_close(w_eager, w_compiled, atol=1e-5)
+    _assert_close(adam_eager, adam_compiled, atol=1e-6)
+    assert adam_compiled["step"].item() == 2 * 3 * 2  # iterations x epochs x minibatches
+    for key in ("total_loss", "policy_loss", "vf_loss", "entropy", "kl", "clip_fraction", "grad_gnorm"):
+        assert s_compiled[key] == pytest.approx(s_eager[key], rel=1e-3, abs=1e-5), key
+    assert s_compiled["num_sgd_steps"] == s_eager["num_sgd_steps"] == 6
+
+
+@pytest.mark.parametrize("double_q", [False, True], ids=["fixed targets", "double q"])
+def test_compiled_dqn_updates_as_the_eager_one(double_q):
+    config = {
+        "num_envs_per_worker": 1,
+        "rollout_fragment_length": 8,
+        "train_batch_size": 16,
+        "learning_starts": 0,
+        "min_sample_timesteps_per_iteration": 1,
+        "double_q": double_q,
+        "dueling": True,
+        "lr": 1e-2,
+        "model": {"fcnet_hiddens": [32]},
+        "seed": 0,
+    }
+    rng = np.random.default_rng(0)
+    rows = {
+        OBS: rng.normal(size=(40, 4)).astype(np.float32),
+        ACTIONS: rng.integers(0, 2, 40),
+        REWARDS: rng.normal(size=40).astype(np.float32),
+        NEW_OBS: rng.normal(size=(40, 4)).astype(np.float32),
+        TERMINATEDS: rng.random(40) < 0.2,
+        DISCOUNTS: np.full(40, 0.9, np.float32),
+    }
+
+    def learn(trainer):
+        trainer.buffer.set_state(rows)
+        trainer.rng = np.random.default_rng(1)
+        first = trainer._updates(5)
+        trainer.target_model.load_state_dict(trainer.get_policy().model.state_dict())  # a target sync between rounds
+        return first, trainer._updates(5)
+
+    (w_eager, adam_eager, s_eager), (w_compiled, adam_compiled, s_compiled) = _learn_twice(DQN, config, "CartPole-v1", learn)
+    _assert_close(w_eager, w_compiled, atol=1e-5)
+    _assert_close(adam_eager, adam_compiled, atol=1e-6)
+    assert adam_compiled["step"].item() == 10
+    for eager_round, compiled_round in zip(s_eager, s_compiled):
+        for key in ("total_loss", "mean_q", "mean_td_error"):
+            assert compiled_round[key] == pytest.approx(eager_round[key], rel=1e-3, abs=1e-6), key
+
+
+def test_a_compiled_trainers_checkpoint_continues_in_an_eager_trainer(tmp_path):
+    compiled = PPO(config={**PPO_CONFIG, "torch_compile_learner": True}, env="CartPole-v1")
+    try:
+        compiled.train()
+        path = compiled.save(tmp_path / "ckpt")
+        saved_weights, saved_adam = _weights(compiled), _adam_state(compiled)
+    finally:
+        compiled.stop()
+    eager = PPO(config={**PPO_CONFIG, "torch_compile_learner": False}, env="CartPole-v1")
+    try:
+        eager.restore(path)
+        _assert_close(_weights(eager), saved_weights, atol=0.0)
+        _assert_close(_adam_state(eager), saved_adam, atol=0.0)
+        eager.train()
+        assert _adam_state(eager)["step"].item() == 2 * 6  # Adam's step count goes on
+        assert any(not torch.equal(saved_weights[k], w) for k, w in _weights(eager).items())
+    finally:
+        eager.stop()
+
+
+def test_an_unknown_compile_backend_is_a_config_error_naming_the_closest():
+    with pytest.raises(ConfigError, match=r"torch_compile_learner_dynamo_backend: unknown backend 'inductr'; did you mean 'inductor'\?"):
+        PPO(config={**PPO_CONFIG, "torch_compile_learner": True, "torch_compile_learner_dynamo_backend": "inductr"}, env="CartPole-v1")
+
+
+def test_a_backend_that_fails_is_one_config_error_on_the_first_step():
+    import torch._dynamo
+
+    @torch._dynamo.register_backend(name="rltune_test_failing_backend")
+    def failing(gm, example_inputs):  # noqa: ARG001 - the backend interface
+        raise RuntimeError("no C++ compiler here")
+
+    trainer = PPO(
+        config={**PPO_CONFIG, "torch_compile_learner": True, "torch_compile_learner_dynamo_backend": "rltune_test_failing_backend"},
+        env="CartPole-v1",
+    )
+    try:
+        before = _weights(trainer)
+        with pytest.raises(ConfigError, match=r"torch_compile_learner: torch.compile with backend 'rltune_test_failing_backend' failed.*no C\+\+ compiler here.*torch_compile_learner: False"):
+            trainer.train()
+        _assert_close(_weights(trainer), before, atol=0.0)  # nothing was half-applied
+    finally:
+        trainer.stop()
