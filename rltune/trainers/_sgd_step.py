@@ -74,7 +74,9 @@ class SGDStep:
         if compile_backend is not None:
             _check_backend(compile_backend)
             self._lr = torch.zeros((), device=flat_params.param.device)
-            self._compiled = torch.compile(self._functional_step, backend=compile_backend, mode=compile_mode)
+            self._compiled = torch.compile(
+                self._functional_step, backend=compile_backend, mode=compile_mode, options=_inductor_options(compile_backend, compile_mode)
+            )
 
     @property
     def compiled(self) -> bool:
@@ -161,6 +163,20 @@ class SGDStep:
                 eps=group["eps"], maximize=group["maximize"],
             )
         return stats, grad_norm
+
+
+def _inductor_options(backend: str, mode: Optional[str]) -> Optional[dict[str, Any]]:
+    """Inductor settings for small RL networks on the CPU (None for other backends or an explicit mode).
+
+    ``cpp.use_decompose_tanh`` computes tanh as ``2 / (1 + exp(-2x)) - 1``:
+    inductor's vectorized tanh took ~45 us on a 256x64 tensor here against
+    ~17 us for the exp form, ~15% of a compiled PPO step with 64x64 tanh MLPs;
+    the result differs from tanh by about 1e-7 (off by default in torch
+    for exact-match tests, not for training).
+    """
+    if backend != "inductor" or mode is not None:  # torch.compile takes a mode or options, not both
+        return None
+    return {"cpp.use_decompose_tanh": True}
 
 
 def _check_backend(backend: str) -> None:
