@@ -243,13 +243,14 @@ class DQN(Trainer):
             with torch.no_grad():
                 targets = rewards + discounts * not_terminated * self.target_model(new_obs).max(dim=1).values
             columns = (obs, actions, targets)
-        stats = None
+        last_stats = torch.full((3,), float("nan"))
         for i in range(num_steps):
             rows = slice(i * size, (i + 1) * size)
             stats, _ = self.sgd_step(*(c[rows] for c in columns), with_stats=i == num_steps - 1)
+            if stats is not None:
+                last_stats = stats
             self.num_grad_steps += 1
-        assert stats is not None  # num_steps >= 1
-        total_loss, mean_q, mean_td_error = stats.tolist()  # one device sync per round, for the last step's stats
+        total_loss, mean_q, mean_td_error = last_stats.tolist()  # one device sync per round, for the last step's stats
         return {"total_loss": total_loss, "mean_q": mean_q, "mean_td_error": mean_td_error}
 
     def _loss(

@@ -90,10 +90,11 @@ class SGDStep:
         # and one graph serves every call.
         self._lr.fill_(self.optimizer.param_groups[0]["lr"])
         state = self._adam_state()
+        args = (self.flat_params.param.detach(), state["exp_avg"], state["exp_avg_sq"], state["step"], self._lr, *tensors)
         if self._compile_checked:
-            return self._compiled(self.flat_params.param.detach(), state["exp_avg"], state["exp_avg_sq"], state["step"], self._lr, *tensors)
-        try:
-            result = self._compiled(self.flat_params.param.detach(), state["exp_avg"], state["exp_avg_sq"], state["step"], self._lr, *tensors)
+            return self._compiled(*args)
+        try:  # the first call compiles
+            result = self._compiled(*args)
         except Exception as exc:
             # torch wraps a backend's error (BackendCompilerFailed); name the one that says what went wrong.
             cause = getattr(exc, "inner_exception", None) or exc
