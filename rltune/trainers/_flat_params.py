@@ -43,20 +43,17 @@ class FlatParameters:
         self.shapes = [p.shape for p in params]
         self.param = nn.Parameter(torch.cat([p.detach().reshape(-1) for p in params]))
         self.param.grad = torch.zeros_like(self.param)
-        flat, flat_grad = self.param.detach(), self.param.grad
-        offset = 0
-        for p in params:
-            n = p.numel()
-            p.data = flat[offset : offset + n].view_as(p)
-            p.grad = flat_grad[offset : offset + n].view_as(p)
-            offset += n
+        for p, data, grad in zip(params, self.views(self.param.detach()).values(), self.views(self.param.grad).values()):
+            p.data = data
+            p.grad = grad
         self._params = params
 
     def views(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         """Each parameter's name to its view into ``flat`` (a tensor laid out as :attr:`param`).
 
-        For ``torch.func.functional_call``: gradients taken with respect to
-        ``flat`` through these views come out as one flat gradient.
+        The model's parameters are these views of :attr:`param` (and their
+        gradients of ``param.grad``); views of another tensor so laid out
+        (Adam's moments, a traced copy) serve ``torch.func.functional_call``.
         """
         views: dict[str, torch.Tensor] = {}
         offset = 0
@@ -94,7 +91,7 @@ class FlatParameters:
         grad = self.param.grad
         assert grad is not None  # set in __init__; zero_grad() checks it stays
         norm = torch.linalg.vector_norm(grad)
-        grad.mul_((max_norm / (norm + 1e-6)).clamp_(max=1.0))
+        grad.mul_(clip_coefficient(norm, max_norm))
         return norm
 
     def load_optimizer_state(self, optimizer: torch.optim.Optimizer, state_dict: dict[str, Any]) -> None:
@@ -143,3 +140,8 @@ class FlatParameters:
             else:
                 merged[key] = value
         return {"state": {0: merged}, "param_groups": [group]}
+
+
+def clip_coefficient(norm: torch.Tensor, max_norm: float) -> torch.Tensor:
+    """The factor that scales gradients of global norm ``norm`` to at most ``max_norm`` (torch's rule)."""
+    return (max_norm / (norm + 1e-6)).clamp(max=1.0)

@@ -15,7 +15,7 @@ An algorithm writes its loss once, as ``loss_fn(model_fn, *tensors, with_stats)
   form one function that ``torch.compile`` turns into a few fused kernels
   and the matmuls. It costs a compile on the first step (seconds, more with a
   cold inductor cache) and then runs each step at close to kernel speed:
-  worth it for runs longer than a few minutes.
+  worth it from runs of a minute or so.
 
 Invariants: both modes read and write the same ``optimizer.state`` (Adam's
 moments and step count) and update the parameters in place, so checkpoints
@@ -35,7 +35,7 @@ from torch.optim.adam import adam as functional_adam
 
 from rltune.errors import ConfigError
 from rltune.trainers._config import TrainerConfig
-from rltune.trainers._flat_params import FlatParameters
+from rltune.trainers._flat_params import FlatParameters, clip_coefficient
 
 LossFn = Callable[..., tuple[torch.Tensor, Optional[torch.Tensor]]]
 
@@ -150,7 +150,7 @@ class SGDStep:
         grad = torch.cat([grads[name].reshape(-1) for name in params])
         if self.grad_clip:
             grad_norm = torch.linalg.vector_norm(grad)
-            grad = grad * (self.grad_clip / (grad_norm + 1e-6)).clamp(max=1.0)
+            grad = grad * clip_coefficient(grad_norm, self.grad_clip)
         else:
             grad_norm = self._nan
         group = self.optimizer.param_groups[0]
