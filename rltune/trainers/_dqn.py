@@ -157,8 +157,13 @@ class DQN(Trainer):
         self.target_model.requires_grad_(False)
         self.flat_params = FlatParameters(policy.model)
         self.optimizer = make_adam([self.flat_params.param], lr=self.cfg.lr)
-        loss_fn = self._double_q_loss if self.cfg.double_q else self._loss
-        self.sgd_step = make_sgd_step(self.cfg, policy.model, self.flat_params, self.optimizer, loss_fn)
+        if self.cfg.double_q:
+            self.sgd_step = make_sgd_step(
+                self.cfg, policy.model, self.flat_params, self.optimizer, self._double_q_loss,
+                frozen_modules={"target_fn": self.target_model},
+            )
+        else:
+            self.sgd_step = make_sgd_step(self.cfg, policy.model, self.flat_params, self.optimizer, self._loss)
         self.buffer = ReplayBuffer(self.cfg.replay_buffer_config.capacity)
         self.last_target_update = 0
         self.num_target_updates = 0
@@ -276,12 +281,13 @@ class DQN(Trainer):
         new_obs: torch.Tensor,
         *,
         with_stats: bool,
+        target_fn: Callable[[torch.Tensor], torch.Tensor],
     ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """TD loss against double-Q targets: the online network picks a', the target network values it."""
         q = model_fn(obs).gather(1, actions).squeeze(1)
         with torch.no_grad():
             next_actions = model_fn(new_obs).argmax(dim=1, keepdim=True)
-            next_q = self.target_model(new_obs).gather(1, next_actions).squeeze(1)
+            next_q = target_fn(new_obs).gather(1, next_actions).squeeze(1)
             targets = rewards + discounts * not_terminated * next_q
         return self._td_loss(q, targets, with_stats)
 

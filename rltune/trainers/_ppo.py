@@ -173,7 +173,10 @@ class PPO(Trainer):
         self.flat_params = FlatParameters(policy.model)
         self.optimizer = make_adam([self.flat_params.param], lr=self.cfg.lr, eps=1e-5)
         self._distribution = policy.distribution  # type: ignore[attr-defined]
-        self.sgd_step = make_sgd_step(self.cfg, policy.model, self.flat_params, self.optimizer, self._loss)
+        self.sgd_step = make_sgd_step(
+            self.cfg, policy.model, self.flat_params, self.optimizer, self._loss,
+            trace_key=lambda: (self._learn_entropy, self._learn_kl),  # the loss's terms
+        )
         self.kl_coeff = self.cfg.kl_coeff
         round_steps = self.workers.steps_per_round()
         if self.cfg.train_batch_size % round_steps:

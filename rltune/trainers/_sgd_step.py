@@ -27,7 +27,9 @@ a compiled step would be recompiled for every new value.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+import contextlib
+import functools
+from typing import Any, Callable, Hashable, Optional
 
 import torch
 from torch import nn
@@ -44,9 +46,14 @@ class SGDStep:
     """Runs ``loss_fn`` and one Adam step on ``flat_params``; eager, or compiled with ``compile_backend``.
 
     ``optimizer`` must be a ``torch.optim.Adam`` over ``flat_params.param`` alone
-    (one group). Calling the step returns ``(stats, grad_norm)``: the loss
-    function's stats (None when it returned none) and the global gradient norm
-    before clipping (NaN without ``grad_clip``).
+    (one group). ``frozen_modules`` are modules the loss reads but does not
+    train (a target network): the loss gets each as a keyword argument of that
+    name, and a compiled step reads their current weights on every call.
+    ``trace_key`` returns the Python values the loss branches on (which terms
+    it includes): a compiled step is traced once per value (and per shape of
+    the input tensors). Calling the step returns ``(stats, grad_norm)``: the
+    loss function's stats (None when it returned none) and the global gradient
+    norm before clipping (NaN without ``grad_clip``).
     """
 
     def __init__(
@@ -57,6 +64,8 @@ class SGDStep:
         loss_fn: LossFn,
         *,
         grad_clip: Optional[float],
+        frozen_modules: Optional[dict[str, nn.Module]] = None,
+        trace_key: Optional[Callable[[], Hashable]] = None,
         compile_backend: Optional[str] = None,
         compile_mode: Optional[str] = None,
     ) -> None:
@@ -67,49 +76,54 @@ class SGDStep:
         self.optimizer = optimizer
         self.loss_fn = loss_fn
         self.grad_clip = grad_clip
+        self.frozen_modules = dict(frozen_modules or {})
+        self.trace_key = trace_key or (lambda: None)
         self.compile_backend = compile_backend
+        self.compile_mode = compile_mode
         self._nan = torch.full((), float("nan"), device=flat_params.param.device)
-        self._compiled: Any = None
-        self._compile_checked = False
+        # The frozen modules' tensors, by module, as a compiled step takes them (load_state_dict
+        # copies into these same tensors, so the list stays current).
+        self._frozen_tensors = {
+            name: dict(module.named_parameters()) | dict(module.named_buffers()) for name, module in self.frozen_modules.items()
+        }
+        self._compiled_steps: dict[Hashable, Callable[..., Any]] = {}
         if compile_backend is not None:
             _check_backend(compile_backend)
             self._lr = torch.zeros((), device=flat_params.param.device)
-            self._compiled = torch.compile(
-                self._functional_step, backend=compile_backend, mode=compile_mode, options=_inductor_options(compile_backend, compile_mode)
-            )
 
     @property
     def compiled(self) -> bool:
-        """Whether steps run as one compiled function."""
-        return self._compiled is not None
+        """Whether steps run as compiled functions."""
+        return self.compile_backend is not None
 
     def __call__(self, *tensors: torch.Tensor, with_stats: bool = True) -> tuple[Optional[torch.Tensor], torch.Tensor]:
-        if self._compiled is None:
+        if self.compile_backend is None:
             return self._eager_step(tensors, with_stats)
         # The compiled step always computes its stats: in fused kernels they cost next to nothing,
         # and one graph serves every call.
         self._lr.fill_(self.optimizer.param_groups[0]["lr"])
         state = self._adam_state()
-        args = (self.flat_params.param.detach(), state["exp_avg"], state["exp_avg_sq"], state["step"], self._lr, *tensors)
-        if self._compile_checked:
-            return self._compiled(*args)
-        try:  # the first call compiles
-            result = self._compiled(*args)
-        except Exception as exc:
-            # torch wraps a backend's error (BackendCompilerFailed); name the one that says what went wrong.
-            cause = getattr(exc, "inner_exception", None) or exc
-            first_line = (str(cause).strip().splitlines() or [""])[0]
-            raise ConfigError(
-                f"torch_compile_learner: torch.compile with backend {self.compile_backend!r} failed on the first "
-                f"learner step: {type(cause).__name__}: {first_line} (the 'inductor' backend needs a C++ compiler; "
-                "set torch_compile_learner: False to train eagerly)"
-            ) from exc
-        self._compile_checked = True
+        args = [self.flat_params.param.detach(), state["exp_avg"], state["exp_avg_sq"], state["step"], self._lr]
+        for frozen in self._frozen_tensors.values():
+            args.extend(frozen.values())
+        args.extend(tensors)
+        group = self.optimizer.param_groups[0]
+        key = (
+            self.trace_key(),
+            *(group[k] for k in ("betas", "eps", "weight_decay", "maximize")),  # traced as constants
+            *((t.shape, t.dtype) for t in tensors),
+        )
+        step = self._compiled_steps.get(key)
+        if step is not None:
+            return step(*args)
+        step = self._compile(args)
+        result = self._first_call(step, args)
+        self._compiled_steps[key] = step
         return result
 
     # -- eager ----------------------------------------------------------------------------
     def _eager_step(self, tensors: tuple[torch.Tensor, ...], with_stats: bool) -> tuple[Optional[torch.Tensor], torch.Tensor]:
-        loss, stats = self.loss_fn(self.model, *tensors, with_stats=with_stats)
+        loss, stats = self.loss_fn(self.model, *tensors, with_stats=with_stats, **self.frozen_modules)
         self.flat_params.zero_grad()
         loss.backward()
         grad_norm = self.flat_params.clip_grad_norm_(self.grad_clip) if self.grad_clip else self._nan
@@ -128,6 +142,47 @@ class SGDStep:
             state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
         return state
 
+    def _compile(self, args: list[torch.Tensor]) -> Callable[..., Any]:
+        """Trace the step for these arguments' shapes into an aten graph, and compile that graph.
+
+        The graph comes from ``make_fx`` on fake tensors rather than from
+        dynamo: tracing takes a fraction of a second instead of seconds, and
+        calls go straight to the compiled code, with no guards to check (the
+        call's key stands for them). The fake mode carries a shape
+        environment so that inductor's on-disk caches serve later processes.
+        """
+        from torch._dynamo import lookup_backend
+        from torch._guards import TracingContext, tracing
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.proxy_tensor import make_fx
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+        try:
+            fake_mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
+            fake_args = [fake_mode.from_tensor(a, static_shapes=True) for a in args]
+            with fake_mode:
+                graph = make_fx(self._functional_step, tracing_mode="real")(*fake_args)
+            with tracing(TracingContext(fake_mode)), _inductor_config(self.compile_backend, self.compile_mode):
+                return lookup_backend(self.compile_backend)(graph, fake_args)
+        except Exception as exc:
+            raise self._compile_error(exc) from exc
+
+    def _first_call(self, step: Callable[..., Any], args: list[torch.Tensor]) -> tuple[Optional[torch.Tensor], torch.Tensor]:
+        try:
+            return step(*args)
+        except Exception as exc:
+            raise self._compile_error(exc) from exc
+
+    def _compile_error(self, exc: Exception) -> ConfigError:
+        # torch wraps a backend's error (BackendCompilerFailed); name the one that says what went wrong.
+        cause = getattr(exc, "inner_exception", None) or exc
+        first_line = (str(cause).strip().splitlines() or [""])[0]
+        return ConfigError(
+            f"torch_compile_learner: compiling the learner step with backend {self.compile_backend!r} failed: "
+            f"{type(cause).__name__}: {first_line} (the 'inductor' backend needs a C++ compiler; "
+            "set torch_compile_learner: False to train eagerly)"
+        )
+
     def _functional_step(
         self,
         flat: torch.Tensor,
@@ -135,12 +190,19 @@ class SGDStep:
         exp_avg_sq: torch.Tensor,
         step: torch.Tensor,
         lr: torch.Tensor,
-        *tensors: torch.Tensor,
-    ) -> tuple[Optional[torch.Tensor], torch.Tensor]:
+        *rest: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The traced step: gradients by torch.func, clipping, then torch's Adam, updating ``flat`` in place."""
+        frozen_fns: dict[str, Callable[[torch.Tensor], Any]] = {}
+        offset = 0
+        for name, frozen in self._frozen_tensors.items():
+            weights = dict(zip(frozen, rest[offset : offset + len(frozen)]))
+            frozen_fns[name] = functools.partial(_call_with, self.frozen_modules[name], weights)
+            offset += len(frozen)
+        tensors = rest[offset:]
 
         def loss_of(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-            return self.loss_fn(lambda obs: torch.func.functional_call(self.model, params, (obs,)), *tensors, with_stats=True)
+            return self.loss_fn(functools.partial(_call_with, self.model, params), *tensors, with_stats=True, **frozen_fns)
 
         # Gradients are taken per parameter and concatenated: inductor writes each into its slice
         # of the flat gradient, where the gradient of the flat tensor itself would be assembled
@@ -152,13 +214,15 @@ class SGDStep:
             grad_norm = torch.linalg.vector_norm(grad)
             grad = grad * clip_coefficient(grad_norm, self.grad_clip)
         else:
-            grad_norm = self._nan
+            grad_norm = flat.new_full((), float("nan"))
         group = self.optimizer.param_groups[0]
         beta1, beta2 = group["betas"]
         with torch.no_grad():
+            # differentiable=True keeps the step count a tensor in the graph (the default path
+            # reads it with .item(), which a traced graph cannot); the update is Adam's all the same.
             functional_adam(
                 [flat], [grad], [exp_avg], [exp_avg_sq], [], [step],
-                foreach=False, capturable=flat.device.type != "cpu", differentiable=False, fused=None,
+                foreach=False, capturable=False, differentiable=True, fused=None,
                 grad_scale=None, found_inf=None, has_complex=False,
                 amsgrad=False, beta1=beta1, beta2=beta2, lr=lr, weight_decay=group["weight_decay"],
                 eps=group["eps"], maximize=group["maximize"],
@@ -166,8 +230,13 @@ class SGDStep:
         return stats, grad_norm
 
 
-def _inductor_options(backend: str, mode: Optional[str]) -> Optional[dict[str, Any]]:
-    """Inductor settings for small RL networks on the CPU (None for other backends or an explicit mode).
+def _call_with(module: nn.Module, weights: dict[str, torch.Tensor], *inputs: torch.Tensor) -> Any:
+    """``module(*inputs)`` computed with ``weights`` in place of its own parameters and buffers."""
+    return torch.func.functional_call(module, weights, inputs)
+
+
+def _inductor_config(backend: Optional[str], mode: Optional[str]) -> contextlib.AbstractContextManager[Any]:
+    """Inductor's settings while it compiles the step: ``mode``'s, or those for small RL networks on the CPU.
 
     ``cpp.use_decompose_tanh`` computes tanh as ``2 / (1 + exp(-2x)) - 1``:
     inductor's vectorized tanh took ~45 us on a 256x64 tensor here against
@@ -175,9 +244,12 @@ def _inductor_options(backend: str, mode: Optional[str]) -> Optional[dict[str, A
     the result differs from tanh by about 1e-7 (off by default in torch
     for exact-match tests, not for training).
     """
-    if backend != "inductor" or mode is not None:  # torch.compile takes a mode or options, not both
-        return None
-    return {"cpp.use_decompose_tanh": True}
+    if backend != "inductor":
+        return contextlib.nullcontext()
+    import torch._inductor
+
+    options = torch._inductor.list_mode_options(mode) if mode is not None else {"cpp.use_decompose_tanh": True}
+    return torch._inductor.config.patch(options)
 
 
 def _check_backend(backend: str) -> None:
@@ -194,7 +266,14 @@ def _check_backend(backend: str) -> None:
 
 
 def make_sgd_step(
-    cfg: TrainerConfig, model: nn.Module, flat_params: FlatParameters, optimizer: torch.optim.Adam, loss_fn: LossFn
+    cfg: TrainerConfig,
+    model: nn.Module,
+    flat_params: FlatParameters,
+    optimizer: torch.optim.Adam,
+    loss_fn: LossFn,
+    *,
+    frozen_modules: Optional[dict[str, nn.Module]] = None,
+    trace_key: Optional[Callable[[], Hashable]] = None,
 ) -> SGDStep:
     """The learner step a trainer config asks for: compiled with ``torch_compile_learner``, else eager."""
     return SGDStep(
@@ -203,6 +282,8 @@ def make_sgd_step(
         optimizer,
         loss_fn,
         grad_clip=cfg.grad_clip,
+        frozen_modules=frozen_modules,
+        trace_key=trace_key,
         compile_backend=cfg.torch_compile_learner_dynamo_backend if cfg.torch_compile_learner else None,
         compile_mode=cfg.torch_compile_learner_dynamo_mode,
     )

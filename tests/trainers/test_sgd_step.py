@@ -159,7 +159,7 @@ def test_a_backend_that_fails_is_one_config_error_on_the_first_step():
     )
     try:
         before = _weights(trainer)
-        with pytest.raises(ConfigError, match=r"torch_compile_learner: torch.compile with backend 'rltune_test_failing_backend' failed.*no C\+\+ compiler here.*torch_compile_learner: False"):
+        with pytest.raises(ConfigError, match=r"torch_compile_learner: compiling the learner step with backend 'rltune_test_failing_backend' failed.*no C\+\+ compiler here.*torch_compile_learner: False"):
             trainer.train()
         _assert_close(_weights(trainer), before, atol=0.0)  # nothing was half-applied
     finally:
