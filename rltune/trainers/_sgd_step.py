@@ -12,17 +12,21 @@ An algorithm writes its loss once, as ``loss_fn(model_fn, *tensors, with_stats)
 - compiled (``torch_compile_learner``): the same ``loss_fn`` under
   ``torch.func.grad_and_value`` over views of the flat parameter tensor, the
   clipping, and Adam's update (torch's arithmetic, with the bias corrections
-  computed on the host) form one function that ``torch.compile`` turns into a few fused kernels
-  and the matmuls. It costs a compile on the first step (seconds, more with a
-  cold inductor cache) and then runs each step at close to kernel speed:
-  worth it from runs of a minute or so.
+  computed on the host) are traced once into one aten graph (``make_fx`` on
+  fake tensors), which the ``torch.compile`` backend compiles: inductor
+  makes a few fused C++ kernels around the matmuls. The first step pays the
+  trace and the compile (~2-3 s with a warm inductor cache, imports
+  included; 10-20 s cold); every later step calls the compiled code
+  directly, with no guard to check.
 
 Invariants: both modes read and write the same ``optimizer.state`` (Adam's
 moments and step count) and update the parameters in place, so checkpoints
 are the same and a trainer restored in the other mode continues exactly.
-Tensors passed to a step that change between calls (learning rate, clip
-range, coefficients of a schedule) must be tensors, never Python floats, or
-a compiled step would be recompiled for every new value.
+A compiled step keeps every Python value the loss reads as a constant of
+its graph: values that change between calls (learning rate aside: clip
+range, coefficients of a schedule) must be passed as tensors, and Python
+values the loss branches on must be part of ``trace_key``. A step is traced
+again for each new ``trace_key`` and each new set of input shapes.
 """
 
 from __future__ import annotations
@@ -106,11 +110,15 @@ class SGDStep:
             args.extend(frozen.values())
         args.extend(tensors)
         group = self.optimizer.param_groups[0]
-        key = (
-            self.trace_key(),
-            *(group[k] for k in ("betas", "eps", "weight_decay", "maximize")),  # traced as constants
-            *((t.shape, t.dtype) for t in tensors),
-        )
+        try:
+            key = (
+                self.trace_key(),
+                *(group[k] for k in ("betas", "eps", "weight_decay", "maximize")),  # traced as constants
+                *((t.shape, t.dtype) for t in tensors),
+            )
+        except AttributeError:
+            kinds = [type(t).__name__ for t in tensors]
+            raise TypeError(f"a compiled learner step takes tensors only (a Python value would be traced as a constant); got {kinds}") from None
         step = self._compiled_steps.get(key)
         if step is not None:
             return step(*args)
@@ -188,6 +196,12 @@ class SGDStep:
         # torch wraps a backend's error (BackendCompilerFailed); name the one that says what went wrong.
         cause = getattr(exc, "inner_exception", None) or exc
         first_line = (str(cause).strip().splitlines() or [""])[0]
+        if "convert all Tensors to FakeTensors" in first_line:  # fake mode met a real tensor
+            return ConfigError(
+                "torch_compile_learner: the loss reads a tensor that is not an input of the step (a module's "
+                "parameter or buffer read directly: reach the model through model_fn, other modules through "
+                "frozen_modules, other values as tensor arguments)"
+            )
         return ConfigError(
             f"torch_compile_learner: compiling the learner step with backend {self.compile_backend!r} failed: "
             f"{type(cause).__name__}: {first_line} (the 'inductor' backend needs a C++ compiler; "

@@ -164,3 +164,74 @@ def test_a_backend_that_fails_is_one_config_error_on_the_first_step():
         _assert_close(_weights(trainer), before, atol=0.0)  # nothing was half-applied
     finally:
         trainer.stop()
+
+
+class _Holder:
+    """A Python flag the loss below branches on, as PPO's loss does on its coefficients."""
+
+    with_l2 = False
+
+
+def _tiny_step(compile_backend, holder, frozen):
+    from rltune.trainers._flat_params import FlatParameters
+    from rltune.trainers._models import make_adam
+    from rltune.trainers._sgd_step import SGDStep
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    flat = FlatParameters(model)
+    optimizer = make_adam([flat.param], lr=1e-2)
+
+    def loss_fn(model_fn, x, y, scale, *, with_stats, target_fn):
+        err = model_fn(x) - y - target_fn(x).detach()
+        loss = scale * err.pow(2).mean()
+        if holder.with_l2:
+            loss = loss + 0.5 * model_fn(x).pow(2).mean()
+        return loss, loss.detach().reshape(1)
+
+    step = SGDStep(
+        model, flat, optimizer, loss_fn, grad_clip=1.0, frozen_modules={"target_fn": frozen},
+        trace_key=lambda: holder.with_l2, compile_backend=compile_backend,
+    )
+    return model, step
+
+
+def test_a_compiled_step_follows_its_trace_key_and_the_current_weights_of_frozen_modules():
+    # The "eager" backend runs the traced aten graph as it is: what is checked here is the
+    # tracing (what becomes an input, what a constant), not inductor.
+    rng = torch.Generator().manual_seed(1)
+    x, y = torch.randn(16, 3, generator=rng), torch.randn(16, 2, generator=rng)
+    runs = []
+    for backend in (None, "eager"):
+        holder = _Holder()
+        frozen = torch.nn.Linear(3, 2)
+        torch.nn.init.zeros_(frozen.weight)
+        torch.nn.init.zeros_(frozen.bias)
+        model, step = _tiny_step(backend, holder, frozen)
+        losses = []
+        for i in range(6):
+            if i == 2:
+                holder.with_l2 = True  # a new term: the compiled step must be traced again
+            if i == 4:
+                with torch.no_grad():
+                    frozen.weight.fill_(0.5)  # a target sync: read on the next call, not baked in
+            stats, grad_norm = step(x, y, torch.tensor(1.0 + i), with_stats=True)
+            losses.append(stats.item())
+        runs.append((losses, {k: v.detach().clone() for k, v in model.state_dict().items()}))
+    (eager_losses, eager_weights), (compiled_losses, compiled_weights) = runs
+    assert len(step._compiled_steps) == 2  # one trace per value of the trace key
+    assert compiled_losses == pytest.approx(eager_losses, rel=1e-5)
+    _assert_close(compiled_weights, eager_weights, atol=1e-6)
+
+
+def test_a_loss_that_reads_a_module_directly_is_a_clear_error_when_compiled():
+    model, step = _tiny_step("eager", _Holder(), torch.nn.Linear(3, 2))
+    step.loss_fn = lambda model_fn, x, y, s, *, with_stats, target_fn: (model[0].weight.pow(2).sum(), None)
+    with pytest.raises(ConfigError, match="reads a tensor that is not an input of the step"):
+        step(torch.zeros(4, 3), torch.zeros(4, 2), torch.tensor(1.0))
+
+
+def test_a_compiled_step_refuses_python_values_it_would_bake_in():
+    _, step = _tiny_step("eager", _Holder(), torch.nn.Linear(3, 2))
+    with pytest.raises(TypeError, match="takes tensors only.*'float'"):
+        step(torch.zeros(4, 3), torch.zeros(4, 2), 1.0)
