@@ -53,6 +53,12 @@ class DiagGaussian:
 # vector of envs, a few numpy calls cost less than the equivalent torch kernels.
 
 
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Normalised log-probabilities ``[B, n]`` of logits ``[B, n]``."""
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+
+
 def sample_categorical(
     log_probs: np.ndarray, rng: np.random.Generator, deterministic: bool
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
+import numpy as np
 import torch
 from torch import nn
 
 from rltune.trainers._config import ModelConfig
+from rltune.trainers._numpy_mlp import NumpyMLP
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "tanh": nn.Tanh,
@@ -53,6 +55,7 @@ class ActorCriticModel(nn.Module):
     def __init__(self, obs_size: int, num_outputs: int, cfg: ModelConfig, *, free_log_std: int = 0) -> None:
         super().__init__()
         self.pi_body, pi_size = mlp(obs_size, cfg.fcnet_hiddens, cfg.fcnet_activation)
+        self.activation = cfg.fcnet_activation
         self.shared = cfg.vf_share_layers
         if self.shared:
             self.vf_body = None
@@ -63,6 +66,7 @@ class ActorCriticModel(nn.Module):
         self.vf_head = _linear(vf_size, 1, 1.0)
         # State-independent log std for Gaussian policies (its size; 0 for discrete actions).
         self.log_std = nn.Parameter(torch.zeros(free_log_std)) if free_log_std else None
+        self.invalidate_fused()
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Distribution inputs ``[B, num_outputs(+log_std)]`` and values ``[B]``."""
@@ -76,42 +80,64 @@ class ActorCriticModel(nn.Module):
     def forward_inference(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Same outputs as :meth:`forward`, faster for sampling (call under ``torch.inference_mode``).
 
-        With separate policy and value networks, both run as one network with
-        block-diagonal weights: half the kernel launches per step. The fused
-        weights are rebuilt after :meth:`invalidate_fused`, which the policy
-        calls whenever weights may have changed (``set_weights``, the start of
-        every sampled fragment, after every learner update).
+        The policy and value networks run as one chain of layers (see
+        :meth:`_fused_layers`): half the kernel launches per step with separate
+        networks. The fused weights are rebuilt after :meth:`invalidate_fused`,
+        which the policy calls whenever weights may have changed
+        (``set_weights``, the start of every sampled fragment, after every
+        learner update).
         """
-        if self.vf_body is None:
-            return self(obs)
         layers = self._fused_layers()
+        activation = _ACTIVATION_FNS[ACTIVATIONS[self.activation]]
         x = obs
         for i, (weight, bias) in enumerate(layers):
             x = torch.nn.functional.linear(x, weight, bias)
             if i < len(layers) - 1:
-                x = self._activation(x)
+                x = activation(x)
         n = self.pi_head.out_features
         dist_inputs, values = x[:, :n], x[:, n]
         if self.log_std is not None:
             dist_inputs = torch.cat([dist_inputs, self.log_std.expand_as(dist_inputs)], dim=-1)
         return dist_inputs, values
 
+    def numpy_forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`forward_inference` on float32 numpy rows, in numpy (a rollout step's few rows, on the CPU)."""
+        if self._numpy is None:
+            log_std = None if self.log_std is None else self.log_std.detach().cpu().numpy().copy()
+            self._numpy = (NumpyMLP(self._fused_layers(), self.activation), log_std)
+        net, log_std = self._numpy
+        x = net(obs)
+        n = self.pi_head.out_features
+        dist_inputs, values = x[:, :n], x[:, n]
+        if log_std is not None:
+            dist_inputs = np.concatenate([dist_inputs, np.broadcast_to(log_std, dist_inputs.shape)], axis=1)
+        return dist_inputs, values
+
     def invalidate_fused(self) -> None:
         """Forget the fused inference weights (call after changing parameters)."""
-        self._fused = None
+        self._fused: Optional[list[tuple[torch.Tensor, torch.Tensor]]] = None
+        self._numpy: Optional[tuple[NumpyMLP, Optional[np.ndarray]]] = None
 
     def _fused_layers(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        if getattr(self, "_fused", None) is None:
+        """Policy and value networks as one chain of layers whose last outputs are ``[pi_head | vf_head]``.
+
+        Shared layers: the body, then both heads stacked as one layer. Separate
+        networks: the first layers read the same input (their rows are
+        stacked), the later ones are block-diagonal.
+        """
+        if self._fused is None:
             with torch.no_grad():
                 pi = [m for m in self.pi_body if isinstance(m, nn.Linear)] + [self.pi_head]
-                vf = [m for m in self.vf_body if isinstance(m, nn.Linear)] + [self.vf_head]
-                fused = []
-                for i, (a, b) in enumerate(zip(pi, vf)):
-                    # The first layer reads the same input for both networks: stack its rows.
-                    weight = torch.cat([a.weight, b.weight]) if i == 0 else torch.block_diag(a.weight, b.weight)
-                    fused.append((weight.detach().clone(), torch.cat([a.bias, b.bias]).detach().clone()))
-            self._fused = fused
-            self._activation = _ACTIVATION_FNS[type(self.pi_body[1]) if len(self.pi_body) > 1 else nn.Identity]
+                if self.vf_body is None:
+                    fused = [(a.weight, a.bias) for a in pi[:-1]]
+                    fused.append((torch.cat([self.pi_head.weight, self.vf_head.weight]), torch.cat([self.pi_head.bias, self.vf_head.bias])))
+                else:
+                    vf = [m for m in self.vf_body if isinstance(m, nn.Linear)] + [self.vf_head]
+                    fused = []
+                    for i, (a, b) in enumerate(zip(pi, vf)):
+                        weight = torch.cat([a.weight, b.weight]) if i == 0 else torch.block_diag(a.weight, b.weight)
+                        fused.append((weight, torch.cat([a.bias, b.bias])))
+                self._fused = [(w.detach().clone(), b.detach().clone()) for w, b in fused]
         return self._fused
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -126,9 +152,11 @@ class QModel(nn.Module):
     def __init__(self, obs_size: int, num_actions: int, cfg: ModelConfig, *, dueling: bool) -> None:
         super().__init__()
         self.body, size = mlp(obs_size, cfg.fcnet_hiddens, cfg.fcnet_activation)
+        self.activation = cfg.fcnet_activation
         self.dueling = dueling
         self.advantage_head = _linear(size, num_actions, 1.0)
         self.value_head = _linear(size, 1, 1.0) if dueling else None
+        self.invalidate_fused()
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """Q-values ``[B, num_actions]``."""
@@ -137,6 +165,24 @@ class QModel(nn.Module):
         if self.value_head is None:
             return advantages
         return self.value_head(features) + advantages - advantages.mean(dim=-1, keepdim=True)
+
+    def numpy_forward(self, obs: np.ndarray) -> np.ndarray:
+        """:meth:`forward` on float32 numpy rows, in numpy (a rollout step's few rows, on the CPU)."""
+        if self._numpy is None:
+            with torch.no_grad():
+                layers = [(m.weight, m.bias) for m in self.body if isinstance(m, nn.Linear)]
+                heads = [self.advantage_head] + ([self.value_head] if self.value_head is not None else [])
+                layers.append((torch.cat([h.weight for h in heads]), torch.cat([h.bias for h in heads])))
+            self._numpy = NumpyMLP(layers, self.activation)
+        x = self._numpy(obs)
+        if self.value_head is None:
+            return x
+        advantages = x[:, :-1]
+        return x[:, -1:] + advantages - advantages.mean(axis=1, keepdims=True)
+
+    def invalidate_fused(self) -> None:
+        """Forget the numpy copy of the weights (call after changing parameters)."""
+        self._numpy: Optional[NumpyMLP] = None
 
 
 def make_adam(params: Iterable[torch.nn.Parameter], **kwargs: Any) -> torch.optim.Adam:

@@ -23,9 +23,10 @@ import torch
 from pydantic import Field, field_validator
 
 from rltune.trainers._config import TrainerConfig, _check_schedule, schedule_value
-from rltune.trainers._distributions import Categorical, DiagGaussian, sample_categorical, sample_diag_gaussian
+from rltune.trainers._distributions import Categorical, DiagGaussian, log_softmax, sample_categorical, sample_diag_gaussian
 from rltune.trainers._flat_params import FlatParameters
 from rltune.trainers._models import ActorCriticModel, make_adam
+from rltune.trainers._numpy_mlp import MAX_NUMPY_ROWS
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._postprocessing import compute_gae
 from rltune.trainers._sgd_step import make_sgd_step
@@ -102,11 +103,16 @@ class PPOPolicy(Policy):
         return DiagGaussian(dist_inputs) if self.is_continuous else Categorical(dist_inputs)
 
     def compute_actions(self, obs: np.ndarray, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        with torch.inference_mode():
-            dist_inputs, values = self.model.forward_inference(self.obs_tensor(obs))
+        if self.device.type == "cpu" and len(obs) <= MAX_NUMPY_ROWS:
+            dist_inputs, values = self.model.numpy_forward(np.ascontiguousarray(obs, dtype=np.float32))
             if not self.is_continuous:
-                dist_inputs = torch.log_softmax(dist_inputs, dim=-1)
-            dist_inputs, values = dist_inputs.cpu().numpy(), values.cpu().numpy()
+                dist_inputs = log_softmax(dist_inputs)
+        else:
+            with torch.inference_mode():
+                dist_inputs, values = self.model.forward_inference(self.obs_tensor(obs))
+                if not self.is_continuous:
+                    dist_inputs = torch.log_softmax(dist_inputs, dim=-1)
+                dist_inputs, values = dist_inputs.cpu().numpy(), values.cpu().numpy()
         if self.is_continuous:
             actions, logp = sample_diag_gaussian(dist_inputs, self.rng, deterministic=not explore)
             actions = actions.reshape((-1,) + self.action_shape)
