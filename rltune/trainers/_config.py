@@ -115,10 +115,10 @@ class TrainerConfig(_Strict):
         "much faster steps after a compile of a few seconds on the first one (longer with a cold inductor cache).",
     )
     torch_compile_learner_dynamo_backend: str = Field(
-        "inductor", description="torch.compile backend of the learner step ('inductor' needs a C++ compiler)."
+        "inductor", description="torch.compile backend that compiles the learner step's traced graph ('inductor' needs a C++ compiler)."
     )
     torch_compile_learner_dynamo_mode: Optional[str] = Field(
-        None, description="torch.compile mode of the learner step (None, 'reduce-overhead', 'max-autotune', ...)."
+        None, description="Inductor mode of the learner step's compile (None, 'max-autotune', ...: torch._inductor.list_mode_options())."
     )
     torch_num_threads: Optional[int] = Field(
         1, ge=1, description="torch intra-op threads in each process; 1 is fastest for small models, None leaves torch's default."

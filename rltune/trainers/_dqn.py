@@ -108,8 +108,9 @@ class DQNPolicy(Policy):
         return exp.initial_epsilon + frac * (exp.final_epsilon - exp.initial_epsilon)
 
     def compute_actions(self, obs: np.ndarray, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        if self.device.type == "cpu" and len(obs) <= MAX_NUMPY_ROWS:
-            actions = self.model.numpy_forward(np.ascontiguousarray(obs, dtype=np.float32)).argmax(axis=1)
+        numpy_forward = getattr(self.model, "numpy_forward", None)  # the built-in models have one
+        if numpy_forward is not None and self.device.type == "cpu" and len(obs) <= MAX_NUMPY_ROWS:
+            actions = numpy_forward(np.ascontiguousarray(obs, dtype=np.float32)).argmax(axis=1)
         else:
             with torch.inference_mode():
                 actions = self.model(self.obs_tensor(obs)).argmax(dim=-1).cpu().numpy()

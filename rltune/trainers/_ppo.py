@@ -103,8 +103,9 @@ class PPOPolicy(Policy):
         return DiagGaussian(dist_inputs) if self.is_continuous else Categorical(dist_inputs)
 
     def compute_actions(self, obs: np.ndarray, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        if self.device.type == "cpu" and len(obs) <= MAX_NUMPY_ROWS:
-            dist_inputs, values = self.model.numpy_forward(np.ascontiguousarray(obs, dtype=np.float32))
+        numpy_forward = getattr(self.model, "numpy_forward", None)  # the built-in models have one
+        if numpy_forward is not None and self.device.type == "cpu" and len(obs) <= MAX_NUMPY_ROWS:
+            dist_inputs, values = numpy_forward(np.ascontiguousarray(obs, dtype=np.float32))
             if not self.is_continuous:
                 dist_inputs = log_softmax(dist_inputs)
         else:

@@ -92,7 +92,7 @@ class SGDStep:
         }
         self._compiled_steps: dict[Hashable, Callable[..., Any]] = {}
         if compile_backend is not None:
-            _check_backend(compile_backend)
+            _check_backend(compile_backend, compile_mode)
 
     @property
     def compiled(self) -> bool:
@@ -305,17 +305,27 @@ def _inductor_config(backend: Optional[str], mode: Optional[str]) -> contextlib.
     return torch._inductor.config.patch(options)
 
 
-def _check_backend(backend: str) -> None:
-    """ConfigError naming the closest backend when torch.compile has no backend of that name."""
+def _check_backend(backend: str, mode: Optional[str]) -> None:
+    """ConfigError naming the closest backend (or mode) when torch.compile has none of that name."""
     import difflib
 
     import torch._dynamo
+    import torch._inductor
 
     backends = torch._dynamo.list_backends(exclude_tags=())
     if backend not in backends:
         close = difflib.get_close_matches(backend, backends, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else f"; torch.compile has {backends}"
         raise ConfigError(f"torch_compile_learner_dynamo_backend: unknown backend {backend!r}{hint}")
+    if mode is None:
+        return
+    if backend != "inductor":
+        raise ConfigError(f"torch_compile_learner_dynamo_mode: modes are inductor's; backend {backend!r} takes none")
+    modes = list(torch._inductor.list_mode_options())
+    if mode not in modes:
+        close = difflib.get_close_matches(mode, modes, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; inductor has {modes}"
+        raise ConfigError(f"torch_compile_learner_dynamo_mode: unknown mode {mode!r}{hint}")
 
 
 def make_sgd_step(

@@ -146,6 +146,21 @@ def test_an_unknown_compile_backend_is_a_config_error_naming_the_closest():
         PPO(config={**PPO_CONFIG, "torch_compile_learner": True, "torch_compile_learner_dynamo_backend": "inductr"}, env="CartPole-v1")
 
 
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ({"torch_compile_learner_dynamo_mode": "max-autotun"}, r"unknown mode 'max-autotun'; did you mean 'max-autotune'\?"),
+        (
+            {"torch_compile_learner_dynamo_backend": "eager", "torch_compile_learner_dynamo_mode": "max-autotune"},
+            r"modes are inductor's; backend 'eager' takes none",
+        ),
+    ],
+)
+def test_a_compile_mode_inductor_does_not_have_is_a_config_error(keys, message):
+    with pytest.raises(ConfigError, match=rf"torch_compile_learner_dynamo_mode: {message}"):
+        PPO(config={**PPO_CONFIG, "torch_compile_learner": True, **keys}, env="CartPole-v1")
+
+
 def test_a_backend_that_fails_is_one_config_error_on_the_first_step():
     import torch._dynamo
 
