@@ -121,7 +121,7 @@ class TrainerConfig(_Strict):
         None, description="Inductor mode of the learner step's compile (None, 'max-autotune', ...: torch._inductor.list_mode_options())."
     )
     torch_num_threads: Optional[int] = Field(
-        1, ge=1, description="torch intra-op threads in each process; 1 is fastest for small models, None leaves torch's default."
+        1, ge=1, description="torch intra-op (and numpy BLAS) threads in each process; 1 is fastest for small models, None leaves the defaults."
     )
 
     @field_validator("observation_filter")

@@ -51,13 +51,26 @@ def setup_logging(log_level: str, *, in_users_process: bool = False) -> None:
     logging.getLogger("rltune").setLevel(level)
 
 
-def setup_process(log_level: str, torch_num_threads: int | None) -> None:
-    """Logging and torch threads of a process that samples or learns."""
-    setup_logging(log_level)
-    if torch_num_threads:
-        import torch
+def set_compute_threads(num_threads: int | None) -> None:
+    """Threads of torch's intra-op pool and of numpy's BLAS in this process (None: leave both as they are).
 
-        torch.set_num_threads(torch_num_threads)
+    Rollout inference runs in numpy (``_numpy_mlp.py``); OpenBLAS would
+    otherwise start a thread per core for it in every worker process, and
+    spin them between calls.
+    """
+    if not num_threads:
+        return
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(num_threads)
+    threadpool_limits(limits=num_threads, user_api="blas")  # for the process's lifetime
+
+
+def setup_process(log_level: str, torch_num_threads: int | None) -> None:
+    """Logging and compute threads of a process that samples or learns."""
+    setup_logging(log_level)
+    set_compute_threads(torch_num_threads)
 
 
 def worker_entry(fd: int) -> None:

@@ -75,6 +75,8 @@ class SGDStep:
     ) -> None:
         if len(optimizer.param_groups) != 1 or optimizer.param_groups[0]["params"] != [flat_params.param]:
             raise ValueError("SGDStep needs an Adam optimizer over the flat parameter tensor alone")
+        if compile_backend is not None and (optimizer.param_groups[0]["amsgrad"] or optimizer.param_groups[0]["differentiable"]):
+            raise ValueError("a compiled SGDStep runs plain Adam: amsgrad and differentiable are not supported")
         self.model = model
         self.flat_params = flat_params
         self.optimizer = optimizer
@@ -90,6 +92,8 @@ class SGDStep:
         self._frozen_tensors = {
             name: dict(module.named_parameters()) | dict(module.named_buffers()) for name, module in self.frozen_modules.items()
         }
+        # The model's buffers (running statistics, constants) go in as inputs too, read on every call.
+        self._model_buffers = dict(model.named_buffers())
         self._compiled_steps: dict[Hashable, Callable[..., Any]] = {}
         if compile_backend is not None:
             _check_backend(compile_backend, compile_mode)
@@ -108,17 +112,21 @@ class SGDStep:
         args = [self.flat_params.param.detach(), state["exp_avg"], state["exp_avg_sq"], state["step"], self._next_adam_scalars(state)]
         for frozen in self._frozen_tensors.values():
             args.extend(frozen.values())
+        args.extend(self._model_buffers.values())
         args.extend(tensors)
         group = self.optimizer.param_groups[0]
+        trace_key = self.trace_key()
         try:
             key = (
-                self.trace_key(),
+                trace_key,
                 *(group[k] for k in ("betas", "eps", "weight_decay", "maximize")),  # traced as constants
-                *((t.shape, t.dtype) for t in tensors),
+                *((t.shape, t.stride(), t.dtype, t.device) for t in tensors),
             )
-        except AttributeError:
+        except (AttributeError, TypeError):
+            key = None
+        if key is None or not all(isinstance(t, torch.Tensor) for t in tensors):
             kinds = [type(t).__name__ for t in tensors]
-            raise TypeError(f"a compiled learner step takes tensors only (a Python value would be traced as a constant); got {kinds}") from None
+            raise TypeError(f"a compiled learner step takes tensors only (another value would be traced as a constant); got {kinds}")
         step = self._compiled_steps.get(key)
         if step is not None:
             return step(*args)
@@ -176,26 +184,28 @@ class SGDStep:
         from torch.fx.experimental.proxy_tensor import make_fx
         from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
+        fake_mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
         try:
-            fake_mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
             fake_args = [fake_mode.from_tensor(a, static_shapes=True) for a in args]
             with fake_mode:
                 graph = make_fx(self._functional_step, tracing_mode="real")(*fake_args)
+        except Exception as exc:
+            raise self._trace_error(exc) from exc
+        try:
             with tracing(TracingContext(fake_mode)), _inductor_config(self.compile_backend, self.compile_mode):
                 return lookup_backend(self.compile_backend)(graph, fake_args)
         except Exception as exc:
-            raise self._compile_error(exc) from exc
+            raise self._backend_error("compiling", exc) from exc
 
     def _first_call(self, step: Callable[..., Any], args: list[torch.Tensor]) -> tuple[Optional[torch.Tensor], torch.Tensor]:
         try:
             return step(*args)
         except Exception as exc:
-            raise self._compile_error(exc) from exc
+            raise self._backend_error("running", exc) from exc
 
-    def _compile_error(self, exc: Exception) -> ConfigError:
-        # torch wraps a backend's error (BackendCompilerFailed); name the one that says what went wrong.
-        cause = getattr(exc, "inner_exception", None) or exc
-        first_line = (str(cause).strip().splitlines() or [""])[0]
+    @staticmethod
+    def _trace_error(exc: Exception) -> ConfigError:
+        first_line = (str(exc).strip().splitlines() or [""])[0]
         if "convert all Tensors to FakeTensors" in first_line:  # fake mode met a real tensor
             return ConfigError(
                 "torch_compile_learner: the loss reads a tensor that is not an input of the step (a module's "
@@ -203,7 +213,16 @@ class SGDStep:
                 "frozen_modules, other values as tensor arguments)"
             )
         return ConfigError(
-            f"torch_compile_learner: compiling the learner step with backend {self.compile_backend!r} failed: "
+            f"torch_compile_learner: tracing the learner step failed: {type(exc).__name__}: {first_line} "
+            "(set torch_compile_learner: False to train eagerly)"
+        )
+
+    def _backend_error(self, doing: str, exc: Exception) -> ConfigError:
+        # torch wraps a backend's error (BackendCompilerFailed); name the one that says what went wrong.
+        cause = getattr(exc, "inner_exception", None) or exc
+        first_line = (str(cause).strip().splitlines() or [""])[0]
+        return ConfigError(
+            f"torch_compile_learner: {doing} the learner step with backend {self.compile_backend!r} failed: "
             f"{type(cause).__name__}: {first_line} (the 'inductor' backend needs a C++ compiler; "
             "set torch_compile_learner: False to train eagerly)"
         )
@@ -224,10 +243,12 @@ class SGDStep:
             weights = dict(zip(frozen, rest[offset : offset + len(frozen)]))
             frozen_fns[name] = functools.partial(_call_with, self.frozen_modules[name], weights)
             offset += len(frozen)
-        tensors = rest[offset:]
+        buffers = dict(zip(self._model_buffers, rest[offset : offset + len(self._model_buffers)]))
+        tensors = rest[offset + len(self._model_buffers) :]
 
         def loss_of(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-            return self.loss_fn(functools.partial(_call_with, self.model, params), *tensors, with_stats=True, **frozen_fns)
+            weights = params | buffers
+            return self.loss_fn(functools.partial(_call_with, self.model, weights), *tensors, with_stats=True, **frozen_fns)
 
         # Gradients are taken per parameter and concatenated: inductor writes each into its slice
         # of the flat gradient, where the gradient of the flat tensor itself would be assembled

@@ -38,7 +38,7 @@ from rltune.trainers._config import TrainerConfig, default_config, describe_conf
 from rltune.trainers._env_context import EnvContext
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._registry import resolve_env
-from rltune.trainers._remote import setup_logging
+from rltune.trainers._remote import set_compute_threads, setup_logging
 from rltune.trainers._rollout_worker import RolloutWorker
 from rltune.trainers._sample_batch import EpisodeMetrics
 from rltune.trainers._worker_set import WorkerSet
@@ -166,8 +166,7 @@ class Trainer:
         self.env_spec = resolve_env(self.cfg.env)
         self._set_log_level(self.cfg.log_level)
         self.device = self._select_device(self.cfg.num_gpus)
-        if self.cfg.torch_num_threads:
-            torch.set_num_threads(self.cfg.torch_num_threads)
+        set_compute_threads(self.cfg.torch_num_threads)
         if self.cfg.seed is not None:
             torch.manual_seed(self.cfg.seed)
         self.rng = np.random.default_rng(self.cfg.seed)

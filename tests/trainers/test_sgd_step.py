@@ -187,13 +187,24 @@ class _Holder:
     with_l2 = False
 
 
+class _Scale(torch.nn.Module):
+    """Scales its input by a buffer (as an observation normaliser would)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.ones(size))
+
+    def forward(self, x):
+        return x * self.scale
+
+
 def _tiny_step(compile_backend, holder, frozen):
     from rltune.trainers._flat_params import FlatParameters
     from rltune.trainers._models import make_adam
     from rltune.trainers._sgd_step import SGDStep
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    model = torch.nn.Sequential(_Scale(3), torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
     flat = FlatParameters(model)
     optimizer = make_adam([flat.param], lr=1e-2)
 
@@ -211,7 +222,7 @@ def _tiny_step(compile_backend, holder, frozen):
     return model, step
 
 
-def test_a_compiled_step_follows_its_trace_key_and_the_current_weights_of_frozen_modules():
+def test_a_compiled_step_follows_its_trace_key_buffers_frozen_modules_and_strides():
     # The "eager" backend runs the traced aten graph as it is: what is checked here is the
     # tracing (what becomes an input, what a constant), not inductor.
     rng = torch.Generator().manual_seed(1)
@@ -227,21 +238,25 @@ def test_a_compiled_step_follows_its_trace_key_and_the_current_weights_of_frozen
         for i in range(6):
             if i == 2:
                 holder.with_l2 = True  # a new term: the compiled step must be traced again
+            if i == 3:
+                model[0].scale.fill_(2.0)  # a buffer of the model: read on every call, not baked in
             if i == 4:
                 with torch.no_grad():
                     frozen.weight.fill_(0.5)  # a target sync: read on the next call, not baked in
-            stats, grad_norm = step(x, y, torch.tensor(1.0 + i), with_stats=True)
+            # The last call's input has the same shape but other strides: traced again, not misread.
+            inputs = x if i < 5 else x.t().contiguous().t()
+            stats, grad_norm = step(inputs, y, torch.tensor(1.0 + i), with_stats=True)
             losses.append(stats.item())
         runs.append((losses, {k: v.detach().clone() for k, v in model.state_dict().items()}))
     (eager_losses, eager_weights), (compiled_losses, compiled_weights) = runs
-    assert len(step._compiled_steps) == 2  # one trace per value of the trace key
+    assert len(step._compiled_steps) == 3  # two values of the trace key, then new strides
     assert compiled_losses == pytest.approx(eager_losses, rel=1e-5)
     _assert_close(compiled_weights, eager_weights, atol=1e-6)
 
 
 def test_a_loss_that_reads_a_module_directly_is_a_clear_error_when_compiled():
     model, step = _tiny_step("eager", _Holder(), torch.nn.Linear(3, 2))
-    step.loss_fn = lambda model_fn, x, y, s, *, with_stats, target_fn: (model[0].weight.pow(2).sum(), None)
+    step.loss_fn = lambda model_fn, x, y, s, *, with_stats, target_fn: (model[1].weight.pow(2).sum(), None)
     with pytest.raises(ConfigError, match="reads a tensor that is not an input of the step"):
         step(torch.zeros(4, 3), torch.zeros(4, 2), torch.tensor(1.0))
 
@@ -250,3 +265,5 @@ def test_a_compiled_step_refuses_python_values_it_would_bake_in():
     _, step = _tiny_step("eager", _Holder(), torch.nn.Linear(3, 2))
     with pytest.raises(TypeError, match="takes tensors only.*'float'"):
         step(torch.zeros(4, 3), torch.zeros(4, 2), 1.0)
+    with pytest.raises(TypeError, match="takes tensors only.*'ndarray'"):
+        step(torch.zeros(4, 3), np.zeros((4, 2), np.float32), torch.tensor(1.0))

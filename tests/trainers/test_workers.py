@@ -316,3 +316,19 @@ def test_trainer_process_killed_leaves_no_worker_process():
     finally:
         proc.kill()
     assert wait_gone(pids) == [], "worker processes outlived their SIGKILLed trainer"
+
+
+def test_torch_num_threads_caps_torch_and_numpy_blas_in_every_process():
+    # Rollout inference runs in numpy: its BLAS must not start a thread per core in each worker.
+    def threads(_worker=None):
+        import torch
+        from threadpoolctl import threadpool_info
+
+        return torch.get_num_threads(), sorted({pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"})
+
+    trainer = PPO(config={"num_workers": 2, "num_envs_per_worker": 1, "torch_num_threads": 1}, env="CartPole-v1")
+    try:
+        assert threads() == (1, [1])
+        assert trainer.foreach_worker(threads) == [(1, [1])] * 3  # the local worker and the 2 remote ones
+    finally:
+        trainer.stop()
