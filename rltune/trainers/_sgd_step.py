@@ -122,14 +122,14 @@ class SGDStep:
                 *(group[k] for k in ("betas", "eps", "weight_decay", "maximize")),  # traced as constants
                 *((t.shape, t.stride(), t.dtype, t.device) for t in tensors),
             )
-        except (AttributeError, TypeError):
+        except (AttributeError, TypeError):  # a float or an array has no stride(): refused below
             key = None
+        step = self._compiled_steps.get(key) if key is not None else None
+        if step is not None:
+            return step(*args)
         if key is None or not all(isinstance(t, torch.Tensor) for t in tensors):
             kinds = [type(t).__name__ for t in tensors]
             raise TypeError(f"a compiled learner step takes tensors only (another value would be traced as a constant); got {kinds}")
-        step = self._compiled_steps.get(key)
-        if step is not None:
-            return step(*args)
         step = self._compile(args)
         result = self._first_call(step, args)
         self._compiled_steps[key] = step
