@@ -28,7 +28,6 @@ from torch.nn import functional as F
 from rltune.trainers._config import TrainerConfig, _Strict, schedule_value
 from rltune.trainers._flat_params import FlatParameters
 from rltune.trainers._models import QModel, make_adam
-from rltune.trainers._numpy_mlp import MAX_NUMPY_ROWS
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._postprocessing import compute_n_step
 from rltune.trainers._replay_buffer import ReplayBuffer
@@ -108,9 +107,9 @@ class DQNPolicy(Policy):
         return exp.initial_epsilon + frac * (exp.final_epsilon - exp.initial_epsilon)
 
     def compute_actions(self, obs: np.ndarray, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        numpy_forward = getattr(self.model, "numpy_forward", None)  # the built-in models have one
-        if numpy_forward is not None and self.device.type == "cpu" and len(obs) <= MAX_NUMPY_ROWS:
-            actions = numpy_forward(np.ascontiguousarray(obs, dtype=np.float32)).argmax(axis=1)
+        q_values = self.numpy_inference(obs)
+        if q_values is not None:
+            actions = q_values.argmax(axis=1)
         else:
             with torch.inference_mode():
                 actions = self.model(self.obs_tensor(obs)).argmax(dim=-1).cpu().numpy()

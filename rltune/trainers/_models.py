@@ -49,6 +49,13 @@ def mlp(in_size: int, hiddens: list[int], activation: str) -> tuple[nn.Sequentia
     return nn.Sequential(*layers), size
 
 
+def _body_and_stacked_heads(body: nn.Sequential, heads: list[nn.Linear]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``(weight, bias)`` of each linear layer of ``body``, then of all ``heads`` as one layer (outputs in order)."""
+    layers = [(m.weight, m.bias) for m in body if isinstance(m, nn.Linear)]
+    layers.append((torch.cat([h.weight for h in heads]), torch.cat([h.bias for h in heads])))
+    return layers
+
+
 class ActorCriticModel(nn.Module):
     """Policy head (distribution inputs) and value head over one or two MLPs (``vf_share_layers``)."""
 
@@ -129,8 +136,7 @@ class ActorCriticModel(nn.Module):
             with torch.no_grad():
                 pi = [m for m in self.pi_body if isinstance(m, nn.Linear)] + [self.pi_head]
                 if self.vf_body is None:
-                    fused = [(a.weight, a.bias) for a in pi[:-1]]
-                    fused.append((torch.cat([self.pi_head.weight, self.vf_head.weight]), torch.cat([self.pi_head.bias, self.vf_head.bias])))
+                    fused = _body_and_stacked_heads(self.pi_body, [self.pi_head, self.vf_head])
                 else:
                     vf = [m for m in self.vf_body if isinstance(m, nn.Linear)] + [self.vf_head]
                     fused = []
@@ -169,11 +175,9 @@ class QModel(nn.Module):
     def numpy_forward(self, obs: np.ndarray) -> np.ndarray:
         """:meth:`forward` on float32 numpy rows, in numpy (a rollout step's few rows, on the CPU)."""
         if self._numpy is None:
+            heads = [self.advantage_head] + ([self.value_head] if self.value_head is not None else [])
             with torch.no_grad():
-                layers = [(m.weight, m.bias) for m in self.body if isinstance(m, nn.Linear)]
-                heads = [self.advantage_head] + ([self.value_head] if self.value_head is not None else [])
-                layers.append((torch.cat([h.weight for h in heads]), torch.cat([h.bias for h in heads])))
-            self._numpy = NumpyMLP(layers, self.activation)
+                self._numpy = NumpyMLP(_body_and_stacked_heads(self.body, heads), self.activation)
         x = self._numpy(obs)
         if self.value_head is None:
             return x

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from rltune.trainers._config import TrainerConfig
+from rltune.trainers._numpy_mlp import MAX_NUMPY_ROWS
 from rltune.trainers._sample_batch import SampleBatch, flatten_time_major
 from rltune.trainers._spaces import ObsPreprocessor
 
@@ -74,6 +75,17 @@ class Policy:
     def obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
         """Preprocessed observations as a float tensor on the policy's device."""
         return torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)).to(self.device)
+
+    def numpy_inference(self, obs: np.ndarray) -> Any:
+        """The model's ``numpy_forward`` of these rows, or None where torch runs them instead.
+
+        Numpy serves a rollout step's few rows on the CPU, for models that
+        have a ``numpy_forward`` (the built-in ones; see ``_numpy_mlp.py``).
+        """
+        forward = getattr(self.model, "numpy_forward", None)
+        if forward is None or self.device.type != "cpu" or len(obs) > MAX_NUMPY_ROWS:
+            return None
+        return forward(np.ascontiguousarray(obs, dtype=np.float32))
 
     def weights_changed(self) -> None:
         """Tell the policy its model's parameters changed (drops caches derived from them)."""

@@ -26,7 +26,6 @@ from rltune.trainers._config import TrainerConfig, _check_schedule, schedule_val
 from rltune.trainers._distributions import Categorical, DiagGaussian, log_softmax, sample_categorical, sample_diag_gaussian
 from rltune.trainers._flat_params import FlatParameters
 from rltune.trainers._models import ActorCriticModel, make_adam
-from rltune.trainers._numpy_mlp import MAX_NUMPY_ROWS
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._postprocessing import compute_gae
 from rltune.trainers._sgd_step import make_sgd_step
@@ -103,9 +102,9 @@ class PPOPolicy(Policy):
         return DiagGaussian(dist_inputs) if self.is_continuous else Categorical(dist_inputs)
 
     def compute_actions(self, obs: np.ndarray, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        numpy_forward = getattr(self.model, "numpy_forward", None)  # the built-in models have one
-        if numpy_forward is not None and self.device.type == "cpu" and len(obs) <= MAX_NUMPY_ROWS:
-            dist_inputs, values = numpy_forward(np.ascontiguousarray(obs, dtype=np.float32))
+        outputs = self.numpy_inference(obs)
+        if outputs is not None:
+            dist_inputs, values = outputs
             if not self.is_continuous:
                 dist_inputs = log_softmax(dist_inputs)
         else:

@@ -87,13 +87,12 @@ class SGDStep:
         self.compile_backend = compile_backend
         self.compile_mode = compile_mode
         self._nan = torch.full((), float("nan"), device=flat_params.param.device)
-        # The frozen modules' tensors, by module, as a compiled step takes them (load_state_dict
-        # copies into these same tensors, so the list stays current).
-        self._frozen_tensors = {
-            name: dict(module.named_parameters()) | dict(module.named_buffers()) for name, module in self.frozen_modules.items()
-        }
-        # The model's buffers (running statistics, constants) go in as inputs too, read on every call.
-        self._model_buffers = dict(model.named_buffers())
+        # Tensors a compiled step takes as inputs besides the flat parameters, read on every call
+        # (load_state_dict copies into these same tensors, so they stay current): the model's
+        # buffers (key None), and each frozen module's parameters and buffers.
+        self._read_tensors: dict[Optional[str], dict[str, torch.Tensor]] = {None: dict(model.named_buffers())}
+        for name, module in self.frozen_modules.items():
+            self._read_tensors[name] = dict(module.named_parameters()) | dict(module.named_buffers())
         self._compiled_steps: dict[Hashable, Callable[..., Any]] = {}
         if compile_backend is not None:
             _check_backend(compile_backend, compile_mode)
@@ -110,9 +109,8 @@ class SGDStep:
         # and one graph serves every call.
         state = self._adam_state()
         args = [self.flat_params.param.detach(), state["exp_avg"], state["exp_avg_sq"], state["step"], self._next_adam_scalars(state)]
-        for frozen in self._frozen_tensors.values():
-            args.extend(frozen.values())
-        args.extend(self._model_buffers.values())
+        for read in self._read_tensors.values():
+            args.extend(read.values())
         args.extend(tensors)
         group = self.optimizer.param_groups[0]
         trace_key = self.trace_key()
@@ -237,14 +235,14 @@ class SGDStep:
         *rest: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The traced step: gradients by torch.func, clipping, then torch's Adam, updating ``flat`` in place."""
-        frozen_fns: dict[str, Callable[[torch.Tensor], Any]] = {}
+        read: dict[Optional[str], dict[str, torch.Tensor]] = {}
         offset = 0
-        for name, frozen in self._frozen_tensors.items():
-            weights = dict(zip(frozen, rest[offset : offset + len(frozen)]))
-            frozen_fns[name] = functools.partial(_call_with, self.frozen_modules[name], weights)
-            offset += len(frozen)
-        buffers = dict(zip(self._model_buffers, rest[offset : offset + len(self._model_buffers)]))
-        tensors = rest[offset + len(self._model_buffers) :]
+        for name, names in self._read_tensors.items():
+            read[name] = dict(zip(names, rest[offset : offset + len(names)]))
+            offset += len(names)
+        tensors = rest[offset:]
+        buffers = read.pop(None)
+        frozen_fns = {name: functools.partial(_call_with, self.frozen_modules[name], weights) for name, weights in read.items()}
 
         def loss_of(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
             weights = params | buffers
