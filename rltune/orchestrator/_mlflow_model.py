@@ -106,8 +106,8 @@ def write_policy_dir(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *,
     else:
         metadata = ckpt.read_metadata(trainer_or_checkpoint)
         algorithm, config = metadata["algorithm"], metadata.get("config", {})
-        weights = ckpt.read_tensors(trainer_or_checkpoint)["policies"][policy_id]
-        obs_space, act_space = _spaces_of_env(config)
+        weights = ckpt.read_tensors(trainer_or_checkpoint, metadata)["policies"][policy_id]
+        obs_space, act_space = _spaces_of_env(trainer_or_checkpoint, config)
     spec = {
         "algorithm": algorithm,
         "policy_id": policy_id,
@@ -120,11 +120,19 @@ def write_policy_dir(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *,
     return out
 
 
-def _spaces_of_env(config: dict[str, Any]) -> tuple[Any, Any]:
+def _spaces_of_env(checkpoint: str | os.PathLike[str], config: dict[str, Any]) -> tuple[Any, Any]:
     """A checkpoint saves its spaces as text only: build one env of its config to get them."""
+    from rltune.errors import CheckpointError
     from rltune.trainers import EnvContext
+    from rltune.trainers._checkpoint import field_error, saved_env_problem
     from rltune.trainers._envs import build_env
     from rltune.trainers._registry import resolve_env
+
+    problem = saved_env_problem(config.get("env"))  # a checkpoint is data: build only an env it may name
+    if problem:
+        raise field_error(checkpoint, "env", problem, "config key")
+    if not isinstance(config.get("env_config") or {}, dict):
+        raise CheckpointError(f"checkpoint {str(checkpoint)!r}: config key 'env_config' is not a dict")
 
     env = build_env(resolve_env(config.get("env")), EnvContext(config.get("env_config") or {}, worker_index=0),
                     check=False)

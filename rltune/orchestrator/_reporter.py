@@ -37,10 +37,11 @@ import math
 import os
 import shutil
 import time
-import uuid
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Iterator
+
+from rltune._atomic_dir import leftover_path, recover_leftovers, replace_dir
 
 CHECKPOINT_PREFIX = "checkpoint_"
 RESULT_FILE = "result.json"
@@ -124,7 +125,8 @@ class Reporter:
     def checkpoint_dir(self) -> Iterator[str]:
         """A directory to write a checkpoint in; on exit it becomes ``checkpoint_<iteration>`` atomically."""
         final = self.trial_dir / f"{CHECKPOINT_PREFIX}{self.iteration:06d}"
-        tmp = self.trial_dir / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
+        recover_leftovers(self.trial_dir)
+        tmp = leftover_path(final, "tmp")  # names this process: cleaned up only once it is gone
         tmp.mkdir()
         try:
             yield str(tmp)
@@ -143,15 +145,8 @@ class Reporter:
 
     def commit_checkpoint(self, tmp: Path | None, final: Path) -> str:
         """Move ``tmp`` (None: already in place) to ``final`` atomically, drop old ones, tell the orchestrator."""
-        if tmp is None:
-            pass
-        elif final.exists():
-            old = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
-            os.rename(final, old)
-            os.rename(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, final)
+        if tmp is not None:
+            replace_dir(tmp, final)
         self._saved_at = self.iteration
         self._checkpoint_wanted = False
         if self.keep_checkpoints_num:
@@ -166,11 +161,16 @@ class Reporter:
 
 
 def list_checkpoints(trial_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
-    """The committed checkpoints of a trial directory as ``(iteration, path)``, oldest first."""
+    """The committed checkpoints of a trial directory as ``(iteration, path)``, oldest first.
+
+    Leftovers of a writer that crashed are cleaned up first (one that a crash
+    left under a temporary name is put back).
+    """
     found = []
     directory = Path(trial_dir)
     if not directory.is_dir():
         return []
+    recover_leftovers(directory)
     for path in directory.glob(f"{CHECKPOINT_PREFIX}*"):
         suffix = path.name[len(CHECKPOINT_PREFIX):]
         if path.is_dir() and suffix.isdigit():

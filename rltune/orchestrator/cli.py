@@ -456,14 +456,20 @@ def _add_rollout_parser(commands: Any) -> None:
             "Restore a checkpoint (a checkpoint_NNNNNN directory, or a trial directory: its latest "
             "checkpoint) and run deterministic episodes (no exploration); print their mean return. "
             "--episodes N runs N episodes (default 10); --steps N runs whole episodes until at least "
-            "N env steps are done (with both, whichever comes first)."
+            "N env steps are done (with both, whichever comes first). A checkpoint is data: of its saved "
+            "config it uses only an env that is a gymnasium id, a register_env name or an import string of a "
+            "gymnasium.Env subclass, and callbacks that are DefaultCallbacks subclasses; give anything else "
+            "with --env / --config."
         ),
     )
     p.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint directory or trial directory")
     p.add_argument("--episodes", type=int, metavar="N", help="number of episodes (default 10)")
     p.add_argument("--steps", type=int, metavar="N", help="run episodes until at least N env steps")
-    p.add_argument("--env", help="env to use instead of the checkpoint's (e.g. 'pkg.module:EnvClass')")
-    p.add_argument("--config", metavar="JSON", help="config overrides as a JSON object (e.g. env_config)")
+    p.add_argument("--env", help="env to use instead of the checkpoint's (e.g. 'pkg.module:EnvClass' or a creator function)")
+    p.add_argument(
+        "--config", metavar="JSON",
+        help="config overrides as a JSON object (e.g. env_config, or callbacks and env_task_fn, which a checkpoint may not name)",
+    )
     p.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, help="log level (default WARN)")
     p.set_defaults(handler=_rollout)
 
@@ -507,10 +513,12 @@ def _find_checkpoint(path: str) -> str:
     """``path`` itself, or the latest ``checkpoint_*`` inside a trial directory."""
     from pathlib import Path
 
+    from rltune._atomic_dir import recover_leftovers
     from rltune.trainers._checkpoint import METADATA_FILE
 
     directory = Path(path)
     if directory.is_dir() and not (directory / METADATA_FILE).exists():
+        recover_leftovers(directory)  # a checkpoint a crash left under a temporary name counts too
         found = sorted(p for p in directory.glob("checkpoint_*") if (p / METADATA_FILE).exists())
         if found:
             return str(found[-1])

@@ -6,17 +6,21 @@ Layout of a checkpoint directory::
     state.pt                 tensors only (weights, optimizer state, torch RNG), loaded with weights_only=True
     <extra>.npz              optional numpy arrays (e.g. a replay buffer), loaded with allow_pickle=False
 
-The directory is written under a temporary name and renamed into place, so
-a reader sees either the old checkpoint or the complete new one.
+The metadata holds the sha256 of every other file (``checksums``) and of
+itself (``metadata_sha256``), checked when each file is read (format
+version 2; version 1 checkpoints, without them, still load). The directory
+is written under a temporary name and swapped into place
+(:mod:`rltune._atomic_dir`), so a reader sees either the old checkpoint or
+the complete new one, even after a crash.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -24,25 +28,39 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
+from rltune._atomic_dir import fsync_dir, leftover_path, recover_leftovers, replace_dir
 from rltune.errors import CheckpointError, RLTuneError
 from rltune.trainers._sample_batch import EpisodeMetrics
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: checksums; version 1 (without them) is still read
+READ_VERSIONS = (1, 2)
 METADATA_FILE = "rltune_checkpoint.json"
 TENSORS_FILE = "state.pt"
+CHECKSUMS = "checksums"  # metadata field: {file name: sha256} of every other file
+METADATA_CHECKSUM = "metadata_sha256"  # metadata field: sha256 of the metadata without this field
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def metadata_checksum(metadata: dict[str, Any]) -> str:
+    """sha256 of the metadata (without its own checksum field) in a canonical JSON form."""
+    rest = {k: v for k, v in metadata.items() if k != METADATA_CHECKSUM}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
+
+
+def _write_file(path: Path, write: Any) -> str:
+    """Write ``path`` with ``write(f)``, fsync it and return its sha256."""
+    with open(path, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    return _sha256(path)
 
 
 def write_checkpoint(
@@ -51,8 +69,14 @@ def write_checkpoint(
     tensors: dict[str, Any],
     arrays: dict[str, dict[str, np.ndarray]] | None = None,
 ) -> Path:
-    """Write a checkpoint directory at ``path`` atomically (replacing one that exists); return its path."""
+    """Write a checkpoint directory at ``path`` atomically (replacing one that exists); return its path.
+
+    A failed write (disk full, no permission) is a :class:`CheckpointError`;
+    the checkpoint that was under ``path`` is then untouched and no
+    temporary directory is left.
+    """
     target = Path(path).resolve()
+    recover_leftovers(target.parent)
     if target.exists() and not (target / METADATA_FILE).exists():
         if not target.is_dir() or any(target.iterdir()):
             raise CheckpointError(
@@ -60,33 +84,23 @@ def write_checkpoint(
                 "(its files would be lost); choose a new or empty directory"
             )
         target.rmdir()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
+    tmp = leftover_path(target, "tmp")
     try:
-        meta = dict(metadata, format_version=FORMAT_VERSION)
-        with open(tmp / METADATA_FILE, "w") as f:
-            json.dump(meta, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        with open(tmp / TENSORS_FILE, "wb") as f:
-            torch.save(tensors, f)
-            f.flush()
-            os.fsync(f.fileno())
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir()
+        checksums = {TENSORS_FILE: _write_file(tmp / TENSORS_FILE, lambda f: torch.save(tensors, f))}
         for name, columns in (arrays or {}).items():
-            with open(tmp / f"{name}.npz", "wb") as f:
-                np.savez(f, **columns)
-                f.flush()
-                os.fsync(f.fileno())
-        _fsync_dir(tmp)
-        if target.exists():
-            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
-            os.rename(target, old)
-            os.rename(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, target)
-        _fsync_dir(target.parent)
+            checksums[f"{name}.npz"] = _write_file(tmp / f"{name}.npz", lambda f, c=columns: np.savez(f, **c))
+        # Through JSON first, so the checksum is of what a reader parses (int keys become strings).
+        meta = json.loads(json.dumps(dict(metadata, format_version=FORMAT_VERSION, **{CHECKSUMS: checksums})))
+        meta[METADATA_CHECKSUM] = metadata_checksum(meta)
+        text = json.dumps(meta, indent=1, sort_keys=True).encode()
+        _write_file(tmp / METADATA_FILE, lambda f: f.write(text))
+        fsync_dir(tmp)
+        replace_dir(tmp, target)
+    except (OSError, RuntimeError) as exc:  # torch.save reports a failed write as a RuntimeError
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CheckpointError(f"cannot write checkpoint {str(target)!r}: {first_line(exc)}") from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -94,8 +108,13 @@ def write_checkpoint(
 
 
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The JSON metadata of a checkpoint; :class:`CheckpointError` if missing, partial or corrupt."""
+    """The JSON metadata of a checkpoint; :class:`CheckpointError` if missing, partial, corrupt or changed.
+
+    Leftovers of writers that crashed next to it are cleaned up first (a
+    checkpoint that a crash left under a temporary name is put back).
+    """
     directory = Path(path)
+    recover_leftovers(directory.absolute().parent)
     if not directory.exists():
         raise CheckpointError(f"checkpoint {str(directory)!r} does not exist")
     if not directory.is_dir():
@@ -110,18 +129,55 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint {str(directory)!r}: {METADATA_FILE} is corrupt ({exc})") from None
     if not isinstance(metadata, dict) or "format_version" not in metadata:
         raise CheckpointError(f"checkpoint {str(directory)!r}: {METADATA_FILE} has no format_version")
-    if metadata["format_version"] != FORMAT_VERSION:
+    version = metadata["format_version"]
+    if isinstance(version, bool) or version not in READ_VERSIONS:
         raise CheckpointError(
-            f"checkpoint {str(directory)!r} has format version {metadata['format_version']}, "
-            f"this rltune reads version {FORMAT_VERSION}"
+            f"checkpoint {str(directory)!r} has format version {version!r}, "
+            f"this rltune reads versions {', '.join(map(str, READ_VERSIONS))}"
         )
+    if version >= 2:
+        checksums = metadata.get(CHECKSUMS)
+        if not (isinstance(checksums, dict) and all(isinstance(v, str) for v in checksums.values())):
+            raise field_error(directory, CHECKSUMS, "is missing or not a dict of file names to sha256 digests")
+        if metadata.get(METADATA_CHECKSUM) != metadata_checksum(metadata):
+            raise CheckpointError(
+                f"checkpoint {str(directory)!r}: {METADATA_FILE} does not match its checksum "
+                f"(metadata field {METADATA_CHECKSUM!r}): the file was changed or corrupted"
+            )
     return metadata
 
 
-def read_tensors(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The tensors of a checkpoint, loaded with ``weights_only=True`` (no arbitrary unpickling)."""
-    tensor_file = Path(path) / TENSORS_FILE
-    if not tensor_file.exists():
+def _verified_file(path: str | os.PathLike[str], name: str, metadata: dict[str, Any]) -> Path | None:
+    """Checkpoint file ``name`` after checking it against the metadata's checksum; None if the checkpoint has none."""
+    file = Path(path) / name
+    checksums = metadata.get(CHECKSUMS) if metadata["format_version"] >= 2 else None
+    if checksums is not None and name not in checksums:
+        if file.exists():
+            raise CheckpointError(f"checkpoint {str(path)!r}: {name} is not one of its files (no checksum in {METADATA_FILE})")
+        return None
+    if not file.exists():
+        if checksums is not None:
+            raise CheckpointError(f"checkpoint {str(path)!r} is partial: {name} is missing")
+        return None
+    if checksums is not None:
+        try:
+            actual = _sha256(file)
+        except OSError as exc:
+            raise CheckpointError(f"checkpoint {str(path)!r}: {name} cannot be read ({exc})") from None
+        if actual != checksums[name]:
+            raise CheckpointError(
+                f"checkpoint {str(path)!r}: {name} is corrupt (its sha256 does not match the checksum in {METADATA_FILE})"
+            )
+    return file
+
+
+def read_tensors(path: str | os.PathLike[str], metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The tensors of a checkpoint, checksum verified, loaded with ``weights_only=True`` (no arbitrary unpickling).
+
+    ``metadata``: the checkpoint's, if already read (else it is read here).
+    """
+    tensor_file = _verified_file(path, TENSORS_FILE, read_metadata(path) if metadata is None else metadata)
+    if tensor_file is None:
         raise CheckpointError(f"checkpoint {str(path)!r} is partial: {TENSORS_FILE} is missing")
     try:
         tensors = torch.load(tensor_file, map_location="cpu", weights_only=True)
@@ -134,10 +190,12 @@ def read_tensors(path: str | os.PathLike[str]) -> dict[str, Any]:
     return tensors
 
 
-def read_arrays(path: str | os.PathLike[str], name: str) -> dict[str, np.ndarray] | None:
-    """The numpy arrays saved under ``name``, or None if the checkpoint has none."""
-    array_file = Path(path) / f"{name}.npz"
-    if not array_file.exists():
+def read_arrays(
+    path: str | os.PathLike[str], name: str, metadata: dict[str, Any] | None = None
+) -> dict[str, np.ndarray] | None:
+    """The numpy arrays saved under ``name`` (checksum verified), or None if the checkpoint has none."""
+    array_file = _verified_file(path, f"{name}.npz", read_metadata(path) if metadata is None else metadata)
+    if array_file is None:
         return None
     try:
         with np.load(array_file, allow_pickle=False) as data:
@@ -246,6 +304,7 @@ class TrainerState:
     callbacks_state: dict[str, Any]
     arrays: dict[str, dict[str, np.ndarray] | None] = field(default_factory=dict)
     env_tasks: dict[tuple[int, int], Any] = field(default_factory=dict)
+    metadata: dict[str, Any] | None = None  # the checkpoint's, as read (its checksums verify the arrays files)
 
 
 def read_trainer_state(path: str | os.PathLike[str], algorithm: str) -> TrainerState:
@@ -254,11 +313,12 @@ def read_trainer_state(path: str | os.PathLike[str], algorithm: str) -> TrainerS
     What only the trainer can check (weights that fit its models, RNG
     states for its generators, arrays files) is left to it; ``arrays`` is empty.
     """
-    meta = Fields(path, read_metadata(path))
+    metadata = read_metadata(path)
+    meta = Fields(path, metadata)
     written_by = meta.get("algorithm", str)
     if written_by.upper() != algorithm.upper():
         raise CheckpointError(f"checkpoint {str(path)!r} was written by {written_by}, not {algorithm}")
-    tensors = Fields(path, read_tensors(path), f"{TENSORS_FILE} entry")
+    tensors = Fields(path, read_tensors(path, metadata), f"{TENSORS_FILE} entry")
     return TrainerState(
         iteration=meta.count("iteration"),
         timesteps_total=meta.count("timesteps_total"),
@@ -274,6 +334,7 @@ def read_trainer_state(path: str | os.PathLike[str], algorithm: str) -> TrainerS
         algorithm_tensors=tensors.get("algorithm", dict, {}),
         callbacks_state=meta.get("callbacks_state", dict, {}),
         env_tasks=_env_tasks(meta),
+        metadata=metadata,
     )
 
 
@@ -337,3 +398,115 @@ def loading(path: str | os.PathLike[str] | None, part: str) -> Iterator[None]:
         raise CheckpointError(
             f"checkpoint {str(path)!r}: {part} could not be loaded ({type(exc).__name__}: {first_line(exc)})"
         ) from exc
+
+
+# -- what a checkpoint's config may name ------------------------------------------------------
+# A checkpoint is data: loading one never calls an object its config names unless it is of the
+# kind the key expects (importing the named module is allowed: it is how the kind is checked).
+_HINT = "give it in config_overrides (rltune rollout: {flag})"
+
+
+def saved_env_problem(env: Any) -> str | None:
+    """Why a checkpoint's saved ``env`` may not be built (None if it may).
+
+    Allowed: a gymnasium id (a registration of this process), a
+    :func:`register_env` name, or an import string of a ``gymnasium.Env``
+    subclass; checked before anything is called.
+    """
+    import gymnasium as gym
+
+    from rltune._imports import import_object
+    from rltune.errors import ConfigError
+    from rltune.trainers._registry import registered_creator
+
+    if env is None:
+        return None
+    if not isinstance(env, str):
+        return f"is {_describe(env)}, not a gymnasium id, a register_env name or an import string"
+    if registered_creator(env) is not None or env in gym.registry or ":" not in env or env.startswith(":"):
+        return None  # resolve_env reports an unknown name without running anything
+    try:
+        obj = import_object(env, "")
+    except ConfigError as exc:
+        if env.partition(":")[2] in gym.registry:  # gymnasium's "module:Env-v0": the import registered the id
+            return None
+        return f"cannot be imported here ({exc.problems[0]})"
+    if isinstance(obj, type) and issubclass(obj, gym.Env):
+        return None
+    return f"is {env!r}, which names {_describe_object(obj)}, not a gymnasium.Env subclass"
+
+
+def _saved_callbacks_problem(spec: Any) -> str | None:
+    from rltune._imports import import_object
+    from rltune.callbacks._callbacks import DefaultCallbacks
+    from rltune.errors import ConfigError
+
+    if spec is None:
+        return None
+    specs = spec if isinstance(spec, list) else [spec]
+    for item in specs:
+        if not isinstance(item, str):
+            return f"holds {_describe(item)}, not an import string of a DefaultCallbacks subclass"
+        try:
+            obj = import_object(item, "")
+        except ConfigError as exc:
+            return f"cannot be imported here ({exc.problems[0]})"
+        if not (isinstance(obj, type) and issubclass(obj, DefaultCallbacks)):
+            return f"is {item!r}, which names {_describe_object(obj)}, not a DefaultCallbacks subclass"
+    return None
+
+
+def _describe_object(obj: Any) -> str:
+    kind = "class" if isinstance(obj, type) else type(obj).__name__
+    return f"{_a(kind)} {getattr(obj, '__qualname__', '')}".rstrip()
+
+
+def _check_code_keys(path: str | os.PathLike[str], config: dict[str, Any], prefix: str = "") -> None:
+    def fail(key: str, problem: str, flag: str) -> CheckpointError:
+        return field_error(path, prefix + key, f"{problem}; {_HINT.format(flag=flag)}", "config key")
+
+    if "env" in config:
+        problem = saved_env_problem(config["env"])
+        if problem:
+            raise fail("env", problem, "--env" if not prefix else "--config")
+    problem = _saved_callbacks_problem(config.get("callbacks"))
+    if problem:
+        raise fail("callbacks", problem, "--config '{\"callbacks\": ...}'")
+    if config.get("env_task_fn") is not None:
+        problem = f"is {_describe(config['env_task_fn'])}: a checkpoint never names the function to run"
+        raise fail("env_task_fn", problem, "--config '{\"env_task_fn\": ...}', or null")
+    multiagent = config.get("multiagent")
+    if isinstance(multiagent, dict) and multiagent.get("policy_mapping_fn") is not None:
+        problem = f"is {_describe(multiagent['policy_mapping_fn'])}: a checkpoint never names the function to run"
+        raise fail("multiagent.policy_mapping_fn", problem, "--config '{\"multiagent\": ...}'")
+    if not prefix and isinstance(config.get("evaluation_config"), dict):
+        _check_code_keys(path, config["evaluation_config"], "evaluation_config.")
+
+
+def checked_config(
+    path: str | os.PathLike[str], saved: dict[str, Any], overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A checkpoint's saved config updated by the caller's ``overrides``, every code-naming key checked.
+
+    Keys the caller gives are the caller's; of the rest, ``env`` must be a
+    gymnasium id, a register_env name or an import string of a
+    ``gymnasium.Env`` subclass, ``callbacks`` import strings of
+    ``DefaultCallbacks`` subclasses, and ``env_task_fn`` (and
+    ``multiagent.policy_mapping_fn``) unset; the same inside
+    ``evaluation_config``. Anything else is a :class:`CheckpointError`
+    naming the key, raised before anything the checkpoint names is called.
+    """
+    overrides = overrides or {}
+    config = dict(saved)
+    for key in ("observation_space", "action_space"):  # saved as text: the trainer reads them from the env
+        if isinstance(config.get(key), (str, dict)):
+            config.pop(key)
+    config.update(overrides)
+    unsaved = sorted(k for k, v in config.items() if isinstance(v, dict) and "__unserializable__" in v)
+    if unsaved:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r}: config keys {unsaved} could not be saved "
+            "(lambdas or objects from __main__); pass them in config_overrides"
+        )
+    _check_code_keys(path, {k: v for k, v in config.items() if k not in overrides})
+    return config

@@ -557,7 +557,7 @@ class Trainer:
                 raise ckpt.field_error(path, "policy_rngs", problem)
         if saved.numpy_rng is not None and not ckpt.valid_rng_state(saved.numpy_rng, self.rng.bit_generator):
             raise ckpt.field_error(path, "numpy_rng", f"is not a valid numpy {type(self.rng.bit_generator).__name__} state")
-        saved.arrays = {name: ckpt.read_arrays(checkpoint_path, name) for name in array_names}
+        saved.arrays = {name: ckpt.read_arrays(checkpoint_path, name, saved.metadata) for name in array_names}
         return saved
 
     def _current_state(self) -> ckpt.TrainerState:
@@ -632,6 +632,13 @@ class Trainer:
         Called on :class:`Trainer` itself it picks the algorithm from the
         checkpoint. A config value that could not be saved as JSON (a lambda,
         a class from ``__main__``) must be given again in ``config_overrides``.
+
+        A checkpoint is data: of its saved config, ``env`` must be a
+        gymnasium id, a :func:`register_env` name or an import string of a
+        ``gymnasium.Env`` subclass, ``callbacks`` import strings of
+        ``DefaultCallbacks`` subclasses, and ``env_task_fn`` unset (give it
+        in ``config_overrides``); anything else is a :class:`CheckpointError`
+        naming the key, before anything the checkpoint names is called.
         """
         from rltune.trainers import get_trainer_class
 
@@ -643,17 +650,7 @@ class Trainer:
                 trainer_cls = get_trainer_class(algorithm)
             except ConfigError as exc:
                 raise meta.error("algorithm", f"names no trainer here ({'; '.join(exc.problems)})") from None
-        config = dict(meta.get("config", dict, {}))
-        for key in ("observation_space", "action_space"):
-            if isinstance(config.get(key), (str, dict)):
-                config.pop(key)
-        config.update(config_overrides or {})
-        unsaved = sorted(k for k, v in config.items() if isinstance(v, dict) and "__unserializable__" in v)
-        if unsaved:
-            raise CheckpointError(
-                f"checkpoint {str(checkpoint_path)!r}: config keys {unsaved} could not be saved "
-                "(lambdas or objects from __main__); pass them in config_overrides"
-            )
+        config = ckpt.checked_config(checkpoint_path, meta.get("config", dict, {}), config_overrides)
         trainer = trainer_cls(config, **kwargs)
         try:
             trainer.restore(checkpoint_path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import errno
 import json
 import logging
 import os
@@ -15,6 +16,8 @@ import torch
 from rltune.callbacks import DefaultCallbacks
 from rltune.errors import CheckpointError
 from rltune.trainers import PPO, Trainer
+from rltune.trainers import _checkpoint as ckpt
+from rltune.trainers._checkpoint import _write_file
 
 from .envs import ContextEnv
 
@@ -133,17 +136,23 @@ def test_save_without_a_dir_writes_a_numbered_checkpoint_in_the_results_dir(tmp_
     assert (path / "rltune_checkpoint.json").exists()
 
 
-def test_a_save_that_fails_midway_keeps_the_old_checkpoint(trained, tmp_path, monkeypatch):
+@pytest.mark.parametrize("fails", ["torch.save", "file write"])
+def test_a_save_that_fails_midway_keeps_the_old_checkpoint(trained, tmp_path, monkeypatch, fails):
+    """A full disk: a CheckpointError (not a raw OSError), the old checkpoint intact, no temporary directory."""
     trainer, _, _ = trained
     target = tmp_path / "ckpt"
     trainer.save(target)
     before = {name: (target / name).read_bytes() for name in os.listdir(target)}
 
-    def failing_save(*args, **kwargs):
-        raise OSError("disk full")
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(torch, "save", failing_save)
-    with pytest.raises(OSError, match="disk full"):
+    if fails == "torch.save":
+        monkeypatch.setattr(torch, "save", disk_full)
+    else:  # the metadata file, written last (after state.pt)
+        real = _write_file
+        monkeypatch.setattr(ckpt, "_write_file", lambda path, write: disk_full() if path.suffix == ".json" else real(path, write))
+    with pytest.raises(CheckpointError, match="cannot write checkpoint .*No space left on device"):
         trainer.save(target)
     monkeypatch.undo()
     assert sorted(os.listdir(tmp_path)) == ["ckpt"]  # no partial or temporary directory left
@@ -317,6 +326,16 @@ def test_after_restore_training_still_moves_the_weights_through_the_flat_tensor(
 # --- corrupt checkpoints: a CheckpointError naming the field, and a trainer left as it was ------------
 
 
+def reseal(path: Path) -> None:
+    """Recompute a checkpoint's checksums after an edit: a consistent checkpoint that is wrong inside."""
+    meta_file = path / "rltune_checkpoint.json"
+    metadata = json.loads(meta_file.read_text())
+    if "checksums" in metadata:
+        metadata["checksums"] = {name: ckpt._sha256(path / name) for name in metadata["checksums"] if (path / name).exists()}
+        metadata["metadata_sha256"] = ckpt.metadata_checksum(metadata)
+    meta_file.write_text(json.dumps(metadata))
+
+
 def _set_metadata(key, value):
     """An edit of a checkpoint copy: metadata ``key`` set to ``value`` (or ``value(metadata)``; deleted if None)."""
 
@@ -329,6 +348,7 @@ def _set_metadata(key, value):
         else:
             metadata[key] = new
         meta_file.write_text(json.dumps(metadata))
+        reseal(path)
 
     return edit
 
@@ -339,6 +359,7 @@ def _set_tensors(change):
     def edit(path: Path) -> None:
         state = torch.load(path / "state.pt", weights_only=True)
         torch.save(change(state), path / "state.pt")
+        reseal(path)
 
     return edit
 
