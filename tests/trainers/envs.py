@@ -298,3 +298,12 @@ class SeedLogEnv(CountingEnv):
         if seed is not None:
             SeedLogEnv.seeds.append((self.ctx.worker_index, self.ctx.vector_index, seed))
         return super().reset(seed=seed, options=options)
+
+
+def touch_marker(*args: Any, **kwargs: Any) -> None:
+    """Not an env, callbacks class or task function: creates the file ``$RLTUNE_TEST_MARKER`` when called.
+
+    Checkpoint tests name it in a crafted checkpoint to show that loading one never calls it.
+    """
+    with open(os.environ["RLTUNE_TEST_MARKER"], "w") as f:
+        f.write("called")

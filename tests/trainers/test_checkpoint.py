@@ -7,6 +7,7 @@ import errno
 import json
 import logging
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,6 @@ from rltune.callbacks import DefaultCallbacks
 from rltune.errors import CheckpointError
 from rltune.trainers import PPO, Trainer
 from rltune.trainers import _checkpoint as ckpt
-from rltune.trainers._checkpoint import _write_file
 
 from .envs import ContextEnv
 
@@ -150,7 +150,7 @@ def test_a_save_that_fails_midway_keeps_the_old_checkpoint(trained, tmp_path, mo
     if fails == "torch.save":
         monkeypatch.setattr(torch, "save", disk_full)
     else:  # the metadata file, written last (after state.pt)
-        real = _write_file
+        real = ckpt._write_file
         monkeypatch.setattr(ckpt, "_write_file", lambda path, write: disk_full() if path.suffix == ".json" else real(path, write))
     with pytest.raises(CheckpointError, match="cannot write checkpoint .*No space left on device"):
         trainer.save(target)
@@ -518,3 +518,207 @@ def test_rollout_of_a_corrupt_checkpoint_exits_2_with_one_line(trained, tmp_path
     assert CORRUPTIONS[corruption][1] in err
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert out == ""
+
+
+# --- a checkpoint is data: it runs no code it names, except envs and callbacks of the expected kinds ---------
+MARKER_FN = f"{ContextEnv.__module__}:touch_marker"
+
+
+def _crafted(trained, tmp_path: Path, **config) -> Path:
+    """A copy of the trained checkpoint whose saved config has ``config`` set (checksums made consistent)."""
+    path = _copy_checkpoint(trained[1], tmp_path / "ckpt")
+    _set_metadata("config", lambda metadata: {**metadata["config"], **config})(path)
+    return path
+
+
+def _popen_env(marker: Path) -> dict:
+    # With the env built as ``Popen(EnvContext(env_config))``, Popen runs the dict's keys: ``touch <marker>``.
+    return {"env": "subprocess:Popen", "env_config": {"touch": 1, str(marker): 2}}
+
+
+CODE_IN_CONFIG = {
+    "env a Popen": ("env", lambda marker: _popen_env(marker)),
+    "env a function": ("env", lambda marker: {"env": MARKER_FN}),
+    "callbacks a function": ("callbacks", lambda marker: {"callbacks": MARKER_FN}),
+    "callbacks list with a function": ("callbacks", lambda marker: {"callbacks": [MARKER_FN]}),
+    "env_task_fn": ("env_task_fn", lambda marker: {"env_task_fn": MARKER_FN}),
+    "env_task_fn os.system": ("env_task_fn", lambda marker: {"env_task_fn": "os:system"}),
+    "evaluation callbacks": ("evaluation_config.callbacks", lambda marker: {"evaluation_config": {"callbacks": MARKER_FN}}),
+}
+
+
+@pytest.mark.parametrize("case", list(CODE_IN_CONFIG))
+def test_from_checkpoint_calls_nothing_the_checkpoint_names_but_envs_and_callbacks(trained, tmp_path, monkeypatch, case):
+    key, config = CODE_IN_CONFIG[case]
+    marker = tmp_path / "marker"
+    monkeypatch.setenv("RLTUNE_TEST_MARKER", str(marker))
+    path = _crafted(trained, tmp_path, **config(marker))
+    with pytest.raises(CheckpointError) as info:
+        trainer = Trainer.from_checkpoint(path)
+        trainer.train()  # an env_task_fn runs after an iteration
+        trainer.stop()
+    assert f"checkpoint {str(path)!r}: config key {key!r}" in str(info.value)
+    assert "config_overrides" in str(info.value)
+    assert not marker.exists(), "loading the checkpoint ran code it names"
+
+
+def test_a_checkpoints_env_class_and_callbacks_class_by_import_string_still_load(trained, tmp_path):
+    env = f"{ContextEnv.__module__}:ContextEnv"
+    path = _crafted(trained, tmp_path, env=env, callbacks=[f"{LevelCallbacks.__module__}:LevelCallbacks"])
+    with Trainer.from_checkpoint(path) as restored:
+        assert restored.env_spec.name == env
+        assert type(restored.callbacks).__name__ == "LevelCallbacks"
+        assert_same_weights(restored.get_policy().get_weights(), trained[2]["weights"])
+
+
+def test_overrides_replace_what_a_checkpoint_may_not_name(trained, tmp_path, monkeypatch):
+    marker = tmp_path / "marker"
+    monkeypatch.setenv("RLTUNE_TEST_MARKER", str(marker))
+    path = _crafted(trained, tmp_path, **_popen_env(marker), callbacks=MARKER_FN, env_task_fn=MARKER_FN)
+    overrides = {"env": ContextEnv, "env_config": {}, "callbacks": None, "env_task_fn": None}
+    with Trainer.from_checkpoint(path, overrides) as restored:
+        assert restored.iteration == trained[2]["iteration"]
+    assert not marker.exists()
+
+
+# --- checksums ----------------------------------------------------------------------------------------
+
+
+def _flip_byte(file: Path, at: float = 0.5) -> None:
+    data = bytearray(file.read_bytes())
+    data[int(len(data) * at)] ^= 0x01
+    file.write_bytes(bytes(data))
+
+
+def test_a_flipped_byte_in_state_pt_is_a_checkpoint_error(trained, fresh, tmp_path):
+    path = _copy_checkpoint(trained[1], tmp_path / "ckpt")
+    # A byte of the tensors' data, not of the zip's headers: torch.load would take it and change the weights.
+    _flip_byte(path / "state.pt", 0.3)
+    with pytest.raises(CheckpointError, match=r"state\.pt is corrupt \(its sha256 does not match"):
+        fresh.restore(path)
+
+
+def test_a_changed_metadata_value_is_a_checkpoint_error(trained, fresh, tmp_path):
+    path = _copy_checkpoint(trained[1], tmp_path / "ckpt")
+    meta_file = path / "rltune_checkpoint.json"
+    metadata = json.loads(meta_file.read_text())
+    metadata["timesteps_total"] += 1
+    meta_file.write_text(json.dumps(metadata))
+    with pytest.raises(CheckpointError, match="rltune_checkpoint.json does not match its checksum"):
+        fresh.restore(path)
+
+
+def test_a_version_2_checkpoint_without_checksums_is_refused(trained, fresh, tmp_path):
+    path = _copy_checkpoint(trained[1], tmp_path / "ckpt")
+    _set_metadata("checksums", lambda metadata: None)(path)
+    with pytest.raises(CheckpointError, match="metadata field 'checksums' is missing"):
+        fresh.restore(path)
+
+
+def test_a_version_1_checkpoint_without_checksums_still_restores(trained, fresh, tmp_path):
+    path = _copy_checkpoint(trained[1], tmp_path / "ckpt")
+    metadata = json.loads((path / "rltune_checkpoint.json").read_text())
+    for key in ("checksums", "metadata_sha256"):
+        del metadata[key]
+    (path / "rltune_checkpoint.json").write_text(json.dumps({**metadata, "format_version": 1}))
+    fresh.restore(path)
+    assert_same_weights(fresh.get_policy().get_weights(), trained[2]["weights"])
+
+
+def test_arrays_files_are_checksummed_too(tmp_path):
+    arrays = {"buffer": {"obs": np.arange(1000, dtype=np.float32)}}
+    path = ckpt.write_checkpoint(tmp_path / "ckpt", {"algorithm": "X"}, {"w": torch.zeros(2)}, arrays)
+    np.testing.assert_array_equal(ckpt.read_arrays(path, "buffer")["obs"], arrays["buffer"]["obs"])
+    assert ckpt.read_arrays(path, "other") is None
+    (path / "other.npz").write_bytes((path / "buffer.npz").read_bytes())  # a file the writer did not write
+    with pytest.raises(CheckpointError, match="other.npz is not one of its files"):
+        ckpt.read_arrays(path, "other")
+    _flip_byte(path / "buffer.npz", 0.6)
+    with pytest.raises(CheckpointError, match="buffer.npz is corrupt"):
+        ckpt.read_arrays(path, "buffer")
+    (path / "buffer.npz").unlink()
+    with pytest.raises(CheckpointError, match="is partial: buffer.npz is missing"):
+        ckpt.read_arrays(path, "buffer")
+
+
+# --- crashes: the checkpoint under its name is always a complete one, and leftovers are cleaned up ---------
+
+
+def _write_and_crash(target: Path, iteration: int, crash: str, monkeypatch) -> None:
+    """Write a checkpoint of ``iteration`` at ``target`` in a child process that dies (os._exit) at ``crash``."""
+    from rltune import _atomic_dir
+
+    calls = {"rename": 0}
+    real_rename = os.rename
+
+    def die(*args, **kwargs):
+        os._exit(17)
+
+    def rename(src, dst):
+        calls["rename"] += 1
+        if calls["rename"] == 2:
+            die()
+        real_rename(src, dst)
+
+    pid = os.fork()
+    if pid == 0:  # the child: crash where asked, never return into pytest
+        try:
+            if crash == "writing state.pt":
+                monkeypatch.setattr(torch, "save", die)
+            elif crash == "between the two renames":
+                monkeypatch.setattr(_atomic_dir, "exchange", lambda a, b: False)
+                monkeypatch.setattr(_atomic_dir.os, "rename", rename)
+            elif crash == "after the two renames":
+                monkeypatch.setattr(_atomic_dir, "exchange", lambda a, b: False)
+                monkeypatch.setattr(_atomic_dir.shutil, "rmtree", die)
+            elif crash == "after the swap":
+                monkeypatch.setattr(_atomic_dir.shutil, "rmtree", die)
+            ckpt.write_checkpoint(target, {"algorithm": "X", "iteration": iteration}, {"w": torch.full((3,), iteration)})
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 17, "the child did not crash where asked"
+
+
+@pytest.mark.parametrize("crash", ["writing state.pt", "between the two renames", "after the two renames", "after the swap"])
+def test_a_crash_while_overwriting_leaves_a_complete_checkpoint_under_its_name(tmp_path, monkeypatch, crash):
+    target = tmp_path / "ckpt"
+    ckpt.write_checkpoint(target, {"algorithm": "X", "iteration": 1}, {"w": torch.full((3,), 1)})
+    _write_and_crash(target, 2, crash, monkeypatch)
+    assert any(name.startswith(".ckpt.") for name in os.listdir(tmp_path))  # what the crash left
+    if crash == "between the two renames":
+        assert not target.exists()  # the old writer's state: no checkpoint under its name
+    iteration = ckpt.read_metadata(target)["iteration"]  # recovers, then reads
+    assert iteration in (1, 2)
+    assert torch.equal(ckpt.read_tensors(target)["w"], torch.full((3,), iteration))
+    assert os.listdir(tmp_path) == ["ckpt"]  # leftovers cleaned up
+    ckpt.write_checkpoint(target, {"algorithm": "X", "iteration": 3}, {"w": torch.full((3,), 3)})
+    assert ckpt.read_metadata(target)["iteration"] == 3 and os.listdir(tmp_path) == ["ckpt"]
+
+
+def test_a_crash_between_the_renames_is_recovered_by_the_next_write_too(tmp_path, monkeypatch):
+    target = tmp_path / "ckpt"
+    ckpt.write_checkpoint(target, {"algorithm": "X", "iteration": 1}, {"w": torch.full((3,), 1)})
+    _write_and_crash(target, 2, "between the two renames", monkeypatch)
+    ckpt.write_checkpoint(tmp_path / "other", {"algorithm": "X", "iteration": 5}, {"w": torch.zeros(3)})
+    assert sorted(os.listdir(tmp_path)) == ["ckpt", "other"]
+    assert ckpt.read_metadata(target)["iteration"] == 1
+
+
+def test_leftovers_of_live_writers_are_never_deleted(tmp_path):
+    from rltune import _atomic_dir
+
+    ckpt.write_checkpoint(tmp_path / "ckpt", {"algorithm": "X", "iteration": 1}, {"w": torch.zeros(3)})
+    live = tmp_path / f".ckpt.tmp-{_atomic_dir._HOST}-{os.getppid()}-0123abcd"  # pytest's parent: running
+    other_host = tmp_path / ".ckpt.tmp-elsewhere-1-0123abcd"  # another machine's writer: only by age
+    legacy_fresh = tmp_path / ".ckpt.tmp-4567abcd"  # names of older rltune versions: only by age
+    legacy_stale = tmp_path / ".ckpt.old-89abcdef"
+    for path in (live, other_host, legacy_fresh, legacy_stale):
+        path.mkdir()
+    stale = time.time() - _atomic_dir.STALE_AFTER_S - 60
+    os.utime(legacy_stale, (stale, stale))
+    ckpt.write_checkpoint(tmp_path / "ckpt", {"algorithm": "X", "iteration": 2}, {"w": torch.zeros(3)})
+    assert sorted(os.listdir(tmp_path)) == sorted(["ckpt", live.name, other_host.name, legacy_fresh.name])
+    os.utime(other_host, (stale, stale))
+    ckpt.read_metadata(tmp_path / "ckpt")
+    assert sorted(os.listdir(tmp_path)) == sorted(["ckpt", live.name, legacy_fresh.name])
