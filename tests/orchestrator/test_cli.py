@@ -246,6 +246,70 @@ def test_rollout_of_a_checkpoint_whose_env_is_unknown_here_points_to_env(tmp_pat
     assert code == 0 and "episode_reward_mean: 7.000 over 2" in out
 
 
+# -- rollout of a checkpoint runs no code it names (but envs and callbacks of the expected kinds) --------
+def touch_marker(*args, **kwargs):
+    """Neither an env class, callbacks nor a task function: creates ``$RLTUNE_TEST_MARKER`` when called."""
+    Path(os.environ["RLTUNE_TEST_MARKER"]).write_text("called")
+
+
+def _crafted(trained: Path, dst: Path, **config) -> Path:
+    """A copy of the trained checkpoint whose saved config has ``config`` set, its checksum made consistent."""
+    from rltune.trainers import _checkpoint as ckpt
+
+    src = trained / "checkpoint_000002"
+    dst.mkdir()
+    for name in os.listdir(src):
+        (dst / name).write_bytes((src / name).read_bytes())
+    metadata = json.loads((dst / ckpt.METADATA_FILE).read_text())
+    metadata["config"].update(config)
+    metadata[ckpt.METADATA_CHECKSUM] = ckpt.metadata_checksum(metadata)
+    (dst / ckpt.METADATA_FILE).write_text(json.dumps(metadata))
+    return dst
+
+
+MARKER_FN = f"{__name__}:touch_marker"
+
+
+@pytest.mark.parametrize(
+    "key, config",
+    [
+        # Built as Popen(EnvContext(env_config)), Popen would run the dict's keys: touch <marker>.
+        ("env", lambda marker: {"env": "subprocess:Popen", "env_config": {"touch": 1, str(marker): 2}}),
+        ("env", lambda marker: {"env": MARKER_FN}),
+        ("callbacks", lambda marker: {"callbacks": MARKER_FN}),
+        ("env_task_fn", lambda marker: {"env_task_fn": "os:system"}),
+    ],
+    ids=["env Popen", "env function", "callbacks function", "env_task_fn"],
+)
+def test_rollout_of_a_checkpoint_naming_code_exits_2_and_runs_nothing(trained, tmp_path, capsys, monkeypatch, key, config):
+    marker = tmp_path / "marker"
+    monkeypatch.setenv("RLTUNE_TEST_MARKER", str(marker))
+    path = _crafted(trained, tmp_path / "ckpt", **config(marker))
+    code, out, err = run(capsys, "rollout", str(path), "--episodes", "1")
+    assert code == 2
+    assert err.startswith(f"rltune rollout: error: checkpoint {str(path)!r}: config key {key!r}")
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and out == ""
+    assert not marker.exists(), "rollout ran code the checkpoint names"
+
+
+def test_rollout_overrides_what_a_checkpoint_may_not_name(trained, tmp_path, capsys, monkeypatch):
+    marker = tmp_path / "marker"
+    monkeypatch.setenv("RLTUNE_TEST_MARKER", str(marker))
+    path = _crafted(trained, tmp_path / "ckpt", env=MARKER_FN, callbacks=MARKER_FN, env_task_fn=MARKER_FN)
+    overrides = json.dumps({"callbacks": None, "env_task_fn": None})
+    code, out, err = run(capsys, "rollout", str(path), "--episodes", "2", "--env", "rltune-test-constant", "--config", overrides)
+    assert code == 0, err
+    assert "episode_reward_mean: 7.000 over 2" in out
+    assert not marker.exists()
+
+
+def test_rollout_of_a_checkpoint_whose_env_is_an_env_class_by_import_string(trained, tmp_path, capsys):
+    path = _crafted(trained, tmp_path / "ckpt", env=f"{ConstantEnv.__module__}:ConstantEnv", env_config={"reward": 3})
+    code, out, err = run(capsys, "rollout", str(path), "--episodes", "2")
+    assert code == 0, err
+    assert "episode_reward_mean: 3.000 over 2" in out
+
+
 # -- bad input: exit 2, one message on stderr, no traceback ----------------------------------
 BAD_TRAIN = {
     "unknown algorithm": (

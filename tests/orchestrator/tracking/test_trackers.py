@@ -317,3 +317,27 @@ def _one_trial_study():
     study.add_trial(optuna.trial.create_trial(params={"lr": 0.1}, value=1.0, distributions={
         "lr": optuna.distributions.FloatDistribution(0.01, 1.0)}))
     return study
+
+
+def test_a_policy_model_from_a_checkpoint_builds_only_an_env_the_checkpoint_may_name(tmp_path):
+    """The model reads a checkpoint's spaces from one env of its config: never from code the checkpoint names."""
+    import json
+
+    from rltune.errors import CheckpointError
+    from rltune.orchestrator._mlflow_model import SPEC_FILE, write_policy_dir
+    from rltune.trainers import PPO
+    from rltune.trainers import _checkpoint as ckpt
+
+    config = {"train_batch_size": 64, "rollout_fragment_length": 32, "sgd_minibatch_size": 32, "model": {"fcnet_hiddens": [8]}}
+    with PPO(config=config, env="CartPole-v1") as trainer:
+        path = Path(trainer.save(tmp_path / "ckpt"))
+    assert json.loads((write_policy_dir(path, tmp_path / "ok") / SPEC_FILE).read_text())["action_space"]["n"] == 2
+    marker = tmp_path / "marker"
+    metadata = json.loads((path / ckpt.METADATA_FILE).read_text())
+    # Built as Popen(EnvContext(env_config)), Popen would run the dict's keys: touch <marker>.
+    metadata["config"].update(env="subprocess:Popen", env_config={"touch": 1, str(marker): 2})
+    metadata[ckpt.METADATA_CHECKSUM] = ckpt.metadata_checksum(metadata)
+    (path / ckpt.METADATA_FILE).write_text(json.dumps(metadata))
+    with pytest.raises(CheckpointError, match=r"config key 'env' is 'subprocess:Popen', which names a class Popen"):
+        write_policy_dir(path, tmp_path / "bad")
+    assert not marker.exists()
