@@ -22,7 +22,7 @@ import gymnasium as gym
 import pytest
 
 from rltune.callbacks import CurriculumCallback
-from rltune.errors import ConfigError
+from rltune.errors import CheckpointError, ConfigError
 from rltune.trainers import PPO, register_env
 
 from .envs import MODULE, IterationTaskFn, PhaseSchedule, TaskEnv, TaskMetrics, find_callbacks, task_from_iteration
@@ -328,14 +328,16 @@ def test_set_task_reaches_a_task_env_under_gymnasium_wrappers(tmp_path):
         assert trainer.train()["curriculum_task"] == 5
 
 
-def test_from_checkpoint_keeps_a_module_level_env_task_fn(tmp_path):
-    """An importable env_task_fn is saved by name, like callbacks and env classes, and comes back."""
+def test_from_checkpoint_runs_an_env_task_fn_only_when_the_caller_gives_it(tmp_path):
+    """A checkpoint is data: the env_task_fn it names is not run; given again in config_overrides, it is."""
     with PPO(config={**LOCAL, "env_task_fn": task_from_iteration}, env=TaskEnv, results_dir=tmp_path) as trainer:
         trainer.train()
         trainer.train()
         assert trainer.get_tasks() == {(0, 0): 102, (0, 1): 102}
         path = trainer.save(tmp_path / "checkpoint")
-    restored = PPO.from_checkpoint(path, results_dir=tmp_path)
+    with pytest.raises(CheckpointError, match="config key 'env_task_fn'.*config_overrides"):
+        PPO.from_checkpoint(path, results_dir=tmp_path)
+    restored = PPO.from_checkpoint(path, {"env_task_fn": task_from_iteration}, results_dir=tmp_path)
     try:
         assert restored.get_tasks() == {(0, 0): 102, (0, 1): 102}
         assert restored.train()["curriculum_task"] == 103  # env_task_fn still runs after every iteration
