@@ -11,8 +11,9 @@ a crash between them leaves no directory under the name, and
 renames the ``.old-`` one back.
 
 Leftovers are touched only when their writer is surely gone: its pid (on
-this host) is not running, or (another host, or names from older rltune
-versions without a pid) nothing changed in them for :data:`STALE_AFTER_S`.
+this host) is not running (or nothing changed in them for a day: the pid
+was reused), or (another host, or names from older rltune versions without
+a pid) nothing changed in them for :data:`STALE_AFTER_S`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import uuid
 from pathlib import Path
 
 STALE_AFTER_S = 15 * 60
+PID_REUSED_AFTER_S = 24 * 3600  # a leftover whose pid runs but that nothing changed in for a day: the pid was reused
 
 _HOST = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname()) or "host"
 _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<host>[A-Za-z0-9._]+)-(?P<pid>\d+)-[0-9a-f]{8}$")
@@ -105,6 +107,10 @@ def replace_dir(tmp: Path, target: Path) -> None:
 
 
 def _writer_gone(path: Path, match: re.Match[str], now: float) -> bool:
+    try:
+        age = now - path.stat().st_mtime
+    except OSError:
+        return False
     if "pid" in match.re.groupindex and match["host"] == _HOST:
         pid = int(match["pid"])
         if pid == os.getpid():
@@ -114,12 +120,9 @@ def _writer_gone(path: Path, match: re.Match[str], now: float) -> bool:
         except ProcessLookupError:
             return True
         except OSError:  # EPERM: running as another user
-            return False
-        return False
-    try:
-        return now - path.stat().st_mtime > STALE_AFTER_S
-    except OSError:
-        return False
+            pass
+        return age > PID_REUSED_AFTER_S  # running: the writer, or a process that got its pid later
+    return age > STALE_AFTER_S
 
 
 def recover_leftovers(directory: str | os.PathLike[str]) -> None:

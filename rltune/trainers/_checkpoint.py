@@ -473,11 +473,11 @@ def _check_code_keys(path: str | os.PathLike[str], config: dict[str, Any], prefi
     if problem:
         raise fail("callbacks", problem, "--config '{\"callbacks\": ...}'")
     if config.get("env_task_fn") is not None:
-        problem = f"is {_describe(config['env_task_fn'])}: a checkpoint never names the function to run"
+        problem = f"is {config['env_task_fn']!r}, but a checkpoint may not name a function to run"
         raise fail("env_task_fn", problem, "--config '{\"env_task_fn\": ...}', or null")
     multiagent = config.get("multiagent")
     if isinstance(multiagent, dict) and multiagent.get("policy_mapping_fn") is not None:
-        problem = f"is {_describe(multiagent['policy_mapping_fn'])}: a checkpoint never names the function to run"
+        problem = f"is {multiagent['policy_mapping_fn']!r}, but a checkpoint may not name a function to run"
         raise fail("multiagent.policy_mapping_fn", problem, "--config '{\"multiagent\": ...}'")
     if not prefix and isinstance(config.get("evaluation_config"), dict):
         _check_code_keys(path, config["evaluation_config"], "evaluation_config.")
@@ -498,9 +498,8 @@ def checked_config(
     """
     overrides = overrides or {}
     config = dict(saved)
-    for key in ("observation_space", "action_space"):  # saved as text: the trainer reads them from the env
-        if isinstance(config.get(key), (str, dict)):
-            config.pop(key)
+    for key in ("observation_space", "action_space"):  # saved as text only: the trainer reads them from the env
+        config.pop(key, None)
     config.update(overrides)
     unsaved = sorted(k for k, v in config.items() if isinstance(v, dict) and "__unserializable__" in v)
     if unsaved:

@@ -722,3 +722,7 @@ def test_leftovers_of_live_writers_are_never_deleted(tmp_path):
     os.utime(other_host, (stale, stale))
     ckpt.read_metadata(tmp_path / "ckpt")
     assert sorted(os.listdir(tmp_path)) == sorted(["ckpt", live.name, legacy_fresh.name])
+    reused = time.time() - _atomic_dir.PID_REUSED_AFTER_S - 60  # unchanged for a day: its pid was reused since
+    os.utime(live, (reused, reused))
+    ckpt.read_metadata(tmp_path / "ckpt")
+    assert sorted(os.listdir(tmp_path)) == sorted(["ckpt", legacy_fresh.name])
