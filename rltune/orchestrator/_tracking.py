@@ -143,9 +143,16 @@ def _limits() -> _Limits:
 
 # -- where the store is ----------------------------------------------------------------------
 def resolve_tracking_uri(tracking_uri: str | None, results_dir: str | os.PathLike[str]) -> str:
-    """The tracking URI: ``tracking_uri``, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///<results_dir>/mlflow.db``."""
+    """The tracking URI: ``tracking_uri``, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///<results_dir>/mlflow.db``.
+
+    ``${NAME}`` / ``${file:PATH}`` references in ``tracking_uri`` are resolved
+    here (see :mod:`rltune.orchestrator._secrets`); show the result only
+    through ``redact_url``.
+    """
     if tracking_uri:
-        return str(tracking_uri)
+        from rltune.orchestrator._secrets import resolve_url
+
+        return str(resolve_url(str(tracking_uri), where="tracking_uri"))
     env = os.environ.get("MLFLOW_TRACKING_URI")
     if env:
         return env
