@@ -209,3 +209,20 @@ def test_the_password_from_the_environment_or_a_file(pg_url, tmp_path, monkeypat
     assert len(analysis.trials) == 2
     saved_text = (tmp_path / "file_ref" / "study.json").read_text()
     assert f":{password}@" not in saved_text and "${file:" in saved_text
+
+
+@pytest.mark.tracked
+def test_tracking_server_failures_are_logged_without_the_password(tmp_path, caplog):
+    import socket
+
+    from rltune.orchestrator._tracking import StudyTracker
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    with caplog.at_level("DEBUG", logger="rltune"):
+        study = StudyTracker(f"http://tracker:{SECRET}@127.0.0.1:{port}", tmp_path, "nowhere", "tpe", "none")
+        study.start_trial(0, {"lr": 0.1}, {"lr": 0.1})
+        study.close()
+    assert "could not record" in caplog.text
+    assert SECRET not in caplog.text
