@@ -253,3 +253,16 @@ def test_an_env_whose_reset_has_no_defaults_trains_and_evaluates():
         assert trainer.train()["episode_len_mean"] == 5
         assert trainer.evaluate()["evaluation"]["episode_len_mean"] == 5
 
+
+
+class BadObsAfterSeededResetEnv(CountingEnv):
+    """reset() is fine; reset(seed=...) returns an observation outside the space: an API break."""
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return (obs - 100.0 if seed is not None else obs), info
+
+
+def test_api_breaks_found_by_the_seeding_check_stay_errors():
+    with pytest.raises(EnvError, match="not within the observation space"):
+        PPO(config=TINY, env=BadObsAfterSeededResetEnv)
