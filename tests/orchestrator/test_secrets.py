@@ -116,7 +116,7 @@ def test_mlflow_ui_serves_the_store_given_in_its_environment(tmp_path):
     """The real server reads MLFLOW_BACKEND_STORE_URI: it creates the store there; its argv does not name it."""
     import socket
 
-    from rltune.orchestrator._ui import start_ui
+    from rltune.orchestrator._ui import _descendants, start_ui
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -125,9 +125,13 @@ def test_mlflow_ui_serves_the_store_given_in_its_environment(tmp_path):
     store.parent.mkdir()
     server = start_ui(tmp_path / "results", port, tracking_uri=f"sqlite:///{store}")
     try:
-        with open(f"/proc/{server.proc.pid}/cmdline", "rb") as f:
-            argv = f.read().decode().split("\0")
-        assert str(store) not in " ".join(argv)
+        for pid in [server.proc.pid, *_descendants(server.proc.pid)]:  # the server and its uvicorn workers
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = f.read().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            assert str(store) not in " ".join(argv)
         assert store.exists()  # the server opened the store it was given through the environment
     finally:
         server.stop()
