@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rltune.errors import ConfigError
+from rltune.orchestrator._secrets import MASK, drop_masked_password, redact_text, redact_url, resolve_url
 from rltune.orchestrator._runner import JOURNAL_FILE, STUDY_FILE, open_storage, owner_alive
 from rltune.orchestrator._trial import default_results_dir
 
@@ -54,14 +55,24 @@ def load_study(directory: Path, storage: str | None = None) -> tuple[Any, dict[s
         info = json.loads(info_path.read_text())
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{info_path} cannot be read ({exc})", where="study") from None
-    url = storage or info.get("storage")
-    if not url:
+    given = storage or info.get("storage")
+    if not given:
         journal = info.get("journal") or JOURNAL_FILE
-        url = journal if os.path.isabs(journal) else str(directory / journal)
+        given = journal if os.path.isabs(journal) else str(directory / journal)
+    # study.json keeps ${...} references and masks a literal password: without it, libpq's PGPASSWORD
+    # or ~/.pgpass applies
+    url = drop_masked_password(resolve_url(given))
     try:
         study = optuna.load_study(study_name=info["name"], storage=open_storage(url, directory))
     except KeyError:
-        raise ConfigError(f"study {info.get('name')!r} is not in its storage {url}", where="study") from None
+        raise ConfigError(f"study {info.get('name')!r} is not in its storage {redact_url(given)}",
+                          where="study") from None
+    except Exception as exc:  # noqa: BLE001 - an unreachable database, a refused password, a missing driver
+        first = redact_text((str(exc).strip().splitlines() or [""])[0], url, given)
+        hint = (" (its password is not stored in study.json: set PGPASSWORD, use ~/.pgpass or pass --storage)"
+                if f":{MASK}@" in given else "")
+        raise ConfigError(f"cannot open the storage {redact_url(given)}: {type(exc).__name__}: {first}{hint}",
+                          where="study") from None
     return study, info
 
 

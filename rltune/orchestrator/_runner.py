@@ -52,6 +52,7 @@ from rltune.errors import ConfigError
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
 from rltune.orchestrator._search_space import decode_params, encode_point, resolve_config, suggest
 from rltune.orchestrator._spec import StudyPlan, finite
+from rltune.orchestrator._secrets import redact_text, redact_url, resolve_url
 from rltune.orchestrator._storage import (
     BUDGET_ATTR, JOURNAL_FILE, is_shared, open_storage, pop_waiting_trial)
 from rltune.orchestrator._stop import _MISSING, StopCriteria, lookup
@@ -203,6 +204,7 @@ class StudyRunner:
         self._last_shared_poll = 0.0
         self.shared = False  # set by open_study: an RDB storage that other workers may share
         self.storage: Any = None
+        self.storage_url: str | None = None  # spec.storage with its ${...} references resolved (set by open_study)
         self.tracker: Any = None  # a TrackingProcess when the study is recorded in MLflow
 
     # -- setup ----------------------------------------------------------------------------
@@ -216,9 +218,10 @@ class StudyRunner:
                 self.plan.spec = self.spec = self.spec.model_copy(update={"name": f"{base}_{n}"})
                 self.study_dir = study_dir_of(self.spec.results_dir, self.plan.name)
         self.study_dir.mkdir(parents=True, exist_ok=True)
-        self.shared = is_shared(self.spec.storage)
+        self.storage_url = resolve_url(self.spec.storage)  # references expanded here only; never stored
+        self.shared = is_shared(self.storage_url)
         try:
-            self.storage = open_storage(self.spec.storage, self.study_dir,
+            self.storage = open_storage(self.storage_url, self.study_dir,
                                         heartbeat_interval_s=self.spec.heartbeat_interval_s if self.shared else None,
                                         grace_s=self.spec.heartbeat_grace_s)
             created = self._create_or_load()
@@ -226,6 +229,7 @@ class StudyRunner:
             raise
         except Exception as exc:  # a bad URL, an unreachable server, a missing driver
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            first = redact_text(first, self.storage_url, self.spec.storage)
             hint = ("; install the driver: pip install 'rltune[postgres]'"
                     if isinstance(exc, ModuleNotFoundError) and "psycopg" in str(exc) else "")
             raise ConfigError(f"cannot open the Optuna storage {self._storage_text()!r}: {type(exc).__name__}: "
@@ -237,7 +241,7 @@ class StudyRunner:
                 "mode": self.spec.mode,
                 "search_alg": self.plan.sampler_name,
                 "scheduler": self.plan.pruner_name,
-                "tracking_uri": self.spec.tracking_uri,
+                "tracking_uri": redact_url(self.spec.tracking_uri),
                 "study_dir": str(self.study_dir),
                 "space": self._space_signature(),
             }))
@@ -254,13 +258,13 @@ class StudyRunner:
         self._open_tracking(created)
         (self.study_dir / STUDY_FILE).write_text(json.dumps({
             "name": self.plan.name,
-            "storage": self.spec.storage if self.shared else None,
+            "storage": redact_url(self.spec.storage) if self.shared else None,  # as given, references kept
             "journal": None if self.shared else (
-                os.path.expanduser(self.spec.storage) if self.spec.storage else JOURNAL_FILE),
+                os.path.expanduser(self.storage_url) if self.storage_url else JOURNAL_FILE),
             "trainable": self.plan.trainable.name,
             "metric": self.spec.metric,
             "mode": self.spec.mode,
-            "tracking_uri": self.spec.tracking_uri,
+            "tracking_uri": redact_url(self.spec.tracking_uri),
         }, indent=2) + "\n")
         if self.shared:
             self._enqueue_budget(created)
@@ -349,7 +353,8 @@ class StudyRunner:
             raise ConfigError(problems, where=where)
 
     def _storage_text(self) -> str:
-        return self.spec.storage if self.spec.storage else str(self.study_dir / JOURNAL_FILE)
+        url = self.storage_url or self.spec.storage
+        return redact_url(url) if url else str(self.study_dir / JOURNAL_FILE)
 
     def _enqueue_grid(self) -> None:
         """Enqueue every (grid point, sample) not yet in storage, as a trial with fixed params."""

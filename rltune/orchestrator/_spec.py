@@ -89,14 +89,17 @@ class StudySpec(BaseModel):
     trial_timeout_s: Optional[float] = Field(None, gt=0, description="Kill a trial (FAIL) that runs longer than this.")
     storage: Optional[str] = Field(
         None, description="Optuna storage URL; default a journal file in the study directory. An RDB URL "
-                          "(postgresql://...) is shared: every rltune tune on it is a worker of the study.")
+                          "(postgresql://...) is shared: every rltune tune on it is a worker of the study. "
+                          "${NAME} and ${file:PATH} in it read an environment variable or a file "
+                          "(e.g. a password); a password is shown and stored as ***.")
     heartbeat_interval_s: int = Field(30, ge=1, description="How often a worker records its running trials' heartbeat.")
     heartbeat_grace_s: Optional[int] = Field(
         None, ge=1, description="A trial without heartbeat for this long is stale: failed and retried from its "
                                 "checkpoint by another worker (default max(4 x heartbeat_interval_s, heartbeat_interval_s x 2 + 60)).")
     results_dir: Optional[str] = Field(None, description="Default $RLTUNE_RESULTS_DIR or ~/rltune_results.")
     tracking_uri: Optional[str] = Field(
-        None, description="MLflow tracking URI; default: a local store under the results dir (or MLFLOW_TRACKING_URI)."
+        None, description="MLflow tracking URI; default: a local store under the results dir (or MLFLOW_TRACKING_URI); "
+                          "${NAME} and ${file:PATH} are read as in storage."
     )
     tracking: bool = Field(True, description="Record the study in MLflow (env RLTUNE_TRACKING=0 turns it off too).")
     curriculum: Optional[dict[str, Any]] = Field(None, description="Shorthand for config.curriculum (phases).")

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rltune.errors import RLTuneError
+from rltune.orchestrator._secrets import has_references, redact_text, resolve_url
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,15 @@ class StorageLostError(RLTuneError):
 
 
 def is_shared(url: str | None) -> bool:
-    """Whether ``url`` names an RDB storage that several workers may share (an Optuna URL with a scheme)."""
+    """Whether ``url`` names an RDB storage that several workers may share (an Optuna URL with a scheme).
+
+    ``url`` may hold ``${NAME}`` references (see :mod:`rltune.orchestrator._secrets`), e.g. ``${RLTUNE_STORAGE_URL}``.
+    """
+    if has_references(url):
+        try:
+            url = resolve_url(url)
+        except RLTuneError:
+            return True  # a reference that does not resolve here: only a URL's password is ever given that way
     return bool(url) and "://" in str(url)
 
 
@@ -68,6 +77,10 @@ def default_grace_s(heartbeat_interval_s: int) -> int:
 def open_storage(url: str | None, study_dir: Path, *, heartbeat_interval_s: int | None = None,
                  grace_s: int | None = None) -> Any:
     """The Optuna storage: ``url`` (an RDB URL, or a journal file path), else ``<study_dir>/study.journal``.
+
+    ``url`` is the resolved URL (:func:`rltune.orchestrator._secrets.resolve_url`); a
+    PostgreSQL URL without password takes it from ``PGPASSWORD`` or ``~/.pgpass``
+    (``PGPASSFILE``), as libpq does.
 
     For an RDB URL with ``heartbeat_interval_s``: Optuna's heartbeat, stale
     trials failed after ``grace_s`` and retried by :data:`STALE_RETRIES`.
@@ -147,7 +160,7 @@ def with_reconnect(fn: Callable[..., Any], what: str, retry_s: float = STORAGE_R
                 if deadline is None:
                     deadline = now + retry_s
                     logger.warning("the study's database is unreachable (%s); retrying for up to %.0f s",
-                                   str(exc).strip().splitlines()[0][:200], retry_s)
+                                   redact_text(str(exc).strip().splitlines()[0][:200]), retry_s)
                 if now >= deadline:
                     raise StorageLostError(
                         f"the study's database stayed unreachable for {retry_s:.0f} s ({what}): "

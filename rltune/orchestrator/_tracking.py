@@ -143,9 +143,16 @@ def _limits() -> _Limits:
 
 # -- where the store is ----------------------------------------------------------------------
 def resolve_tracking_uri(tracking_uri: str | None, results_dir: str | os.PathLike[str]) -> str:
-    """The tracking URI: ``tracking_uri``, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///<results_dir>/mlflow.db``."""
+    """The tracking URI: ``tracking_uri``, else ``$MLFLOW_TRACKING_URI``, else ``sqlite:///<results_dir>/mlflow.db``.
+
+    ``${NAME}`` / ``${file:PATH}`` references in ``tracking_uri`` are resolved
+    here (see :mod:`rltune.orchestrator._secrets`); show the result only
+    through ``redact_url``.
+    """
     if tracking_uri:
-        return str(tracking_uri)
+        from rltune.orchestrator._secrets import resolve_url
+
+        return str(resolve_url(str(tracking_uri), where="tracking_uri"))
     env = os.environ.get("MLFLOW_TRACKING_URI")
     if env:
         return env
@@ -302,7 +309,9 @@ class _Failures:
             self._pause = min(60.0, self._pause * 2 if self._pause else 5.0)
             self._down_until = time.monotonic() + self._pause
         self._record(kind, what)
-        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+        from rltune.orchestrator._secrets import redact_text  # MLflow's messages name the URL, user:password@ too
+
+        first_line = redact_text((str(exc).strip().splitlines() or [""])[0][:300])
         if kind not in self._warned:
             self._warned.add(kind)
             later = f"; tracking calls pause {self._pause:.0f} s" if outage else ""
@@ -310,7 +319,7 @@ class _Failures:
                            "logged at DEBUG and listed in the tracker's unrecorded)",
                            self.owner, what, type(exc).__name__, first_line, later, kind)
         else:
-            logger.debug("MLflow tracking (%s): could not record %s: %r", self.owner, what, exc)
+            logger.debug("MLflow tracking (%s): could not record %s: %s", self.owner, what, redact_text(repr(exc)))
 
     def _record(self, kind: str, what: str) -> None:
         self.counts[kind] += 1

@@ -22,27 +22,33 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rltune.errors import ConfigError, RLTuneError
+from rltune.orchestrator._secrets import redact_text, redact_url
 from rltune.orchestrator._tracking import DB_FILE, artifact_root, is_remote, resolve_tracking_uri
 
 UI_LOG = "mlflow_ui.log"
 START_TIMEOUT_S = 120.0  # the first start on a new store creates its tables (slow on a busy machine)
 
 
-def ui_command(tracking_uri: str, results_dir: Path, host: str, port: int) -> list[str]:
-    """The ``mlflow ui`` command line for a store and the artifact root of ``results_dir``."""
+def ui_command(results_dir: Path, host: str, port: int) -> list[str]:
+    """The ``mlflow ui`` command line for the artifact root of ``results_dir``.
+
+    The store is not on it: it may carry a password, and a command line is
+    visible to every user (``ps``); :func:`ui_env` passes it.
+    """
     root = artifact_root(results_dir).as_uri()
     return [sys.executable, "-m", "mlflow", "ui",
-            "--backend-store-uri", tracking_uri,
             "--default-artifact-root", root,
             "--artifacts-destination", root,
             "--host", host, "--port", str(port),
             "--workers", "1"]
 
 
-def ui_env() -> dict[str, str]:
-    """The server's environment: MLflow's job execution (GenAI evaluation jobs, several worker
-    processes) is off unless the user set MLFLOW_SERVER_ENABLE_JOB_EXECUTION; a viewer needs none."""
-    env = dict(os.environ)
+def ui_env(tracking_uri: str) -> dict[str, str]:
+    """The server's environment: the store as ``MLFLOW_BACKEND_STORE_URI`` (what ``mlflow server
+    --backend-store-uri`` reads when the flag is not given); MLflow's job execution (GenAI evaluation
+    jobs, several worker processes) is off unless the user set MLFLOW_SERVER_ENABLE_JOB_EXECUTION;
+    a viewer needs none."""
+    env = dict(os.environ, MLFLOW_BACKEND_STORE_URI=tracking_uri)
     env.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
     return env
 
@@ -158,8 +164,8 @@ def start_ui(results_dir: str | os.PathLike[str], port: int = 5000, tracking_uri
     _check_port_free(host, port)
     log_path = root / UI_LOG
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(ui_command(uri, root, host, port), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, env=ui_env(),
+        proc = subprocess.Popen(ui_command(root, host, port), stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, env=ui_env(uri),
                                 start_new_session=True)  # its own group: we stop it
     server = UIServer(proc, f"http://{host}:{port}", log_path)
     deadline = time.monotonic() + timeout_s
@@ -190,7 +196,8 @@ def run_ui(results_dir: str | os.PathLike[str] | None = None, port: int = 5000, 
     results = Path(os.path.expanduser(str(results_dir))) if results_dir else default_results_dir()
     uri = resolve_tracking_uri(tracking_uri, results)
     if is_remote(uri):
-        print(f"The tracking store is the MLflow server {uri}: open it in a browser (nothing to start).", file=out)
+        print(f"The tracking store is the MLflow server {redact_url(uri)}: open it in a browser (nothing to start).",
+              file=out)
         return 0
     if uri == resolve_tracking_uri(None, results) and not (results / DB_FILE).exists() and not os.environ.get("MLFLOW_TRACKING_URI"):
         print(f"No study has been tracked in {results} yet; the UI starts on an empty store.", file=out)
@@ -198,7 +205,7 @@ def run_ui(results_dir: str | os.PathLike[str] | None = None, port: int = 5000, 
     server = None
     try:
         server = start_ui(results, port, tracking_uri, host=host)
-        print(f"MLflow UI for {uri}: {server.url}  (Ctrl-C stops it)", file=out, flush=True)
+        print(f"MLflow UI for {redact_url(uri)}: {server.url}  (Ctrl-C stops it)", file=out, flush=True)
         server.proc.wait()
         if server.proc.returncode not in (0, None):
             raise RLTuneError(f"mlflow ui stopped with code {server.proc.returncode}; its log is {server.log_path}:\n"
@@ -247,6 +254,6 @@ def _answers(url: str) -> bool:
 
 def _tail(path: Path, lines: int = 20) -> str:
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        return redact_text("\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
     except OSError:
         return ""

@@ -302,7 +302,9 @@ def _add_tune_parser(commands: Any) -> None:
     p.add_argument("--timeout", type=float, metavar="SECONDS", help="start no new trial after this many seconds")
     p.add_argument("--n-jobs", type=int, metavar="N", help="trials at once (within the CPU budget: 1 + num_workers each)")
     p.add_argument("--max-concurrent", type=int, metavar="N", help="trials at once, ignoring the CPU budget")
-    p.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: a journal file in the study directory)")
+    p.add_argument("--storage", metavar="URL",
+                   help="Optuna storage URL (default: a journal file in the study directory); keep a password off the "
+                        "command line with PGPASSWORD / ~/.pgpass, or '${NAME}' / '${file:PATH}' in the URL")
     p.add_argument("--resume", action="store_true", help="continue the study: keep finished trials, resume interrupted ones")
     p.add_argument("--results-dir", metavar="DIR", help="default: $RLTUNE_RESULTS_DIR or ~/rltune_results")
     p.add_argument("--name", help="study name (default: the file's name field, or its file name)")

@@ -68,6 +68,7 @@ class RolloutWorker:
             DEFAULT_POLICY_ID: policy_class(self.observation_space, self.action_space, config, device=device, seed=seed)
         }
         self.sampler: VectorSampler | None = None
+        self._env_restarts_reported = 0
         if self.envs:
             self._check_spaces_match()
             self.sampler = VectorSampler(
@@ -138,6 +139,8 @@ class RolloutWorker:
             raise EnvError(f"worker {self.worker_index} has no envs to sample from")
         steps = self.config.rollout_fragment_length if num_steps is None else num_steps
         result = self.sampler.sample(steps, explore=self.config.explore if explore is None else explore)
+        restarts = self.sampler.num_env_restarts  # since the last sample, reset_all's rebuilds included
+        result.num_env_restarts, self._env_restarts_reported = restarts - self._env_restarts_reported, restarts
         if self.callbacks.overrides("on_sample_end"):
             call_hook(self.callbacks, "on_sample_end", f"worker {self.worker_index}", samples=result, worker=self)
         return result

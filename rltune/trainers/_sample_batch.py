@@ -61,6 +61,7 @@ class SampleResult:
     batches: dict[str, SampleBatch] = field(default_factory=dict)
     episodes: list[EpisodeMetrics] = field(default_factory=list)
     env_steps: int = 0
+    num_env_restarts: int = 0  # envs rebuilt after raising (restart_failed_sub_environments) since the last sample
 
     @staticmethod
     def merge(results: list["SampleResult"]) -> "SampleResult":
@@ -72,4 +73,5 @@ class SampleResult:
         for r in results:
             merged.episodes.extend(r.episodes)
             merged.env_steps += r.env_steps
+            merged.num_env_restarts += r.num_env_restarts
         return merged

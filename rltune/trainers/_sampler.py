@@ -83,7 +83,8 @@ class VectorSampler:
     def _reset(self, i: int, seed: int | None = None) -> Any:
         for attempt in range(3):
             try:
-                result = self.envs[i].reset(seed=seed)
+                # both keywords, as RLlib does: an env written reset(self, seed, options) has no defaults
+                result = self.envs[i].reset(seed=seed, options=None)
             except Exception as exc:
                 self._handle_failure(i, "reset", exc)
                 continue

@@ -346,6 +346,7 @@ class Trainer:
             "policy_reward_mean": {},
             "num_healthy_workers": sum(w.is_alive() for w in self.workers.remote_workers),
             "num_worker_restarts": sum(w.restarts for w in self.workers.remote_workers),
+            "num_env_restarts": self.workers.num_env_restarts,
         }
         result.update(outcome.extra)
         return result

@@ -65,6 +65,7 @@ class WorkerSet:
             self.stop()
             raise
         self._global_vars: dict[str, Any] = {"timestep": 0}
+        self.num_env_restarts = 0  # envs rebuilt after raising, on every worker, as their samples report
         # Last known task of every task-settable env, by (worker_index, vector_index).
         self.env_tasks: dict[tuple[int, int], Any] = {}
 
@@ -129,7 +130,9 @@ class WorkerSet:
                 round_results = [self.local_worker.sample()]
             results.extend(round_results)
             steps += sum(r.env_steps for r in round_results)
-        return SampleResult.merge(results)
+        merged = SampleResult.merge(results)
+        self.num_env_restarts += merged.num_env_restarts
+        return merged
 
     def sync_weights(self, global_vars: dict[str, Any] | None = None) -> None:
         """Send the local policies' weights and the global vars to every remote worker."""

@@ -123,6 +123,7 @@ def test_restart_failed_sub_environments_rebuilds_the_env_and_goes_on(num_worker
         worker = num_workers  # the worker that owns the envs: 0 (local) or 1
         first = trainer.train()
         assert first["timesteps_this_iter"] == 20
+        assert first["num_env_restarts"] == 2  # counted in results, from a remote worker too
         contexts = trainer.foreach_env_with_context(lambda env, ctx: (ctx.worker_index, ctx.vector_index, ctx.recreated))
         assert contexts == [(worker, 0, True), (worker, 1, True)]
         # The new env instances were built with the recreated context and keep the env_config.
@@ -133,6 +134,7 @@ def test_restart_failed_sub_environments_rebuilds_the_env_and_goes_on(num_worker
         second = trainer.train()
         assert second["training_iteration"] == 2
         assert second["timesteps_total"] == 40
+        assert second["num_env_restarts"] == 2  # a running total
 
 
 @pytest.mark.parametrize("num_workers", [0, 1], ids=["local", "remote"])
@@ -206,3 +208,61 @@ def test_disable_env_checking_leaves_out_gymnasiums_passive_checker_too():
     with PPO(config={**TINY, "disable_env_checking": True}, env="CartPole-v1") as trainer:
         (names,) = trainer.workers.foreach_env(wrappers)
     assert "PassiveEnvChecker" not in names and "TimeLimit" in names
+
+
+# --- the env patterns of RLlib's docs -----------------------------------------------------
+
+
+class MultiEnv(gym.Env):
+    """RLlib's env docs: an env wrapping another by composition, forwarding reset(seed=...)."""
+
+    def __init__(self, env_config):
+        self.env = gym.make("CartPole-v1")
+        self.action_space = self.env.action_space
+        self.observation_space = self.env.observation_space
+
+    def reset(self, *, seed=None, options=None):
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action):
+        return self.env.step(action)
+
+
+class NoDefaultsResetEnv(CountingEnv):
+    """reset(self, seed, options) without defaults, as RLlib's docs write it."""
+
+    def reset(self, seed, options):
+        return super().reset(seed=seed, options=options)
+
+
+@pytest.mark.parametrize("num_workers", [0, 1], ids=["local", "remote"])
+def test_an_env_wrapping_another_by_composition_trains(num_workers, caplog):
+    # It has no np_random of its own: gymnasium's seeding checks fail; that is a warning, not an error.
+    with caplog.at_level("WARNING", logger="rltune.trainers._envs"):
+        with PPO(config={**TINY, "num_workers": num_workers}, env=MultiEnv) as trainer:
+            result = trainer.train()
+    assert result["timesteps_this_iter"] == 20
+    if num_workers == 0:
+        assert any("seeding is not reproducible" in r.getMessage() and "MultiEnv" in r.getMessage()
+                   for r in caplog.records)
+
+
+def test_an_env_whose_reset_has_no_defaults_trains_and_evaluates():
+    config = {**TINY, "evaluation_duration": 2, "seed": 3}
+    with PPO(config=config, env=NoDefaultsResetEnv) as trainer:
+        assert trainer.train()["episode_len_mean"] == 5
+        assert trainer.evaluate()["evaluation"]["episode_len_mean"] == 5
+
+
+
+class BadObsAfterSeededResetEnv(CountingEnv):
+    """reset() is fine; reset(seed=...) returns an observation outside the space: an API break."""
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return (obs - 100.0 if seed is not None else obs), info
+
+
+def test_api_breaks_found_by_the_seeding_check_stay_errors():
+    with pytest.raises(EnvError, match="not within the observation space"):
+        PPO(config=TINY, env=BadObsAfterSeededResetEnv)

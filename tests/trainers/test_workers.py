@@ -17,7 +17,7 @@ from gymnasium import spaces
 from rltune.errors import ConfigError, WorkerError
 from rltune.trainers import PPO, EnvContext
 
-from .envs import ContextEnv
+from .envs import ContextEnv, FailingEnv
 
 TINY = {
     "rollout_fragment_length": 10,
@@ -332,3 +332,22 @@ def test_torch_num_threads_caps_torch_and_numpy_blas_in_every_process():
         assert trainer.foreach_worker(threads) == [(1, [1])] * 3  # the local worker and the 2 remote ones
     finally:
         trainer.stop()
+
+
+@pytest.mark.parametrize("num_workers", [0, 2], ids=["local", "remote"])
+def test_env_restarts_are_counted_in_results(num_workers):
+    config = {
+        **TINY,
+        "num_workers": num_workers,
+        "num_envs_per_worker": 2,
+        "train_batch_size": 40,
+        "disable_env_checking": True,
+        "restart_failed_sub_environments": True,
+        "env_config": {"fail_in": "step", "fail_at": 4, "fail_once": True, "episode_len": 100},
+    }
+    with PPO(config=config, env=FailingEnv) as trainer:
+        first = trainer.train()
+        # every env of every worker fails once: 2 (local) or 2 x 2 (remote), summed over workers
+        assert first["num_env_restarts"] == 2 * max(1, num_workers)
+        assert first["num_worker_restarts"] == 0
+        assert trainer.train()["num_env_restarts"] == 2 * max(1, num_workers)
