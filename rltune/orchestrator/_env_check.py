@@ -64,11 +64,13 @@ def check_study_envs(plan: Any, *, timeout_s: float = CHECK_TIMEOUT_S) -> None:
     if not candidates:
         return
     registrations = collect_env_registrations(*(c["env"] for c in candidates))
-    try:
-        payload = cloudpickle.dumps({"candidates": candidates, "registrations": registrations})
-    except Exception as exc:  # an env creator holding a lock or a socket: the trials could not get it either
-        raise ConfigError(f"the env {candidates[0]['env']!r} (or its creator) cannot be sent to another process "
-                          f"({type(exc).__name__}: {exc})", where="env") from None
+    for c in candidates:
+        try:
+            cloudpickle.dumps([c, registrations.get(c["env"]) if isinstance(c["env"], str) else None])
+        except Exception as exc:  # an env creator holding a lock or a socket: the trials could not get it either
+            raise ConfigError(f"env {c['env']!r} cannot be sent to the trial processes ({type(exc).__name__}: "
+                              f"{exc}); register a creator that builds what it needs itself", where="env") from None
+    payload = cloudpickle.dumps({"candidates": candidates, "registrations": registrations})
     parent_sock, child_sock = socket.socketpair()
     child_fd = child_sock.fileno()
     with tempfile.TemporaryFile() as out:
