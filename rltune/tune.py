@@ -96,8 +96,13 @@ def run(
     from their checkpoint, grid points never run twice. ``verbose=0`` prints
     nothing; 1 shows a live view on a terminal and plain lines otherwise.
     Invalid fields raise one :class:`~rltune.errors.ConfigError` listing every
-    problem. With ``raise_on_failed_trial`` a study with FAIL trials raises
-    :class:`~rltune.errors.RLTuneError` at the end.
+    problem. A study whose every trial failed raises
+    :class:`~rltune.errors.StudyFailedError` at the end (its ``analysis``
+    holds the trials); with ``raise_on_failed_trial``, so does one with any
+    FAIL trial. A study that another orchestrator runs (journal storage)
+    raises :class:`~rltune.errors.StudyLockedError`; an env that cannot be
+    built, :class:`~rltune.errors.ConfigError` or :class:`~rltune.errors.EnvError`,
+    before any trial.
     """
     fields = {
         "run": run_or_experiment,

@@ -18,10 +18,17 @@ continues it from its latest checkpoint in the same Optuna trial. Grid points ar
 (user attrs ``grid_index`` and ``sample_index``), so a resumed study never
 runs a point twice.
 
+On the journal storage one orchestrator runs a study at a time: it holds
+the study directory's lock (:mod:`rltune.orchestrator._study_lock`) from
+``open_study`` to ``close``, so every RUNNING trial it finds was interrupted.
+A trainer study's envs are built and checked once before the first trial
+(:mod:`rltune.orchestrator._env_check`).
+
 Study directory (``<results_dir>/<name>/``)::
 
     study.journal        Optuna JournalStorage (the default storage; safe with several processes)
     study.json           name and storage URL (for ``rltune studies`` / ``rltune show``)
+    orchestrator.lock    flock held by the running orchestrator (its host and pid inside)
     best_config.yaml     the best trial as a ``rltune train -f`` file
     trial_00003/         params.json, result.json, output.log, error.txt, checkpoint_000010/ ...
 """
