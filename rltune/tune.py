@@ -42,7 +42,6 @@ __all__ = [
     "Reporter",
     "TrialRecord",
     "TrialStopped",
-    "all_failed",
     "choice",
     "grid_search",
     "load_study_file",

@@ -56,12 +56,12 @@ import cloudpickle
 
 from rltune._env_shipping import collect_env_registrations
 from rltune.errors import ConfigError, StudyLockedError
+from rltune.orchestrator._env_check import check_study_envs
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
 from rltune.orchestrator._search_space import decode_params, encode_point, resolve_config, suggest
 from rltune.orchestrator._spec import StudyPlan, finite
 from rltune.orchestrator._storage import (
     BUDGET_ATTR, JOURNAL_FILE, is_shared, open_storage, pop_waiting_trial)
-from rltune.orchestrator._env_check import check_study_envs
 from rltune.orchestrator._stop import _MISSING, StopCriteria, lookup
 from rltune.orchestrator._study_lock import StudyLock, clear_stale_journal_lock
 from rltune.orchestrator._trial import default_results_dir
