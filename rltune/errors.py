@@ -45,3 +45,24 @@ class WorkerError(RLTuneError):
 
 class CallbackError(RLTuneError):
     """A user callback hook raised; the message names the hook, the worker and the episode."""
+
+
+class StudyLockedError(RLTuneError):
+    """Another orchestrator runs the study (embedded storage: one at a time); ``holder`` tells which one.
+
+    ``holder`` is what that orchestrator wrote in its lock file: ``host``,
+    ``pid`` and ``started`` (a Unix time), as far as they could be read.
+    """
+
+    def __init__(self, message: str, *, holder: dict | None = None) -> None:
+        super().__init__(message)
+        self.holder = holder or {}
+
+
+class StudyFailedError(RLTuneError):
+    """Every trial of a study failed (or, with ``raise_on_failed_trial``, some did); ``analysis`` has them all."""
+
+    def __init__(self, message: str, *, analysis: object = None, failed: list[int] | None = None) -> None:
+        super().__init__(message)
+        self.analysis = analysis
+        self.failed = failed or []

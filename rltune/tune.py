@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
+from rltune.errors import StudyFailedError
 from rltune.orchestrator._analysis import Analysis, TrialRecord, build_analysis
 from rltune.orchestrator._reporter import Reporter, TrialStopped, report
 from rltune.orchestrator._search_space import Domain, choice, grid_search, loguniform, quniform, randint, uniform
@@ -94,8 +95,13 @@ def run(
     from their checkpoint, grid points never run twice. ``verbose=0`` prints
     nothing; 1 shows a live view on a terminal and plain lines otherwise.
     Invalid fields raise one :class:`~rltune.errors.ConfigError` listing every
-    problem. With ``raise_on_failed_trial`` a study with FAIL trials raises
-    :class:`~rltune.errors.RLTuneError` at the end.
+    problem. A study whose every trial failed raises
+    :class:`~rltune.errors.StudyFailedError` at the end (its ``analysis``
+    holds the trials); with ``raise_on_failed_trial``, so does one with any
+    FAIL trial. A study that another orchestrator runs (journal storage)
+    raises :class:`~rltune.errors.StudyLockedError`; an env that cannot be
+    built, :class:`~rltune.errors.ConfigError` or :class:`~rltune.errors.EnvError`,
+    before any trial.
     """
     fields = {
         "run": run_or_experiment,
@@ -131,13 +137,26 @@ def run(
         raise ConfigError("resume=True needs the name of the study to continue (name=...)", where="tune.run")
     plan = make_plan({k: v for k, v in fields.items() if v is not None}, where="tune.run")
     analysis = run_plan(plan, resume=resume, verbose=verbose)
+    failed = all_failed(analysis)
+    if failed:
+        raise StudyFailedError(f"every trial of study {plan.name!r} failed ({len(failed)}): {_first_error(analysis)} "
+                               "(each trial's traceback is in error.txt of its directory; the analysis is in "
+                               "this error's .analysis)", analysis=analysis, failed=failed)
     if raise_on_failed_trial:
         failed = [t.number for t in analysis.trials if t.state == "FAIL"]
         if failed:
-            from rltune.errors import RLTuneError
-
-            raise RLTuneError(f"trials {failed} failed (their tracebacks are in error.txt of each trial directory)")
+            raise StudyFailedError(f"trials {failed} failed (their tracebacks are in error.txt of each trial "
+                                   "directory)", analysis=analysis, failed=failed)
     return analysis
+
+
+def _first_error(analysis: Analysis) -> str:
+    """The last line of the first failed trial's error, for a one-line message."""
+    for t in analysis.trials:
+        if t.state == "FAIL" and t.error:
+            lines = str(t.error).strip().splitlines()
+            return f"trial {t.number}: {lines[-1] if lines else 'failed'}"
+    return "no error recorded"
 
 
 def run_plan(
@@ -154,20 +173,32 @@ def run_plan(
     from rltune.orchestrator._runner import StudyRunner
 
     runner = StudyRunner(plan, resume=resume, max_concurrent=max_concurrent)
-    runner.open_study()
     display = make_display(runner, verbose=verbose, quiet=quiet, stream=stream)
-    runner.display = display
-    if display is not None:
-        display.start(runner)
+    runner.display = display  # before open_study: what it finds on disk (a stale lock) is said at once
     try:
-        runner.run()
-    finally:
+        runner.open_study()
         if display is not None:
-            display.close()
-    analysis = build_analysis(runner)
+            display.start(runner)
+        try:
+            runner.run()
+        finally:
+            if display is not None:
+                display.close()
+        analysis = build_analysis(runner)
+    finally:
+        runner.close()  # the study directory's lock: another orchestrator may take the study now
     if display is not None:
         _summary(display, analysis, plan)
     return analysis
+
+
+def all_failed(analysis: Analysis) -> list[int]:
+    """The trial numbers, if every trial of the study failed (none complete, pruned or left to resume); else []."""
+    if analysis.interrupted or not analysis.trials:
+        return []
+    if any(t.state != "FAIL" for t in analysis.trials):
+        return []
+    return [t.number for t in analysis.trials]
 
 
 def _summary(display: Any, analysis: Analysis, plan: StudyPlan) -> None:
@@ -184,7 +215,11 @@ def _summary(display: Any, analysis: Analysis, plan: StudyPlan) -> None:
                             "(tune.run(..., resume=True))")
     best = analysis.best_trial
     if best is None:
-        display.message("no trial completed: no best config")
+        if all_failed(analysis):
+            display.message(f"every trial failed, first {_first_error(analysis)} (each traceback: error.txt in its "
+                            "trial directory)")
+        else:
+            display.message("no trial completed: no best config")
         return
     display.message(f"best trial {best.number}: {analysis.metric} = {best.value:g}")
     params = {k: v for k, v in _flat_params(plan, best.config).items()}

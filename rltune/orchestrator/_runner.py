@@ -18,10 +18,17 @@ continues it from its latest checkpoint in the same Optuna trial. Grid points ar
 (user attrs ``grid_index`` and ``sample_index``), so a resumed study never
 runs a point twice.
 
+On the journal storage one orchestrator runs a study at a time: it holds
+the study directory's lock (:mod:`rltune.orchestrator._study_lock`) from
+``open_study`` to ``close``, so every RUNNING trial it finds was interrupted.
+A trainer study's envs are built and checked once before the first trial
+(:mod:`rltune.orchestrator._env_check`).
+
 Study directory (``<results_dir>/<name>/``)::
 
     study.journal        Optuna JournalStorage (the default storage; safe with several processes)
     study.json           name and storage URL (for ``rltune studies`` / ``rltune show``)
+    orchestrator.lock    flock held by the running orchestrator (its host and pid inside)
     best_config.yaml     the best trial as a ``rltune train -f`` file
     trial_00003/         params.json, result.json, output.log, error.txt, checkpoint_000010/ ...
 """
@@ -48,7 +55,8 @@ from typing import Any
 import cloudpickle
 
 from rltune._env_shipping import collect_env_registrations
-from rltune.errors import ConfigError
+from rltune.errors import ConfigError, StudyLockedError
+from rltune.orchestrator._env_check import check_study_envs
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
 from rltune.orchestrator._search_space import decode_params, encode_point, resolve_config, suggest
 from rltune.orchestrator._spec import StudyPlan, finite
@@ -56,6 +64,7 @@ from rltune.orchestrator._secrets import redact_text, redact_url, resolve_url
 from rltune.orchestrator._storage import (
     BUDGET_ATTR, JOURNAL_FILE, is_shared, open_storage, pop_waiting_trial)
 from rltune.orchestrator._stop import _MISSING, StopCriteria, lookup
+from rltune.orchestrator._study_lock import StudyLock, clear_stale_journal_lock
 from rltune.orchestrator._trial import default_results_dir
 
 logger = logging.getLogger(__name__)
@@ -206,20 +215,23 @@ class StudyRunner:
         self.storage: Any = None
         self.storage_url: str | None = None  # spec.storage with its ${...} references resolved (set by open_study)
         self.tracker: Any = None  # a TrackingProcess when the study is recorded in MLflow
+        self.lock: StudyLock | None = None  # the study directory's lock (embedded storage)
 
     # -- setup ----------------------------------------------------------------------------
     def open_study(self) -> Any:
         """Create or load the study in its storage; in shared storage, join it as one more worker."""
         _quiet_optuna()
-        if not self.plan.name_given and not self.resume:  # a default name: never join another study
-            base, n = self.plan.name, 0
-            while (self.study_dir / STUDY_FILE).exists():
-                n += 1
-                self.plan.spec = self.spec = self.spec.model_copy(update={"name": f"{base}_{n}"})
-                self.study_dir = study_dir_of(self.spec.results_dir, self.plan.name)
-        self.study_dir.mkdir(parents=True, exist_ok=True)
-        self.storage_url = resolve_url(self.spec.storage)  # references expanded here only; never stored
-        self.shared = is_shared(self.storage_url)
+        self._claim_study_dir()
+        try:
+            return self._open_study()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_study(self) -> Any:
+        """open_study in the claimed directory: the study's envs checked once, then its storage opened."""
+        if self.plan.trainable.kind == "trainer":  # before any trial (and before a new study is stored)
+            check_study_envs(self.plan)
         try:
             self.storage = open_storage(self.storage_url, self.study_dir,
                                         heartbeat_interval_s=self.spec.heartbeat_interval_s if self.shared else None,
@@ -272,6 +284,46 @@ class StudyRunner:
             self._enqueue_grid()
             self._find_resumable()
         return self.study
+
+    def _claim_study_dir(self) -> None:
+        """Make the study directory; on the embedded storage, take its lock (one orchestrator per study).
+
+        A default name (no ``name`` given, no resume) never joins another
+        study: it moves on to ``<name>_1``, ``<name>_2``... past existing and
+        locked ones. A study on a shared RDB storage takes no lock: its
+        workers share it by design.
+        """
+        self.storage_url = resolve_url(self.spec.storage)  # references expanded here only; never stored
+        self.shared = is_shared(self.storage_url)
+        auto = not self.plan.name_given and not self.resume
+        base, n = self.plan.name, 0
+        while True:
+            if not (auto and (self.study_dir / STUDY_FILE).exists()):
+                self.study_dir.mkdir(parents=True, exist_ok=True)
+                if self.shared:
+                    return
+                try:
+                    self.lock = StudyLock.acquire(self.study_dir, self.plan.name)
+                    break
+                except StudyLockedError:
+                    if not auto:
+                        raise
+            n += 1
+            self.plan.spec = self.spec = self.spec.model_copy(update={"name": f"{base}_{n}"})
+            self.study_dir = study_dir_of(self.spec.results_dir, self.plan.name)
+        journal = Path(os.path.expanduser(self.storage_url)) if self.storage_url else self.study_dir / JOURNAL_FILE
+        clear_stale_journal_lock(journal, own_journal=journal.parent.resolve() == self.study_dir.resolve(),
+                                 say=self._say)
+
+    def _say(self, text: str) -> None:
+        logger.info("%s", text)
+        if self.display is not None:
+            self.display.message(text)
+
+    def close(self) -> None:
+        """Release the study directory's lock (the orchestrator is done with the study); idempotent."""
+        if self.lock is not None:
+            self.lock.release()
 
     def _create_or_load(self) -> bool:
         """Open ``self.study``; True if this call created it.
@@ -415,8 +467,10 @@ class StudyRunner:
         trials = self.study.get_trials(deepcopy=False)
         self._started_total = sum(1 for t in trials if t.state != TrialState.WAITING)
         for t in trials:
-            if t.state == TrialState.RUNNING and not owner_alive(t.user_attrs.get("owner"), self.run_id,
-                                                                 t.user_attrs.get("heartbeat")):
+            # holding the study's lock, no other orchestrator runs it: every RUNNING trial was interrupted
+            # (its owner's pid or heartbeat need not be checked: one on another machine would wait for it)
+            if t.state == TrialState.RUNNING and (self.lock is not None or not owner_alive(
+                    t.user_attrs.get("owner"), self.run_id, t.user_attrs.get("heartbeat"))):
                 self._resumable.append(t)
 
     # -- the loop -------------------------------------------------------------------------
@@ -625,7 +679,7 @@ class StudyRunner:
             frozen = self._resumable.pop(0)
             trial = optuna.trial.Trial(self.study, frozen._trial_id)
             try:
-                return self._prepare(trial, resumed=frozen)
+                resumed = self._prepare(trial, resumed=frozen)
             except ValueError as exc:  # the study's search space changed since the trial started
                 error = (f"cannot resume trial {frozen.number}: its params {frozen.params} do not fit the study's "
                          f"search space any more ({exc})")
@@ -633,6 +687,9 @@ class StudyRunner:
                 self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 if self.display is not None:
                     self.display.message(error)
+                continue
+            if not self._complete_if_stopped(resumed):
+                return resumed
         if self.spec.timeout_s is not None and time.monotonic() - self._start_time > self.spec.timeout_s:
             return None
         if self.shared:
@@ -648,6 +705,38 @@ class StudyRunner:
         trial = self.study.ask()
         self._started_total += 1
         return self._prepare(trial)
+
+    def _complete_if_stopped(self, a: ActiveTrial) -> bool:
+        """A resumed trial whose last recorded result met ``stop`` is COMPLETE with it, not trained once more.
+
+        The orchestrator died after the trial reported that result (and saved
+        its checkpoint) but before it told Optuna. With ``checkpoint_at_end``
+        the trial must have its checkpoint at that iteration; without it, it
+        trains to it again. True if the trial was completed here.
+        """
+        last = _last_result(a.trial_dir)
+        if last is None or not a.stop:
+            return False
+        try:
+            reason = a.stop.check(last)
+        except ConfigError:  # a stop key the results lack: the trial's run reports it
+            return False
+        value = finite(lookup(last, self.spec.metric))
+        step = last.get("training_iteration")
+        if reason is None or value is None or not isinstance(step, int):
+            return False
+        found = latest_checkpoint(a.trial_dir)
+        if self.spec.checkpoint_at_end and (found is None or found[0] != step):
+            return False
+        if found is not None:
+            a.checkpoint_iteration, a.checkpoint = found
+        self._backfill(a, upto=step)
+        a.last_result, a.iteration = last, step
+        self.results[a.number] = last
+        a.reason = f"{reason}, met before the study was interrupted"
+        self._record_progress(a)
+        self._tell(a, "COMPLETE", value)
+        return True
 
     def _prepare(self, trial: Any, resumed: Any = None, retry: Any = None) -> ActiveTrial:
         """An ActiveTrial for ``trial``: a new one, one ``resumed`` in place, or a ``retry`` of a stale trial.
@@ -779,11 +868,12 @@ class StudyRunner:
         if self.display is not None:
             self.display.trial_started(a)
 
-    def _backfill(self, a: ActiveTrial) -> None:
-        """Report to Optuna the results up to the checkpoint that it never got (the orchestrator was killed)."""
+    def _backfill(self, a: ActiveTrial, upto: int | None = None) -> None:
+        """Report to Optuna the results up to the checkpoint (or ``upto``) that it never got (the orchestrator was killed)."""
         path = a.trial_dir / "result.json"
         if not path.exists():
             return
+        upto = a.checkpoint_iteration if upto is None else upto
         for line in path.read_text().splitlines():
             try:
                 result = json.loads(line)
@@ -791,10 +881,10 @@ class StudyRunner:
             except (ValueError, KeyError, TypeError):
                 continue
             value = finite(lookup(result, self.spec.metric))
-            if step <= a.checkpoint_iteration and step not in a.reported_steps and value is not None:
+            if step <= upto and step not in a.reported_steps and value is not None:
                 a.trial.report(value, step=step)
                 a.reported_steps.add(step)
-            if step == a.checkpoint_iteration:
+            if step == upto:
                 a.last_result = result
 
     # -- messages -------------------------------------------------------------------------
@@ -1090,6 +1180,21 @@ def _checkpoint_iteration(path: str) -> int:
     """The iteration in a checkpoint directory's name (``checkpoint_000012``), 0 if none."""
     digits = Path(path).name.rpartition("_")[2]
     return int(digits) if digits.isdigit() else 0
+
+
+def _last_result(trial_dir: Path) -> dict[str, Any] | None:
+    """The last complete line of the trial's ``result.json``, or None."""
+    try:
+        lines = (trial_dir / "result.json").read_text().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            result = json.loads(line)
+        except ValueError:  # a line cut short by a kill
+            continue
+        return result if isinstance(result, dict) else None
+    return None
 
 
 def _storable(result: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,8 @@ flags and sets ``handler`` to a ``_<name>(args) -> exit status`` function;
 a new subcommand is one more pair. Every user-caused error (an
 :class:`~rltune.errors.RLTuneError`, malformed JSON or YAML) becomes one
 message on stderr, ``rltune <command>: error: <what is wrong>``, and exit
-status 2, as argparse does for bad flags. Ctrl-C exits with status 130.
+status 2, as argparse does for bad flags. Ctrl-C exits with status 130;
+``rltune tune`` exits with status 1 when every trial of its study failed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rltune import __version__
 from rltune.errors import ConfigError, RLTuneError
 from rltune.orchestrator._yaml_files import deep_merge
 
+EXIT_STUDY_FAILED = 1  # rltune tune: every trial of the study failed
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 LOG_LEVELS = ("DEBUG", "INFO", "WARN", "WARNING", "ERROR")
@@ -286,7 +288,9 @@ def _add_tune_parser(commands: Any) -> None:
             "process, with grid/random/TPE/GP/CMA-ES search and median/ASHA/Hyperband pruning. It writes\n"
             "<results-dir>/<name>/ with the Optuna storage (study.journal), one directory per trial and\n"
             "best_config.yaml (the best trial as a 'rltune train -f' file). Ctrl-C checkpoints the running\n"
-            "trials and stops; --resume continues the study. Flags override the file's fields."
+            "trials and stops; --resume continues the study. Flags override the file's fields.\n\n"
+            "Exit status: 0 done, 1 every trial failed, 2 bad input (also: the study is already run by\n"
+            "another orchestrator), 130 interrupted."
         ),
         epilog=(
             "examples:\n"
@@ -321,7 +325,7 @@ def _add_tune_parser(commands: Any) -> None:
 
 def _tune(args: argparse.Namespace) -> int:
     from rltune.orchestrator._spec import load_study_file
-    from rltune.tune import run_plan
+    from rltune.tune import all_failed, run_plan
 
     for flag in ("n_trials", "n_jobs", "max_concurrent", "num_samples"):
         value = getattr(args, flag)
@@ -354,6 +358,11 @@ def _tune(args: argparse.Namespace) -> int:
                   + (f" --results-dir {args.results_dir}" if args.results_dir else "")
                   + (f" --name {args.name}" if args.name else ""), flush=True)
         return EXIT_INTERRUPTED
+    failed = all_failed(analysis)
+    if failed:
+        print(f"rltune tune: every trial of study {plan.name!r} failed ({len(failed)} FAIL): exit status "
+              f"{EXIT_STUDY_FAILED}", file=sys.stderr, flush=True)
+        return EXIT_STUDY_FAILED
     return 0
 
 

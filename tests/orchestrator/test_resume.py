@@ -150,3 +150,28 @@ def test_resume_with_a_changed_kind_of_search_space_entry_exits_2(study_file):
     out, err = resumed.communicate(timeout=60)
     assert resumed.returncode == 2, out + err
     assert "invalid resume of study 'resumable': config.x: the study's trials drew it from CategoricalDistribution" in err
+
+
+def test_resume_completes_a_trial_that_met_its_stop_before_the_kill_without_training_it_again(tmp_path):
+    shutil.copy(HERE / "trainables.py", tmp_path / "study_trainables.py")
+    path = tmp_path / "stopped.yaml"
+    path.write_text("name: stopped\nrun: study_trainables:counter_killing_its_orchestrator_at_stop\nmetric: score\n"
+                    "checkpoint_freq: 1\ncheckpoint_at_end: true\nstop: {score: 3}\n"
+                    "config: {x: 1, steps: 12, sleep: 0.05}\n")
+    killed = _start(path)
+    killed.communicate(timeout=60)
+    assert killed.returncode == -9  # killed by its trial right after the stop result and its checkpoint
+    trial_dir = tmp_path / "results" / "stopped" / "trial_00000"
+    assert _iterations(trial_dir) == [1, 2, 3] and (trial_dir / "checkpoint_000003").is_dir()
+    study, _ = load_study(tmp_path / "results" / "stopped")
+    assert study.trials[0].state == optuna.trial.TrialState.RUNNING
+    resumed = _start(path, "--resume")
+    out, err = resumed.communicate(timeout=60)
+    assert resumed.returncode == 0, out + err
+    study, _ = load_study(tmp_path / "results" / "stopped")
+    (trial,) = study.get_trials()
+    assert trial.state == optuna.trial.TrialState.COMPLETE and trial.value == 3
+    assert sorted(trial.intermediate_values) == [1, 2, 3]
+    assert _iterations(trial_dir) == [1, 2, 3]  # not one iteration more
+    assert (trial_dir / "starts.txt").read_text().split() == ["0"]  # never started again
+    assert "trial 0 COMPLETE after 3 iterations score=3 (score = 3 >= 3, met before the study was interrupted)" in out

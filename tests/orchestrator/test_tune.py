@@ -417,3 +417,34 @@ def test_optuna_sampler_and_pruner_instances_are_accepted(tmp_path):
     assert isinstance(analysis.study.sampler, optuna.samplers.RandomSampler)
     assert isinstance(analysis.study.pruner, optuna.pruners.MedianPruner)
     assert analysis.counts() == {"COMPLETE": 3}
+
+
+def test_a_study_whose_every_trial_failed_raises_study_failed_with_its_analysis(tmp_path):
+    from rltune.errors import StudyFailedError
+
+    with pytest.raises(StudyFailedError, match=r"every trial of study 'allfail' failed \(2\): trial 0: ValueError: "
+                                               r"boom at step 2") as raised:
+        tune.run(misbehaving, config={"mode": tune.grid_search(["raise", "exit"])}, metric="score",
+                 results_dir=str(tmp_path), name="allfail", verbose=0)
+    assert raised.value.failed == [0, 1]
+    assert [t.state for t in raised.value.analysis.trials] == ["FAIL", "FAIL"]
+    with pytest.raises(StudyFailedError, match=r"trials \[1\] failed"):  # some failed, on request
+        tune.run(misbehaving, config={"mode": tune.grid_search(["ok", "raise"])}, metric="score",
+                 results_dir=str(tmp_path), name="somefail", verbose=0, raise_on_failed_trial=True)
+
+
+def test_the_cli_exits_1_when_every_trial_failed_and_says_so(tmp_path, capsys):
+    from rltune.orchestrator.cli import main
+
+    (tmp_path / "s.yaml").write_text(
+        "name: allfail\nrun: tests.orchestrator.trainables:misbehaving\nmetric: score\n"
+        "config: {mode: {grid_search: [raise, raise]}}\n")
+    code = main(["tune", str(tmp_path / "s.yaml"), "--results-dir", str(tmp_path), "--quiet"])
+    out, err = capsys.readouterr()
+    assert code == 1, out + err
+    assert "every trial failed, first trial 0: ValueError: boom at step 2" in out
+    assert err == "rltune tune: every trial of study 'allfail' failed (2 FAIL): exit status 1\n"
+    (tmp_path / "ok.yaml").write_text(
+        "name: somefail\nrun: tests.orchestrator.trainables:misbehaving\nmetric: score\n"
+        "config: {mode: {grid_search: [raise, ok]}}\n")
+    assert main(["tune", str(tmp_path / "ok.yaml"), "--results-dir", str(tmp_path), "--quiet"]) == 0

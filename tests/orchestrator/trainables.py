@@ -58,3 +58,24 @@ def misbehaving(config, reporter):
             reporter(score=float(step + 1), mode_ok=1)
         finally:
             _save(reporter, step + 1)
+
+
+def counter_killing_its_orchestrator_at_stop(config, reporter):
+    """``counter``; when told to stop, it checkpoints, then SIGKILLs the orchestrator (once) before it returns.
+
+    That leaves a trial whose last result met ``stop`` and whose checkpoint is
+    saved, RUNNING in storage: the orchestrator died before it heard ``done``.
+    """
+    import signal
+
+    from rltune.tune import TrialStopped
+
+    try:
+        counter(config, reporter)
+    except TrialStopped:
+        marker = reporter.trial_dir / "killed_orchestrator"
+        if not marker.exists():
+            marker.write_text("1")
+            os.kill(os.getppid(), signal.SIGKILL)
+            time.sleep(5)  # the trial process exits when it sees its parent gone
+        raise

@@ -1,0 +1,172 @@
+"""A study's env, built and checked once before its first trial, in a short-lived child process.
+
+An unknown env id, a module that is missing or fails on import, a creator
+that raises, or an env that breaks the gymnasium API would otherwise fail
+every trial of the study. :func:`check_study_envs` builds one env of each
+distinct ``(env, env_config)`` the study's search space can produce (each
+value of a grid / choice of envs) with the trainer's own code
+(``rltune.trainers._envs.build_env``, gymnasium's env checker unless
+``disable_env_checking``) and raises the error a trial would have hit.
+
+The child process (like a trial's) keeps the user's env code out of the
+orchestrator: an env that segfaults or hangs cannot take the study down.
+Registrations made in the user's process (``register_env``,
+``gymnasium.register``) travel with it, as they do to trials.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import tempfile
+from multiprocessing.connection import Connection
+from typing import Any
+
+from rltune._env_shipping import collect_env_registrations, install_env_registrations
+from rltune.errors import ConfigError, EnvError, RLTuneError
+
+CHECK_TIMEOUT_S = 300.0  # building and checking every env of the study
+ENV_KEYS = ("env", "env_config", "disable_env_checking")
+
+
+def env_candidates(plan: Any) -> list[dict[str, Any]]:
+    """Each distinct env setup of the study: ``env``, ``env_config``, ``check`` and ``when`` (for messages)."""
+    from rltune.orchestrator._search_space import representative_configs
+
+    found: dict[str, dict[str, Any]] = {}
+    for param, config in representative_configs(plan.config, plan.space):
+        env = config.get("env")
+        env_config = config.get("env_config") or {}
+        check = not config.get("disable_env_checking", False)
+        key = json.dumps([repr(env), env_config, check], sort_keys=True, default=repr)
+        if key in found:
+            continue
+        when = ""
+        if param is not None and param.split(".")[0] in ENV_KEYS:
+            node: Any = config
+            for part in param.split("."):
+                node = node.get(part) if isinstance(node, dict) else None
+            when = f"config.{param} = {node!r}"
+        found[key] = {"env": env, "env_config": env_config if isinstance(env_config, dict) else {},
+                      "check": check, "when": when}
+    return list(found.values())
+
+
+def check_study_envs(plan: Any, *, timeout_s: float = CHECK_TIMEOUT_S) -> None:
+    """Build and check each env of a trainer study once; raise :class:`ConfigError` or :class:`EnvError` as a trial would."""
+    import cloudpickle
+
+    candidates = env_candidates(plan)
+    if not candidates:
+        return
+    registrations = collect_env_registrations(*(c["env"] for c in candidates))
+    for c in candidates:
+        try:
+            cloudpickle.dumps([c, registrations.get(c["env"]) if isinstance(c["env"], str) else None])
+        except Exception as exc:  # an env creator holding a lock or a socket: the trials could not get it either
+            raise ConfigError(f"env {c['env']!r} cannot be sent to the trial processes ({type(exc).__name__}: "
+                              f"{exc}); register a creator that builds what it needs itself", where="env") from None
+    payload = cloudpickle.dumps({"candidates": candidates, "registrations": registrations})
+    parent_sock, child_sock = socket.socketpair()
+    child_fd = child_sock.fileno()
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", f"from rltune.orchestrator._env_check import check_entry; check_entry({child_fd})"],
+            pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        child_sock.close()
+        conn = Connection(parent_sock.detach())
+        try:
+            conn.send_bytes(pickle.dumps(list(sys.path)))
+            conn.send_bytes(payload)
+            answer = pickle.loads(conn.recv_bytes()) if conn.poll(timeout_s) else ("timeout",)
+        except (EOFError, OSError):
+            answer = ("crashed",)
+        finally:
+            conn.close()
+            if proc.poll() is None and answer[0] == "timeout":
+                proc.kill()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        out.seek(0)
+        tail = out.read().decode(errors="replace").strip().splitlines()[-5:]
+    _raise_for(answer, candidates, proc.returncode, tail, timeout_s)
+
+
+def _raise_for(answer: tuple[Any, ...], candidates: list[dict[str, Any]], code: int | None, tail: list[str],
+               timeout_s: float) -> None:
+    env = candidates[0]["env"]
+    if answer[0] == "ok":
+        return
+    if answer[0] == "timeout":
+        raise EnvError(f"building and checking env {env!r} took longer than {timeout_s:g} s (before the study's "
+                       "first trial): does its constructor or reset() hang?")
+    if answer[0] == "crashed":
+        output = ("; its last output: " + " | ".join(tail)) if tail else ""
+        raise EnvError(f"the process that builds env {env!r} before the study's first trial died (exit code "
+                       f"{code}) without a word: a crash in the env's code?{output}")
+    _, kind, when, problems = answer
+    suffix = f" (when {when})" if when else ""
+    if kind == "ConfigError":
+        raise ConfigError([f"{p}{suffix}" for p in problems], where="env")
+    raise EnvError(f"{problems[0]}{suffix}")
+
+
+def check_entry(fd: int) -> None:
+    """The child process: read ``sys.path`` and the candidates, build and check each env, answer, exit."""
+    conn = Connection(fd)
+    try:
+        sys.path[:] = pickle.loads(conn.recv_bytes())
+        payload = conn.recv_bytes()
+    except (EOFError, OSError):
+        os._exit(1)
+    answer: tuple[Any, ...] = ("ok",)
+    try:
+        import cloudpickle
+
+        init = cloudpickle.loads(payload)
+        install_env_registrations(init["registrations"])
+        for candidate in init["candidates"]:
+            problem = _build_one(candidate)
+            if problem is not None:
+                answer = ("error", problem[0], candidate["when"], problem[1])
+                break
+    except BaseException as exc:  # noqa: BLE001 - e.g. a creator pickled by value that does not unpickle here
+        answer = ("error", "EnvError", "", [f"the env could not be sent to a trial process ({type(exc).__name__}: "
+                                            f"{exc})"])
+    try:
+        conn.send_bytes(pickle.dumps(answer))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+def _build_one(candidate: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """Build (and check) one env as a rollout worker does; ``(error kind, problems)`` or None if it works."""
+    from rltune.trainers import EnvContext
+    from rltune.trainers._envs import build_env
+    from rltune.trainers._registry import resolve_env
+
+    try:
+        spec = resolve_env(candidate["env"])
+        env = build_env(spec, EnvContext(candidate["env_config"], worker_index=0), check=candidate["check"])
+    except ConfigError as exc:
+        return "ConfigError", exc.problems
+    except RLTuneError as exc:
+        return "EnvError", [str(exc)]
+    except Exception as exc:  # noqa: BLE001 - the env's own reset/step raised inside the checker
+        return "EnvError", [f"env {candidate['env']!r} raised while it was built and checked: {type(exc).__name__}: {exc}"]
+    try:
+        env.close()
+    except Exception:  # noqa: BLE001 - closing is not what this checks
+        pass
+    return None
