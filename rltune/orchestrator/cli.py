@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from typing import Any, Sequence
@@ -83,6 +84,8 @@ def _json_object(text: str | None, flag: str) -> dict[str, Any] | None:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"not valid JSON: {exc} in {text!r}", where=flag) from None
+    except RecursionError:
+        raise ConfigError("not valid JSON: nested too deeply", where=flag) from None
     if not isinstance(value, dict):
         raise ConfigError(f"must be a JSON object ({{\"key\": value, ...}}), but got {text!r}", where=flag)
     return value
@@ -150,7 +153,7 @@ def _add_train_parser(commands: Any) -> None:
 def _train_spec(args: argparse.Namespace) -> Any:
     """The trial's fields: the train file's, overridden by the flags."""
     from rltune.orchestrator._stop import StopCriteria
-    from rltune.orchestrator._train_file import TrainSpec, load_train_file
+    from rltune.orchestrator._train_file import TrainSpec, load_train_file, validate_train_fields
 
     spec = load_train_file(args.file) if args.file else TrainSpec()
     fields = spec.model_dump(exclude_none=True)
@@ -180,7 +183,7 @@ def _train_spec(args: argparse.Namespace) -> Any:
     fields["config"] = config
     if args.checkpoint_freq is not None and args.checkpoint_freq < 0:
         raise ConfigError(f"must be >= 0, but got {args.checkpoint_freq}", where="--checkpoint-freq")
-    return TrainSpec.model_validate(fields)
+    return validate_train_fields(fields, where=_source(args) if args.file is None else f"{_source(args)} and flags")
 
 
 def _reject_search_space(config: dict[str, Any], args: argparse.Namespace) -> None:
@@ -325,8 +328,8 @@ def _tune(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise ConfigError(f"must be >= 1, but got {value}", where="--" + flag.replace("_", "-"))
-    if args.timeout is not None and args.timeout <= 0:
-        raise ConfigError(f"must be > 0, but got {args.timeout}", where="--timeout")
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise ConfigError(f"must be a finite number > 0, but got {args.timeout}", where="--timeout")
     overrides = {
         "n_trials": args.n_trials,
         "timeout_s": args.timeout,

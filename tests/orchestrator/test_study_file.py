@@ -59,7 +59,7 @@ INVALID = {
                           "stop.episode_reward_mean: the value must be a number, but got 'high'"),
     "no env": (PPO + "config: {lr: 0.001}\n", "config.env: PPO needs an env (e.g. env: CartPole-v1)"),
     "env twice": (PPO + "env: Pendulum-v1\n" + CONFIG_ONLY, "env is 'Pendulum-v1' but config.env is 'CartPole-v1'; give the env once"),
-    "name with a slash": (ENV + "name: a/b\n", "name: must be a non-empty name without '/'"),
+    "name with a slash": (ENV + "name: a/b\n", "name: must be letters, digits, '-', '_' and '.'"),
     "not YAML": (PPO + "config: {env: [CartPole-v1\n", "not valid YAML"),
     "a list": ("- run: PPO\n", "must be a mapping of fields (name, run"),
     "empty": ("", "the file is empty"),
