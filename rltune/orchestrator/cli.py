@@ -91,6 +91,15 @@ def _json_object(text: str | None, flag: str) -> dict[str, Any] | None:
     return value
 
 
+def _check_results_dir(path: str | None) -> None:
+    """A --results-dir that is a file (or under one) is an error, not an empty listing."""
+    from rltune._validation import results_dir_problem
+
+    problem = results_dir_problem(path)
+    if problem:
+        raise ConfigError(f"results_dir: {problem}", where="--results-dir")
+
+
 def _setup_logging(level: Any) -> None:
     """Log to stderr at ``level`` (an invalid level is left to the trainer's config validation)."""
     level = str(level).upper()
@@ -401,6 +410,7 @@ def _add_studies_parser(commands: Any) -> None:
 def _studies(args: argparse.Namespace) -> int:
     from rltune.orchestrator._listing import STATES, find_study_dirs, results_root, summarize
 
+    _check_results_dir(args.results_dir)
     dirs = find_study_dirs(args.results_dir)
     if not dirs:
         print(f"no studies in {results_root(args.results_dir)}")
@@ -435,6 +445,7 @@ def _add_show_parser(commands: Any) -> None:
 def _show(args: argparse.Namespace) -> int:
     from rltune.orchestrator._listing import load_study, resolve_study_dir, trial_rows
 
+    _check_results_dir(args.results_dir)
     directory = resolve_study_dir(args.study, args.results_dir)
     study, info = load_study(directory, args.storage)
     metric = info.get("metric", "value")

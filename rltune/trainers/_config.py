@@ -33,7 +33,7 @@ class _Strict(BaseModel):
     def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
         field = cls.model_fields.get(info.field_name) if info.field_name else None
         if field is not None and bool_for_number(field.annotation, value):
-            raise ValueError(f"a bool is not a number here (got {value!r})")
+            raise ValueError("a bool is not a number here")
         return value
 
 
@@ -187,7 +187,8 @@ def _describe_error(config_cls: type[_Strict], err: dict[str, Any]) -> str:
     shown = repr(value)
     if len(shown) > 60:
         shown = shown[:57] + "..."
-    return f"{path}: {err['msg']} (got {shown})"
+    message = str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"]  # without "Value error, "
+    return f"{path}: {message} (got {shown})"
 
 
 def _valid_keys(config_cls: type[_Strict], loc: tuple[Any, ...]) -> list[str]:

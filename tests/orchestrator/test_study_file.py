@@ -34,7 +34,7 @@ INVALID = {
     "misspelt entry": (ENV + "  lr: {loguniformm: [0.0001, 0.01]}\n", "config.lr.loguniformm: unknown search-space entry; did you mean 'loguniform'?"),
     "unknown config key": (ENV + "  gama: 0.9\n", "line 4: config.gama: unknown key; did you mean 'gamma'?"),
     "bad value among choices": (ENV + "  model:\n    fcnet_hiddens: {choice: [[64, 64], [0]]}\n",
-                                "config.model.fcnet_hiddens: Value error, layer sizes must be positive"),
+                                "config.model.fcnet_hiddens: layer sizes must be positive"),
     "continuous range with grid": (ENV + "  lr: {uniform: [0.001, 0.1]}\nsearch_alg: grid\n",
                                    "config.lr.uniform: search_alg grid runs a finite grid and cannot search a continuous range"),
     "unknown algorithm": ("run: PPX\n" + CONFIG_ONLY, "line 1: run: unknown algorithm 'PPX'; did you mean 'PPO'?"),
