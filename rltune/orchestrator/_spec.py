@@ -433,6 +433,9 @@ def _choose(field: str, value: Any, table: dict[str, str], module: str, base: st
     cls = getattr(importlib.import_module(module), table[key])
     allowed = _parameters(cls)
     problems = []
+    for option, value in options.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{field}.{option}: must be a finite number, but got {value!r}")
     for option in options:
         if option not in allowed:
             close = difflib.get_close_matches(option, list(allowed), n=1, cutoff=0.5)

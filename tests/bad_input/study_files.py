@@ -150,6 +150,12 @@ CASES: list[Case] = [
     study_case("search_alg number", _fn("search_alg: 5\n"), "search_alg: must be one of"),
     study_case("unknown scheduler", _fn("scheduler: ashaa\n"), "scheduler: unknown scheduler 'ashaa'"),
     study_case("scheduler and pruner", _fn("scheduler: asha\npruner: median\n"), "scheduler and pruner are the same field"),
+    study_case("search_alg option inf", _fn("search_alg: {type: tpe, n_startup_trials: .inf}\n"),
+               "search_alg.n_startup_trials: must be a finite number"),
+    study_case("pruner option nan", _fn("pruner: {type: median, n_warmup_steps: .nan}\n"),
+               "pruner.n_warmup_steps: must be a finite number"),
+    study_case("curriculum threshold inf", PPO.replace("config:", "curriculum: {phases: [{task: 1, threshold: .inf}, {task: 2}]}\nconfig:"),
+               "config.curriculum.phases.0.threshold: Input should be a finite number"),
     study_case("grid with options", _fn("search_alg: {type: grid, seed: 1}\n"), "search_alg"),
     study_case("curriculum twice", FN + "curriculum: {phases: []}\nconfig: {steps: 2, curriculum: {phases: []}}\n",
                "curriculum is given both as a field and in config"),
@@ -173,6 +179,8 @@ TRAIN_CASES: list[Case] = [
     train_file_case("train config not mapping", "run: PPO\nenv: CartPole-v1\nconfig: 5\n", "config: Input should be a valid dictionary"),
     train_file_case("train checkpoint_at_end", "run: PPO\nenv: CartPole-v1\ncheckpoint_at_end: often\n", "checkpoint_at_end: Input should be"),
     train_file_case("train search entry", "run: PPO\nenv: CartPole-v1\nconfig: {lr: {choice: [0.1, 0.2]}}\n", "search-space entries make a study"),
+    train_file_case("train curriculum bool", "run: PPO\nenv: CartPole-v1\ncurriculum: {phases: [{task: 1, threshold: 1, min_iterations: true}, {task: 2}]}\n",
+                    "curriculum.phases.0.min_iterations: Value error, a bool is not a number"),
     train_file_case("train not a mapping", "[run, PPO]\n", "must be a mapping of fields"),
 ]
 
