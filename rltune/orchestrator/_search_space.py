@@ -103,6 +103,17 @@ class Param:
     def is_grid(self) -> bool:
         return self.kind == "grid_search"
 
+    def count(self) -> float:
+        """How many values :meth:`discrete_values` has (inf for a continuous entry), without listing them."""
+        if self.kind in ("grid_search", "choice"):
+            return len(self.values)
+        if self.kind == "randint":
+            return self.high - self.low
+        if self.kind == "quniform":
+            steps = (self.high - self.low) / self.q + 1e-9
+            return math.floor(steps) + 1 if math.isfinite(steps) else math.inf
+        return math.inf
+
     def discrete_values(self) -> list[Any] | None:
         """Every value this entry can take, or None for a continuous one (uniform, loguniform)."""
         if self.kind in ("grid_search", "choice"):
@@ -287,6 +298,8 @@ def _parse_entry(path: tuple[str, ...], kind: str, args: Any) -> tuple[Param | N
         return None, _range_rule(kind) + f", but got {list(args)!r}"
     if not low < high:
         return None, _range_rule(kind) + f", but got {list(args)!r}"
+    if not math.isfinite(high - low):
+        return None, f"the range {list(args)!r} is too wide to draw from (high - low overflows)"
     if kind == "randint":
         if any(isinstance(a, float) and not float(a).is_integer() for a in args):
             return None, _range_rule(kind) + f", but got {list(args)!r}"
@@ -317,16 +330,15 @@ def gridify(space: SearchSpace, *, where: str = "config") -> tuple[SearchSpace, 
         if p.is_grid:
             params.append(p)
             continue
-        values = p.discrete_values()
-        if values is None:
+        if p.kind in ("uniform", "loguniform"):
             problems.append(
                 f"{where}.{p.name}.{p.kind}: search_alg grid runs a finite grid and cannot search a continuous "
                 f"range; use grid_search or choice, or another search_alg (random, tpe, gp, cmaes)"
             )
-        elif len(values) > GRID_LIMIT:
-            problems.append(f"{where}.{p.name}.{p.kind}: {len(values):,} values are too many for search_alg grid")
+        elif p.count() > GRID_LIMIT:  # counted first: a randint of 10**30 values is never listed
+            problems.append(f"{where}.{p.name}.{p.kind}: {p.count():,} values are too many for search_alg grid")
         else:
-            params.append(Param(p.path, "grid_search", values=values))
+            params.append(Param(p.path, "grid_search", values=p.discrete_values()))
     return SearchSpace(params), problems
 
 

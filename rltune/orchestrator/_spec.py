@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from rltune._imports import import_object
+from rltune._validation import MAX_SEED, MAX_TRIALS, bool_for_number, name_problem, nul_problem, results_dir_problem, safe_name
 from rltune.errors import ConfigError
 from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs, without_paths
 from rltune.orchestrator._stop import StopCriteria
@@ -65,7 +66,7 @@ _ALIASES = {"bayesopt": "gp", "bayesian": "gp", "cma": "cmaes", "cma-es": "cmaes
 class StudySpec(BaseModel):
     """Every field of a study; None means not given (the default applies)."""
 
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, allow_inf_nan=False)
 
     name: Optional[str] = Field(None, description="Study name: its directory under results_dir and its name in storage.")
     run: Any = Field(..., description="Trainer name (PPO, DQN), Trainer class, function fn(config, reporter), or 'pkg.module:Name'.")
@@ -74,8 +75,8 @@ class StudySpec(BaseModel):
     stop: Optional[dict[str, Any]] = Field(None, description="A trial stops when ANY result key reaches its value.")
     metric: str = Field("episode_reward_mean", description="Result key reported to Optuna and optimized.")
     mode: Literal["max", "min"] = Field("max", description="Maximize or minimize the metric.")
-    num_samples: int = Field(1, ge=1, description="Runs of each grid point; without grid entries, the number of trials.")
-    n_trials: Optional[int] = Field(None, ge=1, description="Total trials of the study (default: grid points x num_samples).")
+    num_samples: int = Field(1, ge=1, le=MAX_TRIALS, description="Runs of each grid point; without grid entries, the number of trials.")
+    n_trials: Optional[int] = Field(None, ge=1, le=MAX_TRIALS, description="Total trials of the study (default: grid points x num_samples).")
     timeout_s: Optional[float] = Field(None, gt=0, description="No new trial starts after this many seconds.")
     search_alg: Any = Field("tpe", description="grid, random, tpe, gp, cmaes; or {type: NAME, <Optuna sampler options>}.")
     scheduler: Any = Field(None, description="Pruner: none, median, asha, successive_halving, hyperband; or {type: NAME, ...}.")
@@ -103,7 +104,19 @@ class StudySpec(BaseModel):
     )
     tracking: bool = Field(True, description="Record the study in MLflow (env RLTUNE_TRACKING=0 turns it off too).")
     curriculum: Optional[dict[str, Any]] = Field(None, description="Shorthand for config.curriculum (phases).")
-    seed: Optional[int] = Field(None, ge=0, description="Base seed: the sampler's, and trial n gets seed + n (default 0).")
+    seed: Optional[int] = Field(None, ge=0, le=MAX_SEED - MAX_TRIALS,
+                                description="Base seed: the sampler's, and trial n gets seed + n (default 0).")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers_nor_nul(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name) if info.field_name else None
+        if field is not None and bool_for_number(field.annotation, value):
+            raise ValueError(f"a bool is not a number here (got {value!r})")
+        problem = nul_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 FIELDS = list(StudySpec.model_fields)
@@ -191,7 +204,7 @@ def load_study_file(
     """
     where = f"study file {str(path)!r}"
     data, root = read_mapping(path, kind="study file", fields=FIELDS, required="'run' and 'config'")
-    data.setdefault("name", Path(path).stem)
+    data.setdefault("name", safe_name(Path(path).stem))
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     if config_overrides:
         data["config"] = deep_merge(data.get("config") if isinstance(data.get("config"), dict) else {}, config_overrides)
@@ -260,8 +273,17 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
 
     if not spec.metric:
         problems.append(at(("metric",), "metric: must be a result key such as episode_reward_mean"))
-    if spec.name is not None and (not spec.name.strip() or "/" in spec.name or spec.name in (".", "..")):
-        problems.append(at(("name",), f"name: must be a non-empty name without '/', but got {spec.name!r}"))
+    if spec.name is not None and name_problem(spec.name):
+        problems.append(at(("name",), f"name: {name_problem(spec.name)}"))
+    if results_dir_problem(spec.results_dir):
+        problems.append(at(("results_dir",), f"results_dir: {results_dir_problem(spec.results_dir)}"))
+    grid_points = math.prod(len(p.values) for p in space.grid)
+    if grid_points > MAX_TRIALS:
+        problems.append(at(("config",), f"config: the grid entries make {grid_points:,} grid points, more than "
+                                        f"{MAX_TRIALS:,}; use fewer values, or choice entries with n_trials"))
+    elif spec.n_trials is None and grid_points * spec.num_samples > MAX_TRIALS:
+        problems.append(at(("num_samples",), f"num_samples: {grid_points:,} grid points x {spec.num_samples:,} samples "
+                                             f"make more than {MAX_TRIALS:,} trials; set n_trials or use fewer"))
 
     if trainable is not None and trainable.kind == "trainer":
         if config.get("env") is None:
@@ -309,6 +331,8 @@ def _describe_field_error(root: yaml.Node | None, err: dict[str, Any]) -> str:
         return f"{at}{path}: unknown field; {hint}"
     if err["type"] == "missing":
         return f"{at}{path}: required (a trainer name such as PPO, 'pkg.module:Name', or a function)"
+    if err["type"] == "value_error":  # our validators' messages say what they got
+        return f"{at}{path}: {err['ctx']['error']}"
     shown = repr(err.get("input"))
     if len(shown) > 60:
         shown = shown[:57] + "..."
@@ -412,6 +436,9 @@ def _choose(field: str, value: Any, table: dict[str, str], module: str, base: st
     cls = getattr(importlib.import_module(module), table[key])
     allowed = _parameters(cls)
     problems = []
+    for option, value in options.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{field}.{option}: must be a finite number, but got {value!r}")
     for option in options:
         if option not in allowed:
             close = difflib.get_close_matches(option, list(allowed), n=1, cutoff=0.5)

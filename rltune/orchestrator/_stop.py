@@ -17,6 +17,7 @@ Invariants:
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -63,6 +64,10 @@ class StopCriteria:
                 problems.append(f"{key!r}: a stop key must be a non-empty string")
             elif number is None:
                 problems.append(f"{key}: the value must be a number, but got {value!r}")
+            elif not math.isfinite(number):
+                # NaN never stops and inf never does either; -inf stops at once: each is a mistake,
+                # and "no criterion" is written by leaving the key out.
+                problems.append(f"{key}: the value must be a finite number, but got {value!r}")
             else:
                 self.criteria[key] = number
         if problems:

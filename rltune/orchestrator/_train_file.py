@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from rltune._validation import bool_for_number, name_problem, nul_problem, results_dir_problem
 from rltune.errors import ConfigError
 from rltune.orchestrator._yaml_files import line_of, read_mapping
 
@@ -32,7 +33,7 @@ from rltune.orchestrator._yaml_files import line_of, read_mapping
 class TrainSpec(BaseModel):
     """The fields of one ``rltune train`` trial, from flags and/or a train file; None means not given."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     name: Optional[str] = Field(None, description="Trial directory name; default RUN_ENV_timestamp.")
     run: Optional[str] = Field(None, description="Algorithm name (PPO, DQN) or 'pkg.module:TrainerClass'.")
@@ -46,6 +47,33 @@ class TrainSpec(BaseModel):
         None, description="Curriculum phases (goes to config['curriculum']; see rltune.callbacks.CurriculumCallback)."
     )
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers_nor_nul(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name) if info.field_name else None
+        if field is not None and bool_for_number(field.annotation, value):
+            raise ValueError(f"a bool is not a number here (got {value!r})")
+        problem = nul_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, name: Optional[str]) -> Optional[str]:
+        problem = name_problem(name) if name is not None else None
+        if problem:
+            raise ValueError(problem)
+        return name
+
+    @field_validator("results_dir")
+    @classmethod
+    def _a_directory(cls, path: Optional[str]) -> Optional[str]:
+        problem = results_dir_problem(path)
+        if problem:
+            raise ValueError(problem)
+        return path
+
 
 FIELDS = list(TrainSpec.model_fields)
 
@@ -53,21 +81,28 @@ FIELDS = list(TrainSpec.model_fields)
 def load_train_file(path: str | Path) -> TrainSpec:
     """Read and validate a train file; :class:`ConfigError` names the file, the line and the fix."""
     data, root = read_mapping(path, kind="train file", fields=FIELDS, required="'run' and 'env'")
+    return validate_train_fields(data, where=f"train file {str(path)!r}", root=root)
+
+
+def validate_train_fields(fields: dict[str, Any], *, where: str, root: yaml.Node | None = None) -> TrainSpec:
+    """A :class:`TrainSpec` of ``fields``, or one :class:`ConfigError` naming every bad field (and its line)."""
     try:
-        return TrainSpec.model_validate(data)
+        return TrainSpec.model_validate(fields)
     except ValidationError as exc:
-        raise ConfigError([_describe_field_error(root, err) for err in exc.errors()], where=f"train file {str(path)!r}") from None
+        raise ConfigError([_describe_field_error(root, err) for err in exc.errors()], where=where) from None
 
 
-def _describe_field_error(root: yaml.Node, err: dict[str, Any]) -> str:
+def _describe_field_error(root: yaml.Node | None, err: dict[str, Any]) -> str:
     loc = err["loc"]
     path = ".".join(str(p) for p in loc)
-    line = line_of(root, loc)
+    line = line_of(root, loc) if root is not None else None
     at = f"line {line}: " if line else ""
     if err["type"] == "extra_forbidden":
         close = difflib.get_close_matches(str(loc[-1]), FIELDS, n=1, cutoff=0.5)
         hint = f"did you mean {close[0]!r}?" if close else f"the fields are {', '.join(FIELDS)}"
         return f"{at}{path}: unknown field; {hint}"
+    if err["type"] == "value_error":  # our validators' messages say what they got
+        return f"{at}{path}: {err['ctx']['error']}"
     shown = repr(err.get("input"))
     if len(shown) > 60:
         shown = shown[:57] + "..."

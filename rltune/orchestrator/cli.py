@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from typing import Any, Sequence
@@ -85,9 +86,20 @@ def _json_object(text: str | None, flag: str) -> dict[str, Any] | None:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"not valid JSON: {exc} in {text!r}", where=flag) from None
+    except RecursionError:
+        raise ConfigError("not valid JSON: nested too deeply", where=flag) from None
     if not isinstance(value, dict):
         raise ConfigError(f"must be a JSON object ({{\"key\": value, ...}}), but got {text!r}", where=flag)
     return value
+
+
+def _check_results_dir(path: str | None) -> None:
+    """A --results-dir that is a file (or under one) is an error, not an empty listing."""
+    from rltune._validation import results_dir_problem
+
+    problem = results_dir_problem(path)
+    if problem:
+        raise ConfigError(f"results_dir: {problem}", where="--results-dir")
 
 
 def _setup_logging(level: Any) -> None:
@@ -152,7 +164,7 @@ def _add_train_parser(commands: Any) -> None:
 def _train_spec(args: argparse.Namespace) -> Any:
     """The trial's fields: the train file's, overridden by the flags."""
     from rltune.orchestrator._stop import StopCriteria
-    from rltune.orchestrator._train_file import TrainSpec, load_train_file
+    from rltune.orchestrator._train_file import TrainSpec, load_train_file, validate_train_fields
 
     spec = load_train_file(args.file) if args.file else TrainSpec()
     fields = spec.model_dump(exclude_none=True)
@@ -182,7 +194,7 @@ def _train_spec(args: argparse.Namespace) -> Any:
     fields["config"] = config
     if args.checkpoint_freq is not None and args.checkpoint_freq < 0:
         raise ConfigError(f"must be >= 0, but got {args.checkpoint_freq}", where="--checkpoint-freq")
-    return TrainSpec.model_validate(fields)
+    return validate_train_fields(fields, where=_source(args) if args.file is None else f"{_source(args)} and flags")
 
 
 def _reject_search_space(config: dict[str, Any], args: argparse.Namespace) -> None:
@@ -331,8 +343,8 @@ def _tune(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if value is not None and value < 1:
             raise ConfigError(f"must be >= 1, but got {value}", where="--" + flag.replace("_", "-"))
-    if args.timeout is not None and args.timeout <= 0:
-        raise ConfigError(f"must be > 0, but got {args.timeout}", where="--timeout")
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise ConfigError(f"must be a finite number > 0, but got {args.timeout}", where="--timeout")
     overrides = {
         "n_trials": args.n_trials,
         "timeout_s": args.timeout,
@@ -409,6 +421,7 @@ def _add_studies_parser(commands: Any) -> None:
 def _studies(args: argparse.Namespace) -> int:
     from rltune.orchestrator._listing import STATES, find_study_dirs, results_root, summarize
 
+    _check_results_dir(args.results_dir)
     dirs = find_study_dirs(args.results_dir)
     if not dirs:
         print(f"no studies in {results_root(args.results_dir)}")
@@ -443,6 +456,7 @@ def _add_show_parser(commands: Any) -> None:
 def _show(args: argparse.Namespace) -> int:
     from rltune.orchestrator._listing import load_study, resolve_study_dir, trial_rows
 
+    _check_results_dir(args.results_dir)
     directory = resolve_study_dir(args.study, args.results_dir)
     study, info = load_study(directory, args.storage)
     metric = info.get("metric", "value")

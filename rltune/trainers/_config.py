@@ -13,15 +13,28 @@ from typing import Any, Literal, Optional
 
 import numpy as np
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from rltune._validation import MAX_SEED, bool_for_number
 from rltune.errors import ConfigError
 
 
 class _Strict(BaseModel):
-    """Base of every config model: unknown keys are errors, aliases (``lambda``) accepted."""
+    """Base of every config model: unknown keys are errors, aliases (``lambda``) accepted.
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, arbitrary_types_allowed=True)
+    Numbers must be finite (``lr: .inf`` and ``Infinity`` in JSON are
+    refused) and a bool is not a number (``train_batch_size: true`` would be 1).
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, arbitrary_types_allowed=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name) if info.field_name else None
+        if field is not None and bool_for_number(field.annotation, value):
+            raise ValueError("a bool is not a number here")
+        return value
 
 
 class ModelConfig(_Strict):
@@ -76,7 +89,7 @@ class TrainerConfig(_Strict):
     )
     grad_clip: Optional[float] = Field(None, gt=0.0, description="Max global gradient norm; None for no clipping.")
     model: ModelConfig = Field(default_factory=ModelConfig, description="The built-in model.")
-    seed: Optional[int] = Field(None, ge=0, description="Seed for torch, numpy and the envs (>= 0); None for random.")
+    seed: Optional[int] = Field(None, ge=0, le=MAX_SEED, description="Seed for torch, numpy and the envs (>= 0); None for random.")
     callbacks: Any = Field(None, description="DefaultCallbacks subclass, import string, or list of either.")
     env_task_fn: Any = Field(
         None, description="fn(result, env, env_context) -> task, run per env after every iteration (TaskSettableEnv)."
@@ -174,7 +187,8 @@ def _describe_error(config_cls: type[_Strict], err: dict[str, Any]) -> str:
     shown = repr(value)
     if len(shown) > 60:
         shown = shown[:57] + "..."
-    return f"{path}: {err['msg']} (got {shown})"
+    message = str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"]  # without "Value error, "
+    return f"{path}: {message} (got {shown})"
 
 
 def _valid_keys(config_cls: type[_Strict], loc: tuple[Any, ...]) -> list[str]:

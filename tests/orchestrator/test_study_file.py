@@ -34,7 +34,7 @@ INVALID = {
     "misspelt entry": (ENV + "  lr: {loguniformm: [0.0001, 0.01]}\n", "config.lr.loguniformm: unknown search-space entry; did you mean 'loguniform'?"),
     "unknown config key": (ENV + "  gama: 0.9\n", "line 4: config.gama: unknown key; did you mean 'gamma'?"),
     "bad value among choices": (ENV + "  model:\n    fcnet_hiddens: {choice: [[64, 64], [0]]}\n",
-                                "config.model.fcnet_hiddens: Value error, layer sizes must be positive"),
+                                "config.model.fcnet_hiddens: layer sizes must be positive"),
     "continuous range with grid": (ENV + "  lr: {uniform: [0.001, 0.1]}\nsearch_alg: grid\n",
                                    "config.lr.uniform: search_alg grid runs a finite grid and cannot search a continuous range"),
     "unknown algorithm": ("run: PPX\n" + CONFIG_ONLY, "line 1: run: unknown algorithm 'PPX'; did you mean 'PPO'?"),
@@ -59,7 +59,7 @@ INVALID = {
                           "stop.episode_reward_mean: the value must be a number, but got 'high'"),
     "no env": (PPO + "config: {lr: 0.001}\n", "config.env: PPO needs an env (e.g. env: CartPole-v1)"),
     "env twice": (PPO + "env: Pendulum-v1\n" + CONFIG_ONLY, "env is 'Pendulum-v1' but config.env is 'CartPole-v1'; give the env once"),
-    "name with a slash": (ENV + "name: a/b\n", "name: must be a non-empty name without '/'"),
+    "name with a slash": (ENV + "name: a/b\n", "name: must be letters, digits, '-', '_' and '.'"),
     "not YAML": (PPO + "config: {env: [CartPole-v1\n", "not valid YAML"),
     "a list": ("- run: PPO\n", "must be a mapping of fields (name, run"),
     "empty": ("", "the file is empty"),
@@ -130,3 +130,36 @@ def test_a_storage_that_cannot_be_opened_exits_2(tmp_path, capsys):
     code = main(["tune", str(path), "--results-dir", str(tmp_path / "r"), "--storage", "nosuchdialect://x"])
     err = capsys.readouterr().err
     assert code == 2 and "cannot open the Optuna storage 'nosuchdialect://x'" in err and "Traceback" not in err
+
+
+# -- hardening: YAML bombs and default names (issue 14) -----------------------------------------
+def test_a_billion_laughs_file_is_refused_at_once(tmp_path):
+    import time
+
+    lines = ["    l0: &l0 {a: 1, b: 2}"] + [f"    l{i}: &l{i} {{a: *l{i - 1}, b: *l{i - 1}, c: *l{i - 1}}}" for i in range(1, 25)]
+    path = tmp_path / "bomb.yaml"
+    path.write_text("run: PPO\nconfig:\n  env: CartPole-v1\n  junk:\n" + "\n".join(lines) + "\n")
+    assert path.stat().st_size < 1300
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match="aliases .* expand it to more than 100,000 values"):
+        load_study_file(path)
+    assert time.perf_counter() - start < 2.0
+
+
+def test_aliases_that_stay_small_and_merge_keys_still_load(tmp_path):
+    import yaml
+
+    from rltune.orchestrator._yaml_files import _Loader
+
+    path = tmp_path / "ok.yaml"
+    path.write_text("run: PPO\nconfig:\n  env: CartPole-v1\n  model: {fcnet_hiddens: &h [32, 32]}\n  lr_schedule: [[0, 0.01], [1000, 0.001]]\n")
+    assert load_study_file(path).config["model"]["fcnet_hiddens"] == [32, 32]
+    # a key of a merged mapping (<<) given again overrides it: not a duplicate
+    merged = yaml.load("b: &b {env: x, lr: 1}\nc:\n  <<: *b\n  lr: 2\n", Loader=_Loader)  # noqa: S506
+    assert merged["c"] == {"env": "x", "lr": 2}
+
+
+def test_a_file_name_that_is_not_a_valid_name_gives_a_safe_default_name(tmp_path):
+    path = tmp_path / "my study (v2).yaml"
+    path.write_text(ENV)
+    assert load_study_file(path).name == "my_study_v2_"

@@ -1,0 +1,81 @@
+"""Bad arguments of the Python API: ``tune.run``, trainers, configs; each must raise an RLTuneError."""
+
+from __future__ import annotations
+
+import math
+
+from .harness import Case, Context
+
+FN = "orchestrator.trainables:counter"
+
+
+def run(**fields):
+    """``tune.run`` of the counter trainable with ``fields`` (valid ones by default)."""
+    def call(ctx: Context) -> None:
+        from rltune import tune
+
+        kwargs = {"config": {"steps": 2}, "metric": "score", "stop": {"training_iteration": 2},
+                  "results_dir": str(ctx.results), "verbose": 0, "tracking": False}
+        kwargs.update({k: (ctx.fill(v) if isinstance(v, str) else v) for k, v in fields.items()})
+        tune.run(kwargs.pop("run", FN), **kwargs)
+    return call
+
+
+def space(make):
+    """``tune.run`` with ``config.x`` set to the entry ``make(tune)``."""
+    def call(ctx: Context) -> None:
+        from rltune import tune
+
+        run(config={"steps": 2, "x": make(tune)})(ctx)
+    return call
+
+
+def ppo(config):
+    def call(ctx: Context) -> None:
+        from rltune.trainers import get_trainer_class
+
+        get_trainer_class("PPO")(config=config, env="CartPole-v1", results_dir=str(ctx.results))
+    return call
+
+
+CASES: list[Case] = [
+    Case("api name escapes", "name: must be letters, digits", call=run(name="../../x")),
+    Case("api name absolute", "name: must be letters, digits", call=run(name="/etc/x")),
+    Case("api name NUL", "name: must not contain a NUL byte", call=run(name="a\x00b")),
+    Case("api name newline", "name: must be letters, digits", call=run(name="a\nb")),
+    Case("api name not a string", "name: Input should be a valid string", call=run(name=5)),
+    Case("api num_samples bool", "num_samples: a bool is not a number", call=run(num_samples=True)),
+    Case("api num_samples 10**30", "num_samples: Input should be less than or equal to 100000", call=run(num_samples=10**30)),
+    Case("api n_trials bool", "n_trials: a bool is not a number", call=run(n_trials=True)),
+    Case("api n_jobs bool", "n_jobs: a bool is not a number", call=run(n_jobs=True)),
+    Case("api max_concurrent bool", "max_concurrent: a bool is not a number", call=run(max_concurrent=True)),
+    Case("api keep_checkpoints_num bool", "keep_checkpoints_num: a bool", call=run(keep_checkpoints_num=True)),
+    Case("api max_failures bool", "max_failures: a bool is not a number", call=run(max_failures=True)),
+    Case("api checkpoint_freq bool", "checkpoint_freq: a bool is not a number", call=run(checkpoint_freq=True)),
+    Case("api seed bool", "seed: a bool is not a number", call=run(seed=True)),
+    Case("api seed huge", "seed: Input should be less than or equal to", call=run(seed=2**40)),
+    Case("api timeout inf", "timeout_s: Input should be a finite number", call=run(timeout_s=math.inf)),
+    Case("api timeout nan", "timeout_s: Input should be a finite number", call=run(timeout_s=math.nan)),
+    Case("api trial_timeout nan", "trial_timeout_s: Input should be a finite number", call=run(trial_timeout_s=math.nan)),
+    Case("api stop nan", "stop.score: the value must be a finite number", call=run(stop={"score": math.nan})),
+    Case("api stop inf", "stop.score: the value must be a finite number", call=run(stop={"score": math.inf})),
+    Case("api results_dir a file", "results_dir: '{afile}' is a file, not a directory", call=run(results_dir="{afile}")),
+    Case("api results_dir NUL", "results_dir: must not contain a NUL byte", call=run(results_dir="/tmp/a\x00b")),
+    Case("api storage NUL", "storage: must not contain a NUL byte", call=run(storage="sqlite:///a\x00b")),
+    Case("api uniform nan", "config.x.uniform: needs [low, high]", call=space(lambda t: t.uniform(math.nan, 1))),
+    Case("api loguniform zero", "config.x.loguniform: needs [low, high] with 0 < low", call=space(lambda t: t.loguniform(0, 1))),
+    Case("api randint inf", "config.x.randint: needs [low, high]", call=space(lambda t: t.randint(0, math.inf))),
+    Case("api quniform negative step", "config.x.quniform: needs", call=space(lambda t: t.quniform(0, 1, -0.1))),
+    Case("api huge grid randint", "values are too many for search_alg grid",
+         call=lambda ctx: run(config={"steps": 2, "x": {"randint": [0, 10**30]}}, search_alg="grid")(ctx)),
+    Case("api ppo lr inf in study", "config.lr: Input should be a finite number",
+         call=run(run="PPO", config={"env": "CartPole-v1", "lr": math.inf})),
+    Case("api ppo lr grid nan", "config.lr: Input should be a finite number",
+         call=lambda ctx: run(run="PPO", config={"env": "CartPole-v1", "lr": {"grid_search": [0.1, math.nan]}})(ctx)),
+    Case("api resume without name", "resume=True needs the name", call=run(resume=True)),
+    Case("api unknown sampler", "search_alg: unknown search_alg", call=run(search_alg="annealing")),
+    Case("api trainer lr nan", "lr: Input should be a finite number", call=ppo({"lr": math.nan})),
+    Case("api trainer batch bool", "train_batch_size: a bool is not a number", call=ppo({"train_batch_size": True})),
+    Case("api trainer seed huge", "seed: Input should be less than or equal to", call=ppo({"seed": 10**30})),
+    Case("api trainer hiddens bool", "model.fcnet_hiddens", call=ppo({"model": {"fcnet_hiddens": [True]}})),
+]
