@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
+from typing import Any, Callable
 
 from .harness import Case, Context
 
@@ -53,6 +55,37 @@ def _binary_metadata(ctx: Context) -> None:
     (ctx.tmp / "binary" / "rltune_checkpoint.json").write_bytes(b"\xff\xfe\x00garbage")
 
 
+def _edited(name: str, edit: Callable[[dict], None], *, reseal: bool = True) -> Callable[[Context], None]:
+    """A copy of the checkpoint whose metadata ``edit`` changes; ``reseal``: its checksum recomputed to match."""
+
+    def setup(ctx: Context) -> None:
+        from rltune.trainers import _checkpoint as ckpt
+
+        _copy(ctx, name)
+        meta_file = ctx.tmp / name / "rltune_checkpoint.json"
+        meta = json.loads(meta_file.read_text())
+        edit(meta)
+        if reseal:
+            meta["metadata_sha256"] = ckpt.metadata_checksum(meta)
+        meta_file.write_text(json.dumps(meta))
+
+    return setup
+
+
+def _config(**changes: Any) -> Callable[[dict], None]:
+    def edit(meta: dict) -> None:
+        meta["config"].update(changes)
+
+    return edit
+
+
+def _flipped_byte(ctx: Context) -> None:
+    path = Path(_copy(ctx, "flipped")) / "state.pt"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
 CASES: list[Case] = [
     Case("checkpoint missing", "checkpoint '{tmp}/nope' does not exist", ("rollout", "{tmp}/nope")),
     Case("checkpoint is a file", "is not a directory", ("rollout", "{afile}")),
@@ -65,8 +98,26 @@ CASES: list[Case] = [
          setup=_no_version),
     Case("checkpoint metadata a list", "rltune_checkpoint.json has no format_version", ("rollout", "{tmp}/listmeta"),
          setup=_list_metadata),
-    Case("checkpoint future version", "has format version 99, this rltune reads version 1", ("rollout", "{tmp}/future"),
+    Case("checkpoint future version", "has format version 99, this rltune reads versions 1, 2", ("rollout", "{tmp}/future"),
          setup=_future_version),
     Case("trial dir without checkpoints", "is not an rltune checkpoint", ("rollout", "{tmp}/trial_without_checkpoints"),
          setup=_empty_trial),
+    # -- a checkpoint is data: it may name only envs and callbacks of the expected kinds --------------
+    Case("checkpoint env names Popen", "config key 'env' is 'subprocess:Popen'", ("rollout", "{tmp}/popen"),
+         setup=_edited("popen", _config(env="subprocess:Popen", env_config={"args": ["true"]}))),
+    Case("checkpoint env names a function", "config key 'env'", ("rollout", "{tmp}/envfn"),
+         setup=_edited("envfn", _config(env="os.path:join"))),
+    Case("checkpoint callbacks name os.system", "config key 'callbacks'", ("rollout", "{tmp}/cbsystem"),
+         setup=_edited("cbsystem", _config(callbacks="os:system"))),
+    Case("checkpoint env_task_fn", "env_task_fn", ("rollout", "{tmp}/taskfn"),
+         setup=_edited("taskfn", _config(env_task_fn="os:system"))),
+    Case("checkpoint evaluation callbacks", "callbacks", ("rollout", "{tmp}/evalcb"),
+         setup=_edited("evalcb", _config(evaluation_config={"callbacks": "os:system"}))),
+    Case("checkpoint edited without its checksum", "checksum", ("rollout", "{tmp}/unsealed"),
+         setup=_edited("unsealed", _config(gamma=0.5), reseal=False)),
+    Case("checkpoint flipped byte in state.pt", "state.pt", ("rollout", "{tmp}/flipped"), setup=_flipped_byte),
+    Case("checkpoint v2 without checksums", "checksum", ("rollout", "{tmp}/nochecksums"),
+         setup=_edited("nochecksums", lambda meta: meta.pop("checksums"))),
+    Case("rollout --env override unknown", "NoSuchEnv-v0", ("rollout", "{checkpoint}", "--env", "NoSuchEnv-v0")),
+    Case("rollout --config override bad key", "lrr", ("rollout", "{checkpoint}", "--config", '{"lrr": 1}')),
 ]

@@ -108,6 +108,13 @@ CASES: list[Case] = [
     study_case("unknown config key", PPO + "  lr_: 0.1\n", "config.lr_: unknown key; did you mean 'lr'?"),
     study_case("two envs", "env: Pendulum-v1\n" + PPO, "env is 'Pendulum-v1' but config.env is 'CartPole-v1'"),
     study_case("trainer without env", "run: PPO\nconfig: {lr: 0.1}\n", "config.env: PPO needs an env"),
+    # -- the study's env, built and checked once before the first trial (no FAIL trials, exit 2) ----
+    study_case("unknown env id", "run: PPO\nconfig: {env: CartPoel-v1}\n", "CartPoel-v1"),
+    study_case("env module missing", "run: PPO\nconfig: {env: 'no_such_pkg.envs:Env'}\n", "no_such_pkg"),
+    study_case("env module fails on import", "run: PPO\nconfig: {env: 'trainers.broken_module:Env'}\n",
+               "this module fails on import"),
+    study_case("env grid with one bad id", "run: PPO\nconfig: {env: {grid_search: [CartPole-v1, NoSuchEnv-v0]}}\n",
+               "NoSuchEnv-v0"),
     # -- search-space entries --------------------------------------------------------------------
     study_case("loguniform zero", PPO + "  lr: {loguniform: [0, 0.1]}\n", "config.lr.loguniform: needs [low, high] with 0 <"),
     study_case("uniform nan bound", _fn("") .replace("config: {steps: 2}", "config: {steps: 2, x: {uniform: [.nan, 1]}}"),
