@@ -990,6 +990,7 @@ class TrialTracker(_Tracker):
         self.history: list[dict[str, Any]] = []  # per result: iteration, timesteps, metric, curriculum phase/task
         self.checkpoints: list[tuple[str, float | None]] = []  # uploaded (name, score), oldest first
         self.logged_steps: set[int] = set()  # steps the run holds (loaded when a run is reopened)
+        self._history_steps: set[int] = set()
         self._prefix = f"{_label}: " if _label else ""
         self._last_task: Any = None
         self._artifact_repo: Any = None
@@ -1010,7 +1011,8 @@ class TrialTracker(_Tracker):
         ``custom_metrics/pole_angle_mean``); bools are 0/1; NaN, infinities
         and non-numeric values are left out; a non-numeric ``curriculum_task``
         goes to the ``rltune.curriculum_task`` tag when it changes. More than
-        1000 metrics go in chunks of 1000 (MLflow's batch limit).
+        1000 metrics go in chunks of 1000 (MLflow's batch limit). A step the
+        run already holds (``logged_steps``) is not logged again.
         """
         self.log_results([result])
 
@@ -1027,7 +1029,9 @@ class TrialTracker(_Tracker):
         rows: list[tuple[int, dict[str, float], str | None]] = []
         for result in results:
             step = _step(result, len(self.history) + 1)
-            self.history.append(_curve_point(result, step, self.metric))
+            if step not in self._history_steps:  # a step run again keeps its first point, as in MLflow
+                self._history_steps.add(step)
+                self.history.append(_curve_point(result, step, self.metric))
             task = result.get("curriculum_task")
             task_tag = None
             if task is not None and _number(task) is None and task != self._last_task:
