@@ -494,11 +494,17 @@ class StudyRunner:
             log_path=self.study_dir / TRACKING_LOG,
             defaults_of=self.plan.trainable.ref if self.plan.trainable.kind == "trainer" else None,
             create_parent=created or not self.shared,
+            study_dir=None if self.shared else self.study_dir,  # one orchestrator: reconciled with its trial dirs
+            trial_options={"keep_checkpoints_num": self.spec.keep_checkpoints_num, "metric": self.spec.metric,
+                           "mode": self.spec.mode},
         )
+        if not created:
+            self.tracker.reconcile(self.study, finished_only=True)  # what a killed run left unrecorded
 
     def _close_tracking(self) -> None:
         if self.tracker is None:
             return
+        self.tracker.reconcile(self.study)
         self.tracker.refresh_study_plots(self.study)
         self.tracker.close(interrupted=self.interrupted)
 

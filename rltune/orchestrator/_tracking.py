@@ -49,8 +49,16 @@ Invariants:
   call. Only a caller's programming error (an unknown trial state) raises.
 - Resuming: the parent run is found again by its tags, a trial's run by its
   trial number, and both are set RUNNING again; params already logged are
-  not logged again. A trial restarted from a checkpoint logs its steps
-  after the checkpoint again (MLflow keeps both values of such a step).
+  not logged again. A step is logged once per run: a trial restarted from
+  a checkpoint does not log again the steps its run already has (MLflow
+  would keep both values; the first stays, ``result.json`` has the latest).
+- Reconciling (:meth:`StudyTracker.reconcile`): the trial directories hold
+  the truth (``result.json``, ``checkpoint_*``, ``error.txt``) and Optuna
+  the trials' states. Reconciling compares each trial's run with them and
+  logs only what is missing: the steps the run lacks, the checkpoints on
+  disk it lacks (and drops those the trial dropped, the best one kept),
+  its end state, its files, learning curve and policy model. It is
+  idempotent, so it repairs whatever a killed orchestrator left undone.
 - Remote servers get short HTTP timeouts and few retries
   (``MLFLOW_HTTP_REQUEST_TIMEOUT`` = 10 s, ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` = 2,
   ``MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR`` = 1), set in the process before a
@@ -69,6 +77,7 @@ import numbers
 import os
 import re
 import tempfile
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -110,6 +119,9 @@ TAG_TRUNCATED = "rltune.note.truncated_params"
 # MLflow 3's UI opens an experiment on its runs table (not the GenAI overview) for this kind
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
+TAG_SYNCED = "rltune.reconciled"  # a digest of the trial directory and state a run was last reconciled with
+STEP_KEY = "training_iteration"  # every result has it: its metric history says which steps a run holds
+STAGING = ".mlflow-"  # in the names of the copies waiting for upload: ``.<name>.mlflow-<tag>-<random>``
 _SKIP_RESULT_KEYS = frozenset({"config", "hist_stats"})  # config: not a metric; hist_stats: per-episode lists
 
 
@@ -365,8 +377,8 @@ class _Shared:
 
     def run(self, task: Callable[[], T], *, wait: bool = False) -> T | None:
         """Run ``task`` now (inline) or queue it (background); ``wait``: block for its result."""
-        if self.executor is None:
-            return _guarded(task)
+        if self.executor is None or threading.current_thread().name.startswith("rltune-mlflow"):
+            return _guarded(task)  # inline, also for a task that a queued task makes (reconciling)
         future = self.executor.submit(_guarded, task)
         return future.result() if wait else None
 
@@ -474,6 +486,7 @@ class StudyTracker(_Tracker):
         self.experiment_id: str | None = None
         self.parent_run_id: str | None = None
         self.trial_runs: dict[int, str] = {}  # trial number -> run id
+        self._trackers: dict[int, TrialTracker] = {}  # trial number -> its tracker (open_trial)
         self._last_plots = -math.inf
         self._shared.run(self._ensure_open)
 
@@ -576,10 +589,20 @@ class StudyTracker(_Tracker):
         flat = flatten_params(params)
 
         def start() -> None:
+            reopened = trial_number in self.trial_runs
             tracker.run_id = self._start_trial(trial_number, flat, dict(key_params))
+            if reopened and tracker.run_id is not None:
+                self._load_steps(tracker)
+            self._trackers[trial_number] = tracker
 
         self._shared.run(start)
         return tracker
+
+    def _load_steps(self, tracker: "TrialTracker") -> None:
+        ok, steps = tracker._logged("metrics", "the steps already logged",
+                                    lambda: {m.step for m in self.client.get_metric_history(tracker.run_id, STEP_KEY)})
+        if ok:
+            tracker.logged_steps |= steps
 
     def _start_trial(self, number: int, flat_params: dict[str, str], key_params: dict[str, Any]) -> str | None:
         if not self._ensure_open():
@@ -657,6 +680,127 @@ class StudyTracker(_Tracker):
     def trial_tracker_args(self, run_id: str | None) -> dict[str, Any]:
         """Picklable arguments of ``TrialTracker(**args)`` for the trial's own process."""
         return {"run_id": run_id, "tracking_uri": self.tracking_uri}
+
+    # -- reconciling with the trial directories ----------------------------------------
+    def reconcile(self, trials: Sequence[Any], study_dir: str | os.PathLike[str], *, finished_only: bool = False,
+                  policy_model: bool = False, **trial_options: Any) -> None:
+        """Bring each trial's run in line with its directory and Optuna's state: log only what is missing.
+
+        ``trials``: Optuna's trials (``FrozenTrial``); ``study_dir``: where their
+        ``trial_<number>`` directories are. Per trial with a directory: the
+        steps of ``result.json`` the run lacks (each once), the checkpoints on
+        disk it lacks, and no checkpoint the trial dropped from disk (with
+        ``keep_checkpoints_num`` the best one stays); the run's end state from
+        Optuna's (RUNNING: an interrupted trial, KILLED); for a finished trial
+        ``params.json``, ``result.json`` and ``error.txt`` as on disk, and a
+        learning curve and (``policy_model``: a trainer's checkpoints) a policy
+        model where missing. A trial without run gets one. ``finished_only``:
+        leave RUNNING trials alone (a resume is about to continue them). A run
+        reconciled before with the same files and state is skipped (its
+        ``rltune.reconciled`` tag). ``trial_options``: as for :meth:`open_trial`.
+        """
+        trials = list(trials)
+        self._shared.run(lambda: self._reconcile(trials, Path(study_dir), finished_only, policy_model,
+                                                 dict(trial_options)))
+
+    def _reconcile(self, trials: list[Any], study_dir: Path, finished_only: bool, policy_model: bool,
+                   options: dict[str, Any]) -> None:
+        if not self._ensure_open():
+            return
+        for t in trials:
+            state = t.state.name
+            if state == "RUNNING" and not finished_only:
+                state = "INTERRUPTED"
+            trial_dir = study_dir / f"trial_{t.number:05d}"
+            if state not in RUN_STATUS or state == "RUNNING" or not trial_dir.is_dir():
+                continue
+            try:
+                self._reconcile_trial(t, state, trial_dir, policy_model, options)
+            except Exception as exc:  # noqa: BLE001 - e.g. an unreadable trial directory
+                self._shared.failures._failed("reconcile", f"the reconciliation of trial {t.number}", exc)
+
+    def _reconcile_trial(self, t: Any, state: str, trial_dir: Path, policy_model: bool,
+                         options: dict[str, Any]) -> None:
+        import hashlib
+
+        from rltune.orchestrator._reporter import RESULT_FILE, list_checkpoints
+
+        number = t.number
+        files = [trial_dir / name for name in ("params.json", RESULT_FILE, "error.txt")]  # as _runner writes them
+        results = _read_results(trial_dir / RESULT_FILE)
+        checkpoints = {path.name: (iteration, path) for iteration, path in list_checkpoints(trial_dir)}
+        finished = state != "INTERRUPTED"
+        digest = hashlib.sha1(json.dumps([
+            state, [(p.name, p.stat().st_size) for p in files if p.is_file()], sorted(checkpoints),
+            policy_model and finished]).encode()).hexdigest()
+        run_id = self.trial_runs.get(number)
+        if run_id is None:  # its "open" never reached the tracking
+            given = _read_json(trial_dir / "params.json")
+            config = {**(given.get("config") or {}), "seed": given.get("seed")}
+            run_id = self._start_trial(number, flatten_params(config), dict(given.get("params") or {}))
+            if run_id is None:
+                return
+        failures = sum(self._shared.failures.counts.values())
+        ok, run = self._attempt("reconcile", f"the run of trial {number}", lambda: self.client.get_run(run_id))
+        if not ok:
+            return
+        if run.data.tags.get(TAG_SYNCED) == digest and run.info.status == RUN_STATUS[state]:
+            return
+        tracker = self._trackers.get(number)
+        if tracker is None or tracker.run_id != run_id:
+            tracker = self._trackers[number] = TrialTracker(run_id, self.tracking_uri, _shared=self._shared,
+                                                            _label=f"trial {number}", **options)
+        ok, logged = tracker._logged("metrics", "the steps already logged", lambda: {
+            m.step for m in self.client.get_metric_history(run_id, STEP_KEY)})
+        if ok:
+            tracker.logged_steps |= logged
+            missing = [r for i, r in enumerate(results) if _step(r, i + 1) not in logged]
+            if missing:
+                tracker.log_results(missing)
+        self._reconcile_checkpoints(tracker, checkpoints, results)
+        if run.info.status != RUN_STATUS[state] or run.data.tags.get(TAG_STATE) != state:
+            self.end_trial(run_id, state, error=t.user_attrs.get("error") if state == "FAIL" else None)
+        if finished:
+            ok, listed = tracker._logged("files", "the list of the run's artifacts", lambda: {
+                a.path: a.file_size for a in self.client.list_artifacts(run_id)})
+            if ok:
+                changed = [p for p in files if p.is_file() and listed.get(p.name) != p.stat().st_size]
+                if changed:
+                    tracker.log_files(*changed)
+                if "plots" not in listed and results:
+                    tracker.log_learning_curve(results)
+                if policy_model and state != "FAIL" and "policy_model" not in listed and checkpoints:
+                    tracker.log_policy_model(str(max(checkpoints.values())[1]))
+        if sum(self._shared.failures.counts.values()) == failures:  # all done: skipped next time
+            self._attempt("reconcile", f"the reconciliation mark of trial {number}",
+                          lambda: self.client.set_tag(run_id, TAG_SYNCED, digest))
+
+    def _reconcile_checkpoints(self, tracker: "TrialTracker", on_disk: dict[str, tuple[int, Path]],
+                               results: list[dict[str, Any]]) -> None:
+        """Upload the checkpoints on disk that the run lacks; drop those the trial dropped but the best."""
+        ok, listed = tracker._logged("checkpoint", "the run's checkpoints", lambda: [
+            a.path.rsplit("/", 1)[-1] for a in self.client.list_artifacts(tracker.run_id, "checkpoints")])
+        if not ok:
+            return
+        scores = {point["iteration"]: point["metric"]
+                  for point in (_curve_point(r, _step(r, i + 1), tracker.metric) for i, r in enumerate(results))}
+
+        def score(name: str) -> float | None:
+            digits = name.rpartition("_")[2]
+            return scores.get(int(digits)) if digits.isdigit() else None
+
+        for name in sorted(set(on_disk) - set(listed)):
+            tracker._logged("checkpoint", f"checkpoint {name}", lambda: self.client.log_artifacts(
+                tracker.run_id, str(on_disk[name][1]), f"checkpoints/{name}"))
+        kept = sorted(set(on_disk) | set(listed))
+        tracker.checkpoints = [(name, score(name)) for name in kept]
+        dropped = [name for name in listed if name not in on_disk]
+        if dropped and tracker.keep_checkpoints_num:
+            scored = [(s, n) for n, s in tracker.checkpoints if s is not None and math.isfinite(s)]
+            best = (max(scored) if tracker.mode == "max" else min(scored))[1] if scored else None
+            for name in dropped:
+                if name != best:
+                    tracker._delete_checkpoint(name)
 
     # -- the parent run's summary -------------------------------------------------------
     def update_best(self, trial_number: int, value: float, params: Mapping[str, Any]) -> None:
@@ -854,6 +998,8 @@ class TrialTracker(_Tracker):
         self.mode = mode
         self.history: list[dict[str, Any]] = []  # per result: iteration, timesteps, metric, curriculum phase/task
         self.checkpoints: list[tuple[str, float | None]] = []  # uploaded (name, score), oldest first
+        self.logged_steps: set[int] = set()  # steps the run holds (loaded when a run is reopened)
+        self._history_steps: set[int] = set()
         self._prefix = f"{_label}: " if _label else ""
         self._last_task: Any = None
         self._artifact_repo: Any = None
@@ -874,7 +1020,8 @@ class TrialTracker(_Tracker):
         ``custom_metrics/pole_angle_mean``); bools are 0/1; NaN, infinities
         and non-numeric values are left out; a non-numeric ``curriculum_task``
         goes to the ``rltune.curriculum_task`` tag when it changes. More than
-        1000 metrics go in chunks of 1000 (MLflow's batch limit).
+        1000 metrics go in chunks of 1000 (MLflow's batch limit). A step the
+        run already holds (``logged_steps``) is not logged again.
         """
         self.log_results([result])
 
@@ -891,7 +1038,9 @@ class TrialTracker(_Tracker):
         rows: list[tuple[int, dict[str, float], str | None]] = []
         for result in results:
             step = _step(result, len(self.history) + 1)
-            self.history.append(_curve_point(result, step, self.metric))
+            if step not in self._history_steps:  # a step run again keeps its first point, as in MLflow
+                self._history_steps.add(step)
+                self.history.append(_curve_point(result, step, self.metric))
             task = result.get("curriculum_task")
             task_tag = None
             if task is not None and _number(task) is None and task != self._last_task:
@@ -902,7 +1051,17 @@ class TrialTracker(_Tracker):
         def log() -> None:
             from mlflow.entities import Metric, RunTag
 
-            entries = [Metric(key, value, now, step) for step, metrics, _ in rows for key, value in metrics.items()]
+            # a step once: MLflow would keep a second value of a step (a restarted trial, a replay)
+            fresh, steps = [], set()
+            for row in rows:
+                if row[0] not in self.logged_steps and row[0] not in steps:
+                    fresh.append(row)
+                    steps.add(row[0])
+            if not fresh:
+                return
+            # the step key last: a step whose STEP_KEY is stored is stored whole (chunks go in order)
+            entries = [Metric(key, metrics[key], now, step) for step, metrics, _ in fresh
+                       for key in sorted(metrics, key=lambda k: k == STEP_KEY)]
             # a changed task is a tag; of several in one call, the latest is the run's current task
             task_tags = [tag for _, _, tag in rows if tag is not None]
             tags = [RunTag("rltune.curriculum_task", task_tags[-1])] if task_tags else []
@@ -911,6 +1070,7 @@ class TrialTracker(_Tracker):
             for i in range(0, max(len(entries), 1), per_batch):
                 self.client.log_batch(self.run_id, metrics=entries[i:i + per_batch], tags=tags if i == 0 else [],
                                       synchronous=True)
+            self.logged_steps |= steps
 
         steps = [step for step, _, _ in rows]
         values = sum(len(metrics) for _, metrics, _ in rows)
@@ -1074,11 +1234,15 @@ class TrialTracker(_Tracker):
         return self._shared.run(save_and_upload)
 
 
-def _snapshot(directory: Path) -> Path:
-    """A copy of a directory next to it, hard-linked where possible (a checkpoint's files never change)."""
+def _snapshot(directory: Path, tag: str = "") -> Path:
+    """A copy of a directory next to it, hard-linked where possible (a checkpoint's files never change).
+
+    Named ``.<name>.mlflow-<tag>-<random>``: :func:`remove_staging` finds the copies a killed process left.
+    """
     import shutil
 
-    target = Path(tempfile.mkdtemp(prefix=f".{directory.name}.mlflow-", dir=directory.parent))
+    target = Path(tempfile.mkdtemp(prefix=f".{directory.name}{STAGING}{tag + '-' if tag else ''}",
+                                   dir=directory.parent))
 
     def link_or_copy(src: str, dst: str) -> None:
         try:
@@ -1090,11 +1254,17 @@ def _snapshot(directory: Path) -> Path:
     return target
 
 
-def _snapshot_files(files: list[Path]) -> tuple[Path, list[Path]]:
-    """Copies of files (which may grow, like result.json) in a new temporary directory, and that directory."""
+def _snapshot_files(files: list[Path], tag: str = "", directory: Path | None = None) -> tuple[Path, list[Path]]:
+    """Copies of files (which may grow, like result.json) in a new staging directory, and that directory.
+
+    ``directory``: where the staging directory goes (``.files.mlflow-<tag>-<random>``; default: the temp dir).
+    """
     import shutil
 
-    staging = Path(tempfile.mkdtemp(prefix="rltune_files_"))
+    if directory is None:
+        staging = Path(tempfile.mkdtemp(prefix="rltune_files_"))
+    else:
+        staging = Path(tempfile.mkdtemp(prefix=f".files{STAGING}{tag + '-' if tag else ''}", dir=directory))
     copies = []
     for i, path in enumerate(files):
         (staging / str(i)).mkdir()
@@ -1106,6 +1276,50 @@ def _remove(path: Path) -> None:
     import shutil
 
     shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_staging(study_dir: str | os.PathLike[str], *, tag: str | None = None, keep_tag: str | None = None) -> int:
+    """Remove the upload copies in a study's trial directories; how many.
+
+    ``tag``: only those of one tracking session (after its close); ``keep_tag``:
+    all but those of the running session (at its start: what killed ones left).
+    """
+    removed = 0
+    for path in Path(study_dir).glob(f"trial_*/.*{STAGING}*"):
+        name = path.name
+        if tag is not None and f"{STAGING}{tag}-" not in name:
+            continue
+        if keep_tag is not None and f"{STAGING}{keep_tag}-" in name:
+            continue
+        if path.is_dir():
+            _remove(path)
+            removed += 1
+    return removed
+
+
+def _read_results(path: Path) -> list[dict[str, Any]]:
+    """The results in a ``result.json`` (one JSON object a line), each step once (the latest line of it)."""
+    by_step: dict[int, dict[str, Any]] = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    for i, line in enumerate(lines):
+        try:
+            result = json.loads(line)
+        except ValueError:  # a line cut by a kill
+            continue
+        if isinstance(result, dict):
+            by_step[_step(result, i + 1)] = result
+    return [by_step[step] for step in sorted(by_step)]
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _step(result: Mapping[str, Any], default: int) -> int:

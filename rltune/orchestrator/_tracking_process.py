@@ -25,6 +25,15 @@ to the orchestrator's log; MLflow's own output goes to ``tracking.log`` in
 the study directory. ``close`` waits for the queue (at most
 ``drain_timeout_s``) and returns what was not recorded. If the tracking
 process dies, the study goes on and reports what was not recorded.
+
+Kills: with ``study_dir`` (a study of one orchestrator), the tracking
+process is one per study at a time (a lock file; a new one waits for the
+one a killed orchestrator left to finish its queue, or exits if its own
+orchestrator dies meanwhile), removes the upload copies killed sessions
+left, and ``reconcile`` (at the start of a resume and at the end of every
+run) brings every trial's run in line with its directory and Optuna's state
+(``StudyTracker.reconcile``): whatever a kill lost from the queue, a later
+run records. The queue itself stays in memory, off the study's hot path.
 """
 
 from __future__ import annotations
@@ -38,12 +47,13 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import deque
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Mapping
 
-from rltune.orchestrator._tracking import _Failures, _remove, _snapshot, _snapshot_files
+from rltune.orchestrator._tracking import _Failures, _remove, _snapshot, _snapshot_files, remove_staging
 
 logger = logging.getLogger("rltune.orchestrator._tracking")
 
@@ -53,6 +63,8 @@ logger = logging.getLogger("rltune.orchestrator._tracking")
 # the first trials of a 2-core machine by seconds.
 NICE = 19
 PARENT_WAIT_S = 60.0  # a worker joining a shared study waits this long for the creator's parent run
+LOCK_FILE = ".tracking.lock"  # in the study directory: held by the study's tracking process
+LOCK_WAIT_S = 300.0  # a tracking process waits this long for the one a killed orchestrator left to finish
 
 
 class TrialHandle:
@@ -69,7 +81,8 @@ class TrialHandle:
     def log_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Upload a checkpoint directory as ``checkpoints/<name>`` (hard-linked copy taken now)."""
         path = Path(path)
-        copy = self._owner._copy(f"checkpoint {path.name} of trial {self.number}", lambda: _snapshot(path))
+        copy = self._owner._copy(f"checkpoint {path.name} of trial {self.number}",
+                                 lambda: _snapshot(path, self._owner.staging_tag))
         if copy is not None:
             self._owner._post("checkpoint", self.number, str(copy), path.name)
 
@@ -78,7 +91,8 @@ class TrialHandle:
         files = [Path(p) for p in paths if Path(p).is_file()]
         if not files:
             return
-        copied = self._owner._copy(f"the files of trial {self.number}", lambda: _snapshot_files(files))
+        copied = self._owner._copy(f"the files of trial {self.number}",
+                                   lambda: _snapshot_files(files, self._owner.staging_tag, files[0].parent))
         if copied is not None:
             staging, copies = copied
             self._owner._post("files", self.number, str(staging), [str(c) for c in copies])
@@ -90,7 +104,8 @@ class TrialHandle:
     def log_policy_model(self, checkpoint: str | os.PathLike[str]) -> None:
         """The policy of ``checkpoint`` as an MLflow pyfunc model (exported in the tracking process)."""
         path = Path(checkpoint)
-        copy = self._owner._copy(f"the policy model of trial {self.number}", lambda: _snapshot(path))
+        copy = self._owner._copy(f"the policy model of trial {self.number}",
+                                 lambda: _snapshot(path, self._owner.staging_tag))
         if copy is not None:
             self._owner._post("model", self.number, str(copy))
 
@@ -106,6 +121,11 @@ class TrackingProcess:
     the parent run (see ``StudyTracker``'s ``parent_wait_s``).
     ``plot_interval_s``: while the study runs, Optuna's plots are redrawn at
     most this often, the first time this long after the start.
+    ``study_dir``: the study's directory when this orchestrator is the
+    study's only one (not a worker of a shared study): one tracking process
+    at a time, leftovers of killed ones removed, :meth:`reconcile` enabled.
+    ``trial_options``: ``keep_checkpoints_num``, ``metric``, ``mode`` for
+    reconciled trials (as ``open_trial`` takes them).
     """
 
     def __init__(
@@ -122,6 +142,8 @@ class TrackingProcess:
         drain_timeout_s: float = 300.0,
         defaults_of: Any = None,
         create_parent: bool = True,
+        study_dir: str | os.PathLike[str] | None = None,
+        trial_options: Mapping[str, Any] | None = None,
     ) -> None:
         import cloudpickle
 
@@ -131,6 +153,8 @@ class TrackingProcess:
         self.study_name = study_name
         self.plot_interval_s = plot_interval_s
         self.drain_timeout_s = drain_timeout_s
+        self.study_dir = Path(study_dir) if study_dir is not None else None
+        self.staging_tag = uuid.uuid4().hex[:8]  # in the names of this session's upload copies
         self._failures = _Failures(f"study {study_name!r}")  # what was not recorded, here and there
         self._lost: str | None = None  # why the process is gone, once it is
         self._last_plots = time.monotonic()
@@ -162,6 +186,10 @@ class TrackingProcess:
             "study_params": dict(study_params or {}),
             "defaults_of": cloudpickle.dumps(defaults_of) if defaults_of is not None else None,
             "create_parent": create_parent,
+            "study_dir": str(self.study_dir) if self.study_dir is not None else None,
+            "staging_tag": self.staging_tag,
+            "trial_options": dict(trial_options or {}),
+            "policy_model": defaults_of is not None,
         }
         self._post("init", init)
 
@@ -273,6 +301,21 @@ class TrackingProcess:
             return
         self._post("plots", trials, directions)
 
+    def reconcile(self, study: Any, *, finished_only: bool = False) -> None:
+        """Bring every trial's run in line with its directory and Optuna's state (only with ``study_dir``).
+
+        See ``StudyTracker.reconcile``; ``finished_only`` at the start of a
+        resume (its interrupted trials are about to be continued).
+        """
+        if self.study_dir is None:
+            return
+        try:
+            trials = study.get_trials(deepcopy=True)
+        except Exception as exc:  # noqa: BLE001 - an unreadable study storage
+            self._record("reconcile", f"the study's trials (to reconcile): {exc!r}")
+            return
+        self._post("reconcile", trials, finished_only)
+
     def close(self, *, interrupted: bool = False) -> None:
         """End the parent run (KILLED when interrupted), wait for the queue (at most ``drain_timeout_s``).
 
@@ -303,6 +346,8 @@ class TrackingProcess:
                 break
             self._handle_reply(message)
         self._stop_process(wait=closed)
+        if self.study_dir is not None:
+            remove_staging(self.study_dir, tag=self.staging_tag)  # copies of calls it never made
         summary = self.summary()
         if summary:
             logger.warning("%s", summary)
@@ -379,16 +424,66 @@ def tracking_entry(fd: int) -> None:
         os._exit(1)
     sys.path[:] = init["sys_path"]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    received: list[bytes] = []
+    lock = None
+    study_dir = Path(init["study_dir"]) if init.get("study_dir") else None
+    if study_dir is not None:
+        lock, alive = _take_lock(study_dir, conn, received)
+        if not alive:  # the orchestrator died while an earlier tracking process ran: a resume reconciles
+            os._exit(0)
+        remove_staging(study_dir, keep_tag=init["staging_tag"])
     logging.getLogger("rltune").addHandler(_Forward(conn))
     from rltune.orchestrator._tracking import StudyTracker
 
     tracker = StudyTracker(init["tracking_uri"], init["results_dir"], init["study_name"], init["sampler_name"],
                            init["pruner_name"], study_params=init["study_params"] or None,
                            parent_wait_s=0.0 if init.get("create_parent", True) else PARENT_WAIT_S)
-    code = _Server(conn, tracker, init.get("defaults_of")).serve()
+    server = _Server(conn, tracker, init.get("defaults_of"), study_dir=study_dir,
+                     trial_options=init.get("trial_options"), policy_model=bool(init.get("policy_model")))
+    for data in received:
+        server._unpickle(data)
+    code = server.serve()
+    if lock is not None:
+        lock.close()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _take_lock(study_dir: Path, conn: Connection, received: list[bytes]) -> tuple[Any, bool]:
+    """The study's tracking lock (the open lock file, or None), and whether the orchestrator is still there.
+
+    While a tracking process of a killed orchestrator finishes its queue,
+    this one waits (at most ``LOCK_WAIT_S``), keeping the messages that
+    arrive in ``received``: two processes logging one trial would log its
+    steps twice. The lock goes with the process (``flock``).
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        return None, True
+    study_dir.mkdir(parents=True, exist_ok=True)
+    lock = open(study_dir / LOCK_FILE, "a")
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock, True
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            logging.getLogger("rltune.orchestrator._tracking").warning(
+                "MLflow tracking: an earlier tracking process of this study still runs after %.0f s; "
+                "going on beside it", LOCK_WAIT_S)
+            return lock, True
+        try:
+            if conn.poll(0.2):
+                for _ in range(1000):  # then the lock again, however fast messages come
+                    received.append(conn.recv_bytes())
+                    if not conn.poll():
+                        break
+        except (EOFError, OSError):
+            return lock, False
 
 
 def _warm_up() -> None:
@@ -412,9 +507,14 @@ def _warm_up() -> None:
 class _Server:
     """The tracking process's loop: messages in order per trial, queued results batched."""
 
-    def __init__(self, conn: Connection, tracker: Any, defaults_of: bytes | None = None) -> None:
+    def __init__(self, conn: Connection, tracker: Any, defaults_of: bytes | None = None, *,
+                 study_dir: Path | None = None, trial_options: Mapping[str, Any] | None = None,
+                 policy_model: bool = False) -> None:
         self.conn = conn
         self.tracker = tracker
+        self.study_dir = study_dir
+        self.trial_options = dict(trial_options or {})
+        self.policy_model = policy_model
         self._defaults_of = defaults_of
         self._defaults: dict[str, Any] | None = None
         self.trials: dict[int, Any] = {}
@@ -533,6 +633,10 @@ class _Server:
             self.tracker.end_trial(self.trials.get(number), state, reason=reason, error=error)
         elif kind == "best":
             self.tracker.update_best(message[1], message[2], message[3])
+        elif kind == "reconcile":
+            if self.study_dir is not None:
+                self.tracker.reconcile(message[1], self.study_dir, finished_only=bool(message[2]),
+                                       policy_model=self.policy_model, **self.trial_options)
         elif kind == "plots":
             if any(m[0] == "plots" for m in self.pending):
                 return  # a newer copy of the trials is queued: draw that one
