@@ -11,7 +11,9 @@ import re
 import types
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 NAME_MAX_LENGTH = 128
 MAX_SEED = 2**31 - 1  # numpy's legacy RandomState (Optuna's samplers) takes < 2**32; a study adds the trial number
@@ -92,3 +94,26 @@ def _wants_number(annotation: Any) -> bool:
         args = typing.get_args(annotation)
         return bool not in args and any(a in (int, float) for a in args)
     return False
+
+
+class UserInput(BaseModel):
+    """Base of every pydantic model that reads user input (configs, study and train files, curricula).
+
+    Unknown keys are errors, numbers must be finite (``lr: .inf``, JSON's
+    ``Infinity``), and a bool is never a number (``num_samples: true`` would
+    be 1). Models whose strings become paths or names set ``refuse_nul``.
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    refuse_nul: ClassVar[bool] = False
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _plain_values(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name) if info.field_name else None
+        if field is not None and bool_for_number(field.annotation, value):
+            raise ValueError(f"a bool is not a number here (got {value!r})")
+        problem = nul_problem(value) if cls.refuse_nul else None
+        if problem:
+            raise ValueError(problem)
+        return value

@@ -20,9 +20,9 @@ import math
 from typing import Any, Optional
 
 import gymnasium as gym
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from rltune._validation import bool_for_number
+from rltune._validation import UserInput
 from rltune.callbacks._callbacks import DefaultCallbacks
 from rltune.errors import ConfigError
 
@@ -52,16 +52,9 @@ def is_task_settable(env: Any) -> bool:
     return task_env(env) is not None
 
 
-class _Strict(BaseModel):
+class _Strict(UserInput):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # threshold: .inf is refused
 
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        field = cls.model_fields.get(info.field_name) if info.field_name else None
-        if field is not None and bool_for_number(field.annotation, value):
-            raise ValueError("a bool is not a number here")
-        return value
 
 
 class PhaseConfig(_Strict):

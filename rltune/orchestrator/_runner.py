@@ -762,7 +762,7 @@ class StudyRunner:
         seed = previous["seed"] if isinstance(previous.get("seed"), int) else self._seed(number, config)
         trial_dir = self.study_dir / f"trial_{number:05d}"
         trial_dir.mkdir(parents=True, exist_ok=True)
-        if resumed is None:
+        if resumed is None or "trial_dir" not in resumed.user_attrs:  # new, or asked just before a kill
             trial.set_user_attr("config", json_safe(config))
             trial.set_user_attr("seed", seed)
             trial.set_user_attr("trial_dir", str(trial_dir))

@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationError
 
 from rltune._imports import import_object
-from rltune._validation import MAX_SEED, MAX_TRIALS, bool_for_number, name_problem, nul_problem, results_dir_problem, safe_name
+from rltune._validation import MAX_SEED, MAX_TRIALS, UserInput, name_problem, results_dir_problem, safe_name
 from rltune.errors import ConfigError
 from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs, without_paths
 from rltune.orchestrator._stop import StopCriteria
@@ -63,10 +63,11 @@ _ALIASES = {"bayesopt": "gp", "bayesian": "gp", "cma": "cmaes", "cma-es": "cmaes
             "successivehalving": "successive_halving", "nop": "none", "fifo": "none"}
 
 
-class StudySpec(BaseModel):
+class StudySpec(UserInput):
     """Every field of a study; None means not given (the default applies)."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, allow_inf_nan=False)
+    refuse_nul = True
 
     name: Optional[str] = Field(None, description="Study name: its directory under results_dir and its name in storage.")
     run: Any = Field(..., description="Trainer name (PPO, DQN), Trainer class, function fn(config, reporter), or 'pkg.module:Name'.")
@@ -107,16 +108,6 @@ class StudySpec(BaseModel):
     seed: Optional[int] = Field(None, ge=0, le=MAX_SEED - MAX_TRIALS,
                                 description="Base seed: the sampler's, and trial n gets seed + n (default 0).")
 
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_for_numbers_nor_nul(cls, value: Any, info: ValidationInfo) -> Any:
-        field = cls.model_fields.get(info.field_name) if info.field_name else None
-        if field is not None and bool_for_number(field.annotation, value):
-            raise ValueError(f"a bool is not a number here (got {value!r})")
-        problem = nul_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
 
 FIELDS = list(StudySpec.model_fields)

@@ -23,17 +23,17 @@ from pathlib import Path
 from typing import Any, Optional
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import Field, ValidationError, field_validator
 
-from rltune._validation import bool_for_number, name_problem, nul_problem, results_dir_problem
+from rltune._validation import UserInput, name_problem, results_dir_problem
 from rltune.errors import ConfigError
 from rltune.orchestrator._yaml_files import line_of, read_mapping
 
 
-class TrainSpec(BaseModel):
+class TrainSpec(UserInput):
     """The fields of one ``rltune train`` trial, from flags and/or a train file; None means not given."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    refuse_nul = True
 
     name: Optional[str] = Field(None, description="Trial directory name; default RUN_ENV_timestamp.")
     run: Optional[str] = Field(None, description="Algorithm name (PPO, DQN) or 'pkg.module:TrainerClass'.")
@@ -47,16 +47,6 @@ class TrainSpec(BaseModel):
         None, description="Curriculum phases (goes to config['curriculum']; see rltune.callbacks.CurriculumCallback)."
     )
 
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_for_numbers_nor_nul(cls, value: Any, info: ValidationInfo) -> Any:
-        field = cls.model_fields.get(info.field_name) if info.field_name else None
-        if field is not None and bool_for_number(field.annotation, value):
-            raise ValueError(f"a bool is not a number here (got {value!r})")
-        problem = nul_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
     @field_validator("name")
     @classmethod

@@ -13,13 +13,13 @@ from typing import Any, Literal, Optional
 
 import numpy as np
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from rltune._validation import MAX_SEED, bool_for_number
+from rltune._validation import MAX_SEED, UserInput
 from rltune.errors import ConfigError
 
 
-class _Strict(BaseModel):
+class _Strict(UserInput):
     """Base of every config model: unknown keys are errors, aliases (``lambda``) accepted.
 
     Numbers must be finite (``lr: .inf`` and ``Infinity`` in JSON are
@@ -28,13 +28,6 @@ class _Strict(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, arbitrary_types_allowed=True, allow_inf_nan=False)
 
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        field = cls.model_fields.get(info.field_name) if info.field_name else None
-        if field is not None and bool_for_number(field.annotation, value):
-            raise ValueError("a bool is not a number here")
-        return value
 
 
 class ModelConfig(_Strict):

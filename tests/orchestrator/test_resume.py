@@ -175,3 +175,19 @@ def test_resume_completes_a_trial_that_met_its_stop_before_the_kill_without_trai
     assert _iterations(trial_dir) == [1, 2, 3]  # not one iteration more
     assert (trial_dir / "starts.txt").read_text().split() == ["0"]  # never started again
     assert "trial 0 COMPLETE after 3 iterations score=3 (score = 3 >= 3, met before the study was interrupted)" in out
+
+
+def test_resume_prepares_a_trial_taken_from_the_queue_just_before_a_kill(study_file):
+    """Killed between Optuna's ask() and the trial's set-up: resume writes its params.json and trial_dir then."""
+    proc = _start(study_file)
+    _wait_for_results(study_file.parent / "results" / "resumable" / "trial_00000", 2)
+    proc.kill()
+    proc.communicate(timeout=30)
+    study, _ = load_study(study_file.parent / "results" / "resumable")
+    waiting = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.WAITING]
+    assert waiting, "the grid should still have queued points"
+    taken = study.ask()  # the state a kill right after ask() leaves: RUNNING, no rltune attributes yet
+    assert "trial_dir" not in study.get_trials()[taken.number].user_attrs
+    study = _check_resumed_study(study_file)
+    trial = study.get_trials()[taken.number]
+    assert (Path(trial.user_attrs["trial_dir"]) / "params.json").exists()
