@@ -69,8 +69,8 @@ class RltuneSide:
     def round(self) -> dict[str, float]:
         sample_s, sample = timed(lambda: self.trainer.workers.sample(256))
         batch = sample.batches["default_policy"]
-        learn_s, _ = timed(lambda: self.trainer._learn(batch))
-        return {"sample": sample_s, "learn": learn_s, "arithmetic": kernel_seconds(lambda: self.trainer._learn(batch))}
+        learn_s, _ = timed(lambda: self.trainer.get_learner().update(batch, timestep=self.trainer.timesteps_total))
+        return {"sample": sample_s, "learn": learn_s, "arithmetic": kernel_seconds(lambda: self.trainer.get_learner().update(batch, timestep=self.trainer.timesteps_total))}
 
     def close(self) -> None:
         self.trainer.stop()

@@ -15,7 +15,6 @@ take gradient steps on minibatches of ``train_batch_size`` transitions::
 
 from __future__ import annotations
 
-import copy
 import logging
 from typing import Any, Callable, Literal, Optional
 
@@ -25,13 +24,12 @@ import torch
 from pydantic import Field
 from torch.nn import functional as F
 
-from rltune.trainers._config import TrainerConfig, _Strict, schedule_value
-from rltune.trainers._flat_params import FlatParameters
-from rltune.trainers._models import QModel, make_adam
-from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
+from rltune.trainers._algorithm import OffPolicyAlgorithm, OffPolicyLearner
+from rltune.trainers._config import TrainerConfig, _Strict
+from rltune.trainers._models import QModel
+from rltune.trainers._policy import Policy
 from rltune.trainers._postprocessing import compute_n_step
-from rltune.trainers._replay_buffer import ReplayBuffer
-from rltune.trainers._sgd_step import make_sgd_step
+from rltune.trainers._sgd_step import LossFn
 from rltune.trainers._sample_batch import (
     ACTIONS,
     NEW_OBS,
@@ -40,10 +38,11 @@ from rltune.trainers._sample_batch import (
     TERMINATEDS,
     TRUNCATEDS,
     SampleBatch,
+    batch_size,
     flatten_time_major,
 )
 from rltune.trainers._spaces import check_action_space
-from rltune.trainers._trainer import StepOutcome, Trainer
+from rltune.trainers._trainer import Trainer
 
 logger = logging.getLogger(__name__)
 
@@ -144,109 +143,34 @@ class DQNPolicy(Policy):
         return flatten_time_major(batch)
 
 
-MAX_STEPS_PER_DRAW = 32  # gradient steps whose minibatches are drawn (and targets computed) together
+class DQNLearner(OffPolicyLearner):
+    """DQN's learner: TD loss against the target network, one gradient step per ``train_batch_size`` rows."""
 
-
-class DQN(Trainer):
-    """Deep Q-Network for Discrete action spaces."""
-
-    name = "DQN"
-    config_class = DQNConfig
-    policy_class = DQNPolicy
     cfg: DQNConfig
 
-    def setup(self) -> None:
-        policy = self.get_policy()
-        self.target_model = copy.deepcopy(policy.model)
-        self.target_model.requires_grad_(False)
-        self.flat_params = FlatParameters(policy.model)
-        self.optimizer = make_adam([self.flat_params.param], lr=self.cfg.lr)
-        if self.cfg.double_q:
-            self.sgd_step = make_sgd_step(
-                self.cfg, policy.model, self.flat_params, self.optimizer, self._double_q_loss,
-                frozen_modules={"target_fn": self.target_model},
-            )
-        else:
-            self.sgd_step = make_sgd_step(self.cfg, policy.model, self.flat_params, self.optimizer, self._loss)
-        self.buffer = ReplayBuffer(self.cfg.replay_buffer_config.capacity)
-        self.last_target_update = 0
-        self.num_target_updates = 0
-        self.num_grad_steps = 0
-        self._grad_step_debt = 0.0
+    def loss_function(self) -> LossFn:
+        return self._double_q_loss if self.cfg.double_q else self.loss
 
-    def training_step(self) -> StepOutcome:
-        cfg = self.cfg
-        outcome = StepOutcome()
-        stats: dict[str, float] = {}
-        while True:
-            sample = self.workers.sample(1)
-            outcome.env_steps += sample.env_steps
-            outcome.episodes.extend(sample.episodes)
-            self.buffer.add(sample.batches[DEFAULT_POLICY_ID])
-            sampled = self.timesteps_total + outcome.env_steps
-            if sampled >= cfg.learning_starts and len(self.buffer) > 0:
-                if sampled - self.last_target_update >= cfg.target_network_update_freq:
-                    self.target_model.load_state_dict(self.get_policy().model.state_dict())
-                    self.last_target_update = sampled
-                    self.num_target_updates += 1
-                num_steps = self._grad_steps_for(sample.env_steps)
-                if num_steps:
-                    lr = schedule_value(cfg.lr_schedule, cfg.lr, sampled)
-                    for group in self.optimizer.param_groups:
-                        group["lr"] = lr
-                    stats = dict(self._updates(num_steps), cur_lr=lr)
-                    self.get_policy().weights_changed()
-            self.workers.sync_weights({"timestep": sampled})
-            if outcome.env_steps >= cfg.min_sample_timesteps_per_iteration:
-                break
-        stats.update(
-            {
-                "cur_epsilon": self.get_policy().epsilon,  # type: ignore[attr-defined]
-                "num_grad_steps": self.num_grad_steps,
-                "num_target_updates": self.num_target_updates,
-                "replay_buffer_size": len(self.buffer),
-            }
-        )
-        return StepOutcome(outcome.env_steps, outcome.episodes, {DEFAULT_POLICY_ID: stats})
+    def frozen_modules(self) -> Optional[dict[str, Any]]:
+        return super().frozen_modules() if self.cfg.double_q else None  # without double Q the targets come precomputed
 
-    def _grad_steps_for(self, sampled_steps: int) -> int:
-        if self.cfg.training_intensity is None:
-            return 1
-        # Carry the fractional part over, so the long-run ratio is exact.
-        self._grad_step_debt += self.cfg.training_intensity * sampled_steps / self.cfg.train_batch_size
-        steps = int(self._grad_step_debt)
-        self._grad_step_debt -= steps
-        return steps
+    def update(self, batch: SampleBatch, *, timestep: int = 0) -> dict[str, float]:
+        """One gradient step per ``train_batch_size`` rows of ``batch`` (a replay draw); stats of the last one.
 
-    def _updates(self, num_steps: int) -> dict[str, float]:
-        """``num_steps`` gradient steps, each on its own replay minibatch; stats of the last one.
-
-        The target network is fixed between syncs, so the steps of one round
-        share work that does not depend on the online network: their
-        minibatches are drawn together (uniform, with replacement, as one at
-        a time) and, without double Q, their TD targets come from one
-        forward pass of the target network. At most
-        :data:`MAX_STEPS_PER_DRAW` steps share a draw, which bounds the memory
-        of large observations.
+        Without double Q the TD targets of all the steps come from one forward
+        pass of the target network (fixed between syncs).
         """
-        stats: dict[str, float] = {}
-        for start in range(0, num_steps, MAX_STEPS_PER_DRAW):
-            stats = self._update_draw(min(MAX_STEPS_PER_DRAW, num_steps - start))
-        return stats
-
-    def _update_draw(self, num_steps: int) -> dict[str, float]:
-        cfg = self.cfg
-        policy = self.get_policy()
-        device = policy.device
-        size = cfg.train_batch_size
-        batch = self.buffer.sample(num_steps * size, self.rng)
+        lr = self.apply_lr(timestep)
+        device = self.policy.device
+        size = self.cfg.train_batch_size
+        num_steps = batch_size(batch) // size
         obs = torch.from_numpy(batch[OBS]).to(device)
         actions = torch.from_numpy(batch[ACTIONS]).to(device).unsqueeze(1)
         rewards = torch.from_numpy(batch[REWARDS]).to(device)
         new_obs = torch.from_numpy(batch[NEW_OBS]).to(device)
         not_terminated = torch.from_numpy(~batch[TERMINATEDS]).to(device).float()
         discounts = torch.from_numpy(batch[DISCOUNTS]).to(device)
-        if cfg.double_q:
+        if self.cfg.double_q:
             columns = (obs, actions, rewards, discounts, not_terminated, new_obs)
         else:
             with torch.no_grad():
@@ -258,11 +182,11 @@ class DQN(Trainer):
             stats, _ = self.sgd_step(*(c[rows] for c in columns), with_stats=i == num_steps - 1)
             if stats is not None:
                 last_stats = stats
-            self.num_grad_steps += 1
-        total_loss, mean_q, mean_td_error = last_stats.tolist()  # one device sync per round, for the last step's stats
-        return {"total_loss": total_loss, "mean_q": mean_q, "mean_td_error": mean_td_error}
+        self.policy.weights_changed()
+        total_loss, mean_q, mean_td_error = last_stats.tolist()  # one device sync per draw, for the last step's stats
+        return {"total_loss": total_loss, "mean_q": mean_q, "mean_td_error": mean_td_error, "cur_lr": lr}
 
-    def _loss(
+    def loss(  # type: ignore[override]
         self,
         model_fn: Callable[[torch.Tensor], torch.Tensor],
         obs: torch.Tensor,
@@ -302,56 +226,30 @@ class DQN(Trainer):
         with torch.no_grad():
             return loss, torch.stack([loss, q.mean(), (q - targets).abs().mean()]).detach()
 
-    def get_algorithm_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        values = {
-            "last_target_update": self.last_target_update,
-            "num_target_updates": self.num_target_updates,
-            "num_grad_steps": self.num_grad_steps,
-            "grad_step_debt": self._grad_step_debt,
-        }
-        return values, {"optimizer": self.optimizer.state_dict(), "target_model": self.target_model.state_dict()}
 
-    def set_algorithm_state(self, values: dict[str, Any], tensors: dict[str, Any]) -> None:
-        self.last_target_update = int(values.get("last_target_update", 0))
-        self.num_target_updates = int(values.get("num_target_updates", 0))
-        self.num_grad_steps = int(values.get("num_grad_steps", 0))
-        self._grad_step_debt = float(values.get("grad_step_debt", 0.0))
-        if "optimizer" in tensors:
-            self.flat_params.load_optimizer_state(self.optimizer, tensors["optimizer"])
-        if "target_model" in tensors:
-            self.target_model.load_state_dict(tensors["target_model"])
+class DQNAlgorithm(OffPolicyAlgorithm):
+    """DQN over policies by id: n-step postprocessing (:class:`DQNPolicy`), replay, target sync, :class:`DQNLearner`."""
 
-    def checkpoint_array_names(self) -> list[str]:
-        return ["replay_buffer"] if self.cfg.store_buffer_in_checkpoints else []
+    policy_class = DQNPolicy
+    learner_class = DQNLearner
 
-    def get_checkpoint_arrays(self) -> dict[str, dict[str, np.ndarray]]:
-        return {"replay_buffer": self.buffer.get_state()} if self.cfg.store_buffer_in_checkpoints else {}
+    def round_stats(self, policy_id: str) -> dict[str, float]:
+        return {"cur_epsilon": self.policies[policy_id].epsilon, **super().round_stats(policy_id)}  # type: ignore[attr-defined]
 
-    def set_checkpoint_arrays(self, arrays: dict[str, dict[str, np.ndarray] | None]) -> None:
-        state = arrays.get("replay_buffer")
-        if state is None:
-            return
-        self._check_buffer_state(state)
-        buffer = ReplayBuffer(self.cfg.replay_buffer_config.capacity)
-        buffer.set_state(state)
-        self.buffer = buffer  # swapped in whole, after the checks: a failure leaves the old buffer
+    def buffer_columns(self, policy_id: str) -> dict[str, tuple[int, ...]]:
+        policy = self.policies[policy_id]
+        size = (policy.preprocessor.size,)
+        return {OBS: size, NEW_OBS: size, ACTIONS: policy.action_shape, REWARDS: (), TERMINATEDS: (), DISCOUNTS: ()}
 
-    def _check_buffer_state(self, state: dict[str, np.ndarray]) -> None:
-        """ValueError naming the column when saved replay rows could not train this DQN."""
-        if not state:
-            return  # saved while empty
-        policy = self.get_policy()
-        row_shapes = {OBS: (policy.preprocessor.size,), NEW_OBS: (policy.preprocessor.size,),
-                      ACTIONS: policy.action_shape, REWARDS: (), TERMINATEDS: (), DISCOUNTS: ()}
-        missing = sorted(set(row_shapes) - set(state))
-        if missing:
-            raise ValueError(f"replay_buffer.npz lacks the columns {missing}")
-        rows = {key: len(state[key]) for key in row_shapes}
-        if len(set(rows.values())) > 1:
-            raise ValueError(f"replay_buffer.npz columns have different numbers of rows: {rows}")
-        for key, shape in row_shapes.items():
-            if state[key].shape[1:] != shape:
-                raise ValueError(f"replay_buffer.npz column {key!r} has rows of shape {state[key].shape[1:]}, not {shape}")
+
+class DQN(Trainer):
+    """Deep Q-Network for Discrete action spaces."""
+
+    name = "DQN"
+    config_class = DQNConfig
+    policy_class = DQNPolicy
+    algorithm_class = DQNAlgorithm
+    cfg: DQNConfig
 
 
 def _half_mse(q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -24,11 +24,11 @@ from pydantic import Field, field_validator
 
 from rltune.trainers._config import TrainerConfig, _check_schedule, schedule_value
 from rltune.trainers._distributions import Categorical, DiagGaussian, log_softmax, sample_categorical, sample_diag_gaussian
-from rltune.trainers._flat_params import FlatParameters
-from rltune.trainers._models import ActorCriticModel, make_adam
-from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
+from rltune.trainers._algorithm import OnPolicyAlgorithm
+from rltune.trainers._learner import Learner
+from rltune.trainers._models import ActorCriticModel
+from rltune.trainers._policy import Policy
 from rltune.trainers._postprocessing import compute_gae
-from rltune.trainers._sgd_step import make_sgd_step
 from rltune.trainers._sample_batch import (
     ACTION_LOGP,
     ACTIONS,
@@ -45,7 +45,7 @@ from rltune.trainers._sample_batch import (
     flatten_time_major,
 )
 from rltune.trainers._spaces import check_action_space
-from rltune.trainers._trainer import StepOutcome, Trainer
+from rltune.trainers._trainer import Trainer
 
 logger = logging.getLogger(__name__)
 
@@ -154,52 +154,21 @@ def explained_variance(targets: np.ndarray, predictions: np.ndarray) -> float:
     return float("nan") if var == 0 else 1.0 - float(np.var(targets - predictions)) / var
 
 
-class PPO(Trainer):
-    """Proximal Policy Optimization for Discrete and Box action spaces."""
+class PPOLearner(Learner):
+    """PPO's learner: the clipped-surrogate loss, minibatch SGD epochs and the adaptive ``kl_coeff``."""
 
-    name = "PPO"
-    config_class = PPOConfig
-    policy_class = PPOPolicy
+    adam_eps = 1e-5
     cfg: PPOConfig
+    policy: PPOPolicy
 
-    @classmethod
-    def check_config(cls, cfg: TrainerConfig) -> list[str]:
-        problems = super().check_config(cfg)
-        assert isinstance(cfg, PPOConfig)
-        if cfg.sgd_minibatch_size > cfg.train_batch_size:
-            problems.append(
-                f"sgd_minibatch_size ({cfg.sgd_minibatch_size}) must be <= train_batch_size ({cfg.train_batch_size})"
-            )
-        if cfg.use_gae and not cfg.use_critic:
-            problems.append("use_gae: True needs use_critic: True (GAE bootstraps from the value function)")
-        return problems
+    def __init__(self, policy: Policy, cfg: TrainerConfig, rng: np.random.Generator) -> None:
+        self.kl_coeff = cfg.kl_coeff  # type: ignore[attr-defined]
+        super().__init__(policy, cfg, rng)
 
-    def setup(self) -> None:
-        policy = self.get_policy()
-        self.flat_params = FlatParameters(policy.model)
-        self.optimizer = make_adam([self.flat_params.param], lr=self.cfg.lr, eps=1e-5)
-        self._distribution = policy.distribution  # type: ignore[attr-defined]
-        self.sgd_step = make_sgd_step(
-            self.cfg, policy.model, self.flat_params, self.optimizer, self._loss,
-            trace_key=lambda: (self._learn_entropy, self._learn_kl),  # the loss's terms
-        )
-        self.kl_coeff = self.cfg.kl_coeff
-        round_steps = self.workers.steps_per_round()
-        if self.cfg.train_batch_size % round_steps:
-            rounds = -(-self.cfg.train_batch_size // round_steps)
-            logger.warning(
-                "train_batch_size=%d is not a multiple of num_workers x num_envs_per_worker x "
-                "rollout_fragment_length = %d: each iteration trains on %d x %d = %d samples",
-                self.cfg.train_batch_size, round_steps, rounds, round_steps, rounds * round_steps,
-            )
+    def trace_key(self) -> Callable[[], Any]:
+        return lambda: (self._learn_entropy, self._learn_kl)  # the loss's terms
 
-    def training_step(self) -> StepOutcome:
-        sample = self.workers.sample(self.cfg.train_batch_size)
-        stats = self._learn(sample.batches[DEFAULT_POLICY_ID])
-        self.workers.sync_weights({"timestep": self.timesteps_total + sample.env_steps})
-        return StepOutcome(sample.env_steps, sample.episodes, {DEFAULT_POLICY_ID: stats})
-
-    def _loss(
+    def loss(  # type: ignore[override]
         self,
         model_fn: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
         obs: torch.Tensor,
@@ -220,7 +189,7 @@ class PPO(Trainer):
         """
         cfg = self.cfg
         dist_inputs, values = model_fn(obs)
-        dist = self._distribution(dist_inputs)
+        dist = self.policy.distribution(dist_inputs)
         log_ratio = dist.logp(actions) - old_logp
         ratio = log_ratio.exp()
         surrogate = torch.min(ratio * adv, ratio.clamp(1.0 - clip, 1.0 + clip) * adv).mean()
@@ -254,28 +223,21 @@ class PPO(Trainer):
     def _learn_kl(self) -> bool:
         return self.kl_coeff > 0  # adapts by factors of 1.5 and 0.5: never reaches 0 once above it
 
-    def _learn(self, batch: SampleBatch) -> dict[str, float]:
+    def update(self, batch: SampleBatch, *, timestep: int = 0) -> dict[str, float]:
+        """``num_sgd_iter`` epochs of minibatch steps over ``batch``; stats of the last epoch."""
         cfg = self.cfg
-        policy: PPOPolicy = self.get_policy()  # type: ignore[assignment]
-        lr = schedule_value(cfg.lr_schedule, cfg.lr, self.timesteps_total)
-        clip = schedule_value(cfg.clip_param_schedule, cfg.clip_param, self.timesteps_total)
-        entropy_coeff = schedule_value(cfg.entropy_coeff_schedule, cfg.entropy_coeff, self.timesteps_total)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-
-        device = policy.device
-        columns = {k: torch.from_numpy(batch[k]).to(device) for k in (OBS, ACTIONS, ACTION_LOGP, ADVANTAGES, VALUE_TARGETS)}
+        lr = self.apply_lr(timestep)
+        clip = schedule_value(cfg.clip_param_schedule, cfg.clip_param, timestep)
+        entropy_coeff = schedule_value(cfg.entropy_coeff_schedule, cfg.entropy_coeff, timestep)
+        device = self.policy.device
+        columns = [torch.from_numpy(batch[k]).to(device) for k in (OBS, ACTIONS, ACTION_LOGP, ADVANTAGES, VALUE_TARGETS)]
         n = batch_size(batch)
         mb = min(cfg.sgd_minibatch_size, n)
         full_batch = mb == n
         if full_batch and cfg.normalize_advantages and n > 1:
-            adv = columns[ADVANTAGES]
-            columns[ADVANTAGES] = (adv - adv.mean()) / (adv.std() + 1e-8)  # the same for every epoch
-        # A compiled step takes every value that changes between iterations as a tensor (a float
-        # would be traced as a constant and recompiled); eager ops are cheaper on floats.
-        coeffs: tuple[Any, ...] = (clip, entropy_coeff, self.kl_coeff)
-        if self.sgd_step.compiled:
-            coeffs = tuple(torch.tensor(c, dtype=torch.float32, device=device) for c in coeffs)
+            adv = columns[3]
+            columns[3] = (adv - adv.mean()) / (adv.std() + 1e-8)  # the same for every epoch
+        coeffs = self.step_scalars(clip, entropy_coeff, self.kl_coeff)
         stat_sums = torch.zeros(7, device=device)
         steps = stat_steps = 0
         for epoch in range(cfg.num_sgd_iter):
@@ -286,10 +248,10 @@ class PPO(Trainer):
             order = None if full_batch or not cfg.shuffle_sequences else torch.from_numpy(self.rng.permutation(n)).to(device)
             for start in range(0, n - mb + 1, mb):
                 if full_batch:
-                    obs, actions, old_logp, adv, targets = (columns[k] for k in (OBS, ACTIONS, ACTION_LOGP, ADVANTAGES, VALUE_TARGETS))
+                    obs, actions, old_logp, adv, targets = columns
                 else:
                     idx = order[start : start + mb] if order is not None else slice(start, start + mb)
-                    obs, actions, old_logp, adv, targets = (columns[k][idx] for k in (OBS, ACTIONS, ACTION_LOGP, ADVANTAGES, VALUE_TARGETS))
+                    obs, actions, old_logp, adv, targets = (c[idx] for c in columns)
                     if cfg.normalize_advantages and mb > 1:
                         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
                 stats, grad_norm = self.sgd_step(obs, actions, old_logp, adv, targets, *coeffs, with_stats=last_epoch)
@@ -298,13 +260,18 @@ class PPO(Trainer):
                     stat_sums[:6] += stats
                     stat_sums[6] += grad_norm
                     stat_steps += 1
-        policy.weights_changed()
-        sums = stat_sums.cpu().numpy()
-        total_loss, policy_loss, vf_loss_v, entropy_v, kl_v, clip_frac, gnorm = sums / max(stat_steps, 1)
+        self.policy.weights_changed()
+        return self._stats(stat_sums.cpu().numpy() / max(stat_steps, 1), batch, lr, clip, entropy_coeff, steps)
+
+    def _stats(
+        self, means: np.ndarray, batch: SampleBatch, lr: float, clip: float, entropy_coeff: float, steps: int
+    ) -> dict[str, float]:
+        """The learner stats of one update from the last epoch's mean stats; adapts ``kl_coeff`` to its KL."""
+        total_loss, policy_loss, vf_loss_v, entropy_v, kl_v, clip_frac, gnorm = means
         if self.kl_coeff > 0:
-            if kl_v > 2.0 * cfg.kl_target:
+            if kl_v > 2.0 * self.cfg.kl_target:
                 self.kl_coeff *= 1.5
-            elif kl_v < 0.5 * cfg.kl_target:
+            elif kl_v < 0.5 * self.cfg.kl_target:
                 self.kl_coeff *= 0.5
         return {
             "cur_lr": lr,
@@ -322,10 +289,47 @@ class PPO(Trainer):
             "num_sgd_steps": steps,
         }
 
-    def get_algorithm_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        return {"kl_coeff": self.kl_coeff}, {"optimizer": self.optimizer.state_dict()}
+    def get_extra_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        return {"kl_coeff": self.kl_coeff}, {}
 
-    def set_algorithm_state(self, values: dict[str, Any], tensors: dict[str, Any]) -> None:
+    def set_extra_state(self, values: dict[str, Any], tensors: dict[str, Any]) -> None:
         self.kl_coeff = float(values.get("kl_coeff", self.cfg.kl_coeff))
-        if "optimizer" in tensors:
-            self.flat_params.load_optimizer_state(self.optimizer, tensors["optimizer"])
+
+
+class PPOAlgorithm(OnPolicyAlgorithm):
+    """PPO over policies by id: GAE postprocessing (:class:`PPOPolicy`), one :class:`PPOLearner` update per batch."""
+
+    policy_class = PPOPolicy
+    learner_class = PPOLearner
+
+
+class PPO(Trainer):
+    """Proximal Policy Optimization for Discrete and Box action spaces."""
+
+    name = "PPO"
+    config_class = PPOConfig
+    policy_class = PPOPolicy
+    algorithm_class = PPOAlgorithm
+    cfg: PPOConfig
+
+    @classmethod
+    def check_config(cls, cfg: TrainerConfig) -> list[str]:
+        problems = super().check_config(cfg)
+        assert isinstance(cfg, PPOConfig)
+        if cfg.sgd_minibatch_size > cfg.train_batch_size:
+            problems.append(
+                f"sgd_minibatch_size ({cfg.sgd_minibatch_size}) must be <= train_batch_size ({cfg.train_batch_size})"
+            )
+        if cfg.use_gae and not cfg.use_critic:
+            problems.append("use_gae: True needs use_critic: True (GAE bootstraps from the value function)")
+        return problems
+
+    def setup(self) -> None:
+        round_steps = self.workers.steps_per_round()
+        if self.cfg.train_batch_size % round_steps:
+            rounds = -(-self.cfg.train_batch_size // round_steps)
+            logger.warning(
+                "train_batch_size=%d is not a multiple of num_workers x num_envs_per_worker x "
+                "rollout_fragment_length = %d: each iteration trains on %d x %d = %d samples",
+                self.cfg.train_batch_size, round_steps, rounds, round_steps, rounds * round_steps,
+            )

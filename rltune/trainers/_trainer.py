@@ -18,7 +18,6 @@ import tempfile
 import time
 import weakref
 from collections import deque
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, ClassVar
@@ -35,27 +34,20 @@ from rltune._imports import import_object
 from rltune.errors import CheckpointError, ConfigError, RLTuneError
 from rltune.trainers import _checkpoint as ckpt
 from rltune.trainers._config import TrainerConfig, default_config, describe_config, validate_config
+from rltune.trainers._algorithm import Algorithm, StepOutcome
 from rltune.trainers._env_context import EnvContext
+from rltune.trainers._learner import Learner
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._registry import resolve_env
 from rltune.trainers._remote import set_compute_threads, setup_logging
 from rltune.trainers._rollout_worker import RolloutWorker
 from rltune.trainers._sample_batch import EpisodeMetrics
+from rltune.trainers._sample_source import SampleSource
 from rltune.trainers._worker_set import WorkerSet
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_RESULTS_DIR = "~/rltune_results"
-
-
-@dataclass
-class StepOutcome:
-    """What one algorithm ``training_step`` did: env steps sampled, episodes ended, learner stats by policy id."""
-
-    env_steps: int = 0
-    episodes: list[EpisodeMetrics] = field(default_factory=list)
-    learner_info: dict[str, dict[str, float]] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def resolve_callable(spec: Any, key: str) -> Callable[..., Any]:
@@ -89,20 +81,23 @@ def _mean_or_nan(values: list[float]) -> float:
 class Trainer:
     """Base class of PPO, DQN and later algorithms: ``Trainer(config=dict, env=...)``.
 
-    Lifecycle: ``__init__`` validates the config, starts the rollout workers
-    and calls :meth:`setup`; each :meth:`train` runs one iteration
-    (:meth:`training_step`) and returns the result dict; :meth:`save` /
-    :meth:`restore` checkpoint it; :meth:`stop` ends the worker processes
-    (also done at interpreter exit and by ``with Trainer(...) as t:``).
+    Lifecycle: ``__init__`` validates the config, starts the rollout workers,
+    builds the :class:`Algorithm` (its learners, one per policy id) over the
+    :meth:`make_sample_source` and calls :meth:`setup`; each :meth:`train`
+    runs one iteration (:meth:`training_step`, the algorithm's) and returns
+    the result dict; :meth:`save` / :meth:`restore` checkpoint every policy
+    and learner; :meth:`stop` ends the worker processes (also done at
+    interpreter exit and by ``with Trainer(...) as t:``).
 
-    Subclasses set ``config_class`` and ``policy_class`` and implement
-    :meth:`setup`, :meth:`training_step` and, when they hold more state than
-    the policies' weights, :meth:`get_algorithm_state`/:meth:`set_algorithm_state`.
+    Subclasses set ``name``, ``config_class``, ``policy_class`` and
+    ``algorithm_class``; the algorithm holds the loss, the update and the
+    training step, the trainer the loop, results, evaluation and checkpoints.
     """
 
     name: ClassVar[str] = "Trainer"
     config_class: ClassVar[type[TrainerConfig]] = TrainerConfig
     policy_class: ClassVar[type[Policy]] = Policy
+    algorithm_class: ClassVar[type[Algorithm]] = Algorithm
 
     # -- config ----------------------------------------------------------------------
     @classmethod
@@ -189,6 +184,8 @@ class Trainer:
         self._finalizer = weakref.finalize(self, WorkerSet.stop, self.workers)
         try:
             self.workers.on_worker_recreated(self._worker_recreated)
+            self.sample_source = self.make_sample_source()
+            self.algorithm = self.algorithm_class(self.cfg, self.workers.local_worker.policy_map, self.sample_source, self.rng)
             self.setup()
             self.workers.sync_weights({"timestep": 0})
             self.workers.foreach_env(lambda env: None)  # learn the envs' initial tasks
@@ -232,33 +229,35 @@ class Trainer:
 
     # -- to implement by algorithms ------------------------------------------------------
     def setup(self) -> None:
-        """Build optimizers and other learner state (policies already exist)."""
+        """Anything beyond the algorithm and its learners (already built); e.g. config warnings."""
+
+    def make_sample_source(self) -> SampleSource:
+        """Where the algorithm's batches come from (default: the rollout workers)."""
+        return self.workers
 
     def training_step(self) -> StepOutcome:
-        """Sample and update once; return what was done."""
-        raise NotImplementedError
+        """Sample and update once; return what was done (the algorithm's training step)."""
+        return self.algorithm.training_step(self.timesteps_total)
 
     def get_algorithm_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Learner state beyond the policy weights: (JSON-able values, tensors)."""
-        return {}, {}
+        """The algorithm's and learners' state beyond the policy weights: (JSON-able values, tensors)."""
+        return self.algorithm.get_state()
 
     def set_algorithm_state(self, values: dict[str, Any], tensors: dict[str, Any]) -> None:
         """Restore what :meth:`get_algorithm_state` returned."""
+        self.algorithm.set_state(values, tensors)
 
     def checkpoint_array_names(self) -> list[str]:
         """The file names :meth:`get_checkpoint_arrays` writes (without building the arrays)."""
-        return []
+        return self.algorithm.checkpoint_array_names()
 
     def get_checkpoint_arrays(self) -> dict[str, dict[str, np.ndarray]]:
         """Extra numpy arrays to checkpoint (e.g. a replay buffer), by file name."""
-        return {}
+        return self.algorithm.get_checkpoint_arrays()
 
     def set_checkpoint_arrays(self, arrays: dict[str, dict[str, np.ndarray] | None]) -> None:
-        """Restore what :meth:`get_checkpoint_arrays` returned (None for a file the checkpoint lacks).
-
-        Called last by :meth:`restore`: it must check everything before it
-        changes anything, so that a failure leaves the old arrays in place.
-        """
+        """Restore what :meth:`get_checkpoint_arrays` returned (None for a file the checkpoint lacks)."""
+        self.algorithm.set_checkpoint_arrays(arrays)
 
     # -- training ----------------------------------------------------------------------
     def train(self) -> dict[str, Any]:
@@ -344,9 +343,7 @@ class Trainer:
                 **merge_hist_data(e.hist_data for e in outcome.episodes),
             },
             "policy_reward_mean": {},
-            "num_healthy_workers": sum(w.is_alive() for w in self.workers.remote_workers),
-            "num_worker_restarts": sum(w.restarts for w in self.workers.remote_workers),
-            "num_env_restarts": self.workers.num_env_restarts,
+            **self.sample_source.metrics(),
         }
         result.update(outcome.extra)
         return result
@@ -359,6 +356,13 @@ class Trainer:
         except KeyError:
             known = sorted(self.workers.local_worker.policy_map)
             raise ConfigError(f"no policy {policy_id!r}; the policies are {known}") from None
+
+    def get_learner(self, policy_id: str = DEFAULT_POLICY_ID) -> Learner:
+        """The learner (optimizer and update step) of the policy with this id."""
+        try:
+            return self.algorithm.learners[policy_id]
+        except KeyError:
+            raise ConfigError(f"no policy {policy_id!r}; the policies are {sorted(self.algorithm.learners)}") from None
 
     def get_weights(self) -> dict[str, dict[str, np.ndarray]]:
         """Every policy's weights, by policy id (numpy arrays, as ``Policy.get_weights``)."""

@@ -1,4 +1,4 @@
-"""WorkerSet: the local worker and the rollout worker processes of one trainer."""
+"""WorkerSet: the local worker and the rollout worker processes of one trainer (a :class:`SampleSource`)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ logger = logging.getLogger(__name__)
 
 class WorkerSet:
     """Starts the workers, samples from them in parallel, syncs weights, restarts dead ones.
+
+    It is the :class:`~rltune.trainers._sample_source.SampleSource` of a
+    trainer unless the trainer is given another.
 
     With ``num_workers == 0`` the local worker owns the envs and samples; else
     the local worker holds only the policies (for learning and inference) and
@@ -141,6 +144,14 @@ class WorkerSet:
             self.local_worker.set_weights({}, self._global_vars)
         if self.remote_workers:
             self._call_remote("set_weights", self.local_worker.get_weights(), self._global_vars)
+
+    def metrics(self) -> dict[str, int]:
+        """Healthy rollout worker processes, their restarts and env restarts so far (for the result dict)."""
+        return {
+            "num_healthy_workers": sum(w.is_alive() for w in self.remote_workers),
+            "num_worker_restarts": sum(w.restarts for w in self.remote_workers),
+            "num_env_restarts": self.num_env_restarts,
+        }
 
     # -- running user functions -----------------------------------------------------------
     def foreach_worker(self, fn: Callable[[RolloutWorker], Any], local: bool = True) -> list[Any]:

@@ -318,7 +318,7 @@ def test_after_restore_training_still_moves_the_weights_through_the_flat_tensor(
             restored.train()
             model = restored.get_policy().model
             flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-            torch.testing.assert_close(restored.flat_params.param.detach(), flat)
+            torch.testing.assert_close(restored.get_learner().flat_params.param.detach(), flat)
             after = restored.get_policy().get_weights()
             assert any(not np.array_equal(before[k], after[k]) for k in before), cls.__name__
 

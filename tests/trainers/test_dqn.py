@@ -13,6 +13,7 @@ from rltune.errors import CheckpointError, SpaceError
 from rltune.trainers import DQN
 from rltune.trainers._dqn import DISCOUNTS, DQNConfig, DQNPolicy
 from rltune.trainers._sample_batch import ACTIONS, NEW_OBS, OBS, REWARDS, TERMINATEDS, TRUNCATEDS
+from tests.trainers.test_checkpoint import reseal
 
 SMALL = {
     "rollout_fragment_length": 16,
@@ -90,7 +91,7 @@ def test_training_intensity_sets_gradient_steps_per_sampled_step():
     try:
         trainer.train()
         # 64 sampled steps x 4 / train_batch_size 8 = 32 gradient steps
-        assert trainer.num_grad_steps == 32
+        assert trainer.algorithm.num_grad_steps == 32
         stats = trainer.train()["info"]["learner"]["default_policy"]
         assert stats["num_grad_steps"] == 64
     finally:
@@ -101,9 +102,9 @@ def test_target_network_syncs_every_target_network_update_freq_steps():
     trainer = DQN(config={**SMALL, "target_network_update_freq": 32}, env="CartPole-v1")
     try:
         trainer.train()  # 4 rounds of 16 steps: syncs at 16 (first eligible: 16 >= 32? no) -> at 32 and 64
-        assert trainer.num_target_updates == 2
+        assert trainer.algorithm.num_target_updates == 2
         online = trainer.get_policy().model.state_dict()
-        target = trainer.target_model.state_dict()
+        target = trainer.get_learner().target_model.state_dict()
         # The sync happens before that round's gradient step, so the online net has moved on since.
         assert any(not torch.equal(online[k], target[k]) for k in online)
     finally:
@@ -118,8 +119,8 @@ def test_double_q_target_uses_online_argmax_and_target_values():
         new_obs = torch.randn(5, 4)
         with torch.no_grad():
             online_argmax = policy.model(new_obs).argmax(1)
-            expected = 1.0 + 0.5 * trainer.target_model(new_obs).gather(1, online_argmax[:, None])[:, 0]
-        trainer.buffer.set_state(
+            expected = 1.0 + 0.5 * trainer.get_learner().target_model(new_obs).gather(1, online_argmax[:, None])[:, 0]
+        trainer.algorithm.buffers["default_policy"].set_state(
             {
                 OBS: np.zeros((5, 4), np.float32),
                 ACTIONS: np.zeros(5, np.int64),
@@ -138,9 +139,9 @@ def test_double_q_target_uses_online_argmax_and_target_values():
 
         torch.nn.functional.smooth_l1_loss = spy
         try:
-            trainer.cfg = trainer.cfg.model_copy(update={"train_batch_size": 5})
-            trainer.rng = np.random.default_rng(0)
-            trainer._updates(1)
+            trainer.algorithm.cfg = trainer.get_learner().cfg = trainer.cfg.model_copy(update={"train_batch_size": 5})
+            trainer.rng.bit_generator.state = np.random.default_rng(0).bit_generator.state  # the generator the learners share
+            trainer.algorithm._updates(1)
         finally:
             torch.nn.functional.smooth_l1_loss = original
         # Sampled rows are a permutation-with-replacement of the 5 stored ones: compare as sets.
@@ -163,16 +164,16 @@ def test_replay_buffer_survives_a_checkpoint_when_asked(tmp_path):
     try:
         trainer.train()
         path = trainer.save(tmp_path / "ck")
-        stored = trainer.buffer.get_state()
+        stored = trainer.algorithm.buffers["default_policy"].get_state()
         epsilon = trainer.get_policy().epsilon
     finally:
         trainer.stop()
     restored = DQN(config=config, env="CartPole-v1")
     try:
         restored.restore(path)
-        np.testing.assert_array_equal(restored.buffer.get_state()[OBS], stored[OBS])
+        np.testing.assert_array_equal(restored.algorithm.buffers["default_policy"].get_state()[OBS], stored[OBS])
         assert restored.get_policy().epsilon == pytest.approx(epsilon)
-        assert restored.num_grad_steps == trainer.num_grad_steps
+        assert restored.algorithm.num_grad_steps == trainer.algorithm.num_grad_steps
         result = restored.train()
         assert result["timesteps_total"] == 128
     finally:
@@ -213,8 +214,8 @@ def test_without_double_q_the_targets_of_a_round_come_from_the_fixed_target_netw
         trainer.train()
         new_obs = torch.randn(5, 4)
         with torch.no_grad():
-            expected = 1.0 + 0.5 * trainer.target_model(new_obs).max(1).values
-        trainer.buffer.set_state({
+            expected = 1.0 + 0.5 * trainer.get_learner().target_model(new_obs).max(1).values
+        trainer.algorithm.buffers["default_policy"].set_state({
             OBS: np.random.default_rng(1).normal(size=(5, 4)).astype(np.float32),
             ACTIONS: np.zeros(5, np.int64),
             REWARDS: np.ones(5, np.float32),
@@ -231,12 +232,12 @@ def test_without_double_q_the_targets_of_a_round_come_from_the_fixed_target_netw
 
         torch.nn.functional.smooth_l1_loss = spy
         try:
-            trainer.cfg = trainer.cfg.model_copy(update={"train_batch_size": 5})
-            before = trainer.num_grad_steps
-            trainer._updates(4)  # the online net moves 4 times; the targets must not
+            trainer.algorithm.cfg = trainer.get_learner().cfg = trainer.cfg.model_copy(update={"train_batch_size": 5})
+            before = trainer.algorithm.num_grad_steps
+            trainer.algorithm._updates(4)  # the online net moves 4 times; the targets must not
         finally:
             torch.nn.functional.smooth_l1_loss = original
-        assert trainer.num_grad_steps == before + 4 and len(targets) == 4
+        assert trainer.algorithm.num_grad_steps == before + 4 and len(targets) == 4
         for value in torch.cat(targets).tolist():
             assert min(abs(value - p) for p in expected.tolist()) < 1e-5
     finally:
@@ -261,13 +262,14 @@ def test_a_corrupt_replay_buffer_file_is_refused_and_the_trainer_keeps_its_own(t
         columns = {k: data[k] for k in data.files}
     corrupt(columns)
     np.savez(path / "replay_buffer.npz", **columns)
+    reseal(path)  # a consistent checkpoint whose buffer is wrong inside (else the checksum refuses it first)
     with DQN(config={**config, "seed": 1}, env="CartPole-v1") as other:
         other.train()
-        buffer_before, weights_before = other.buffer.get_state(), other.get_policy().get_weights()
+        buffer_before, weights_before = other.algorithm.buffers["default_policy"].get_state(), other.get_policy().get_weights()
         with pytest.raises(CheckpointError) as info:
             other.restore(path)
         assert "replay_buffer.npz" in str(info.value) and message in str(info.value)
-        for key, column in other.buffer.get_state().items():
+        for key, column in other.algorithm.buffers["default_policy"].get_state().items():
             np.testing.assert_array_equal(column, buffer_before[key])
         for key, value in other.get_policy().get_weights().items():
             np.testing.assert_array_equal(value, weights_before[key])

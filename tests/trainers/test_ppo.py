@@ -291,7 +291,7 @@ def test_lr_schedule_is_followed_by_timestep():
     config = {**TINY, "lr_schedule": [[0, 1e-3], [100, 1e-4]]}
     with PPO(config=config, env=CountingEnv) as trainer:
         lrs = [trainer.train()["info"]["learner"]["default_policy"]["cur_lr"] for _ in range(4)]
-        optimizer_lr = trainer.optimizer.param_groups[0]["lr"]
+        optimizer_lr = trainer.get_learner().optimizer.param_groups[0]["lr"]
     # The lr of an iteration is the schedule at the timesteps sampled before it: 0, 40, 80, 120.
     np.testing.assert_allclose(lrs, [1e-3, 1e-3 - 0.4 * 9e-4, 1e-3 - 0.8 * 9e-4, 1e-4], rtol=1e-6)
     assert optimizer_lr == pytest.approx(1e-4)
@@ -332,8 +332,8 @@ def test_vf_share_layers_builds_one_body_for_both_heads():
         assert model.vf_head.in_features == 8  # reads the last shared hidden layer
         body = (4 * 16 + 16) + (16 * 8 + 8)
         heads = (8 * 2 + 2) + (8 + 1)
-        assert shared.flat_params.param.numel() == body + heads  # the optimizer holds no value network
-        assert separate.flat_params.param.numel() == 2 * body + heads
+        assert shared.get_learner().flat_params.param.numel() == body + heads  # the optimizer holds no value network
+        assert separate.get_learner().flat_params.param.numel() == 2 * body + heads
         assert not any(k.startswith("vf_body") for k in shared.get_policy().get_weights())
 
         # The value head reads the shared features, in training, sampling and bootstrapping alike.

@@ -36,7 +36,7 @@ def _weights(trainer):
 
 
 def _adam_state(trainer):
-    return {k: v.clone() for k, v in trainer.optimizer.state_dict()["state"][0].items()}
+    return {k: v.clone() for k, v in trainer.get_learner().optimizer.state_dict()["state"][0].items()}
 
 
 def _assert_close(a: dict, b: dict, *, atol: float) -> None:
@@ -51,7 +51,7 @@ def _learn_twice(trainer_class, config, env, learn):
     for compiled in (False, True):
         trainer = trainer_class(config={**config, "torch_compile_learner": compiled}, env=env)
         try:
-            assert trainer.sgd_step.compiled is compiled
+            assert trainer.get_learner().sgd_step.compiled is compiled
             stats = learn(trainer)
             out.append((_weights(trainer), _adam_state(trainer), stats))
         finally:
@@ -106,11 +106,11 @@ def test_compiled_dqn_updates_as_the_eager_one(double_q):
     }
 
     def learn(trainer):
-        trainer.buffer.set_state(rows)
-        trainer.rng = np.random.default_rng(1)
-        first = trainer._updates(5)
-        trainer.target_model.load_state_dict(trainer.get_policy().model.state_dict())  # a target sync between rounds
-        return first, trainer._updates(5)
+        trainer.algorithm.buffers["default_policy"].set_state(rows)
+        trainer.rng.bit_generator.state = np.random.default_rng(1).bit_generator.state  # the generator the learners share
+        first = trainer.algorithm._updates(5)
+        trainer.get_learner().target_model.load_state_dict(trainer.get_policy().model.state_dict())  # a target sync between rounds
+        return first, trainer.algorithm._updates(5)
 
     (w_eager, adam_eager, s_eager), (w_compiled, adam_compiled, s_compiled) = _learn_twice(DQN, config, "CartPole-v1", learn)
     _assert_close(w_eager, w_compiled, atol=1e-5)
