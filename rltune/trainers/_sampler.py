@@ -149,12 +149,7 @@ class VectorSampler:
         pre = policy.preprocessor
         n = self.num_envs
         obs = self._obs
-        obs_buf = np.empty((num_steps, n, pre.size), dtype=np.float32)
-        new_obs_buf = np.empty_like(obs_buf)
-        rewards = np.zeros((num_steps, n), dtype=np.float32)
-        terminateds = np.zeros((num_steps, n), dtype=bool)
-        truncateds = np.zeros((num_steps, n), dtype=bool)
-        actions_buf = np.empty((num_steps, n) + policy.action_shape, dtype=policy.action_dtype)
+        obs_buf, new_obs_buf, actions_buf, rewards, terminateds, truncateds = self._fragment_buffers(num_steps)
         extras_buf: dict[str, np.ndarray] = {}
         episodes: list[EpisodeMetrics] = []
         returns, lengths = self._returns, self._lengths
@@ -184,19 +179,13 @@ class VectorSampler:
                     # The interrupted episode is dropped; the step counts as a cut
                     # (truncated) transition back to the same observation.
                     failed.append(i)
-                    step_rewards[i] = 0.0
-                    step_terminated[i] = False
-                    step_truncated[i] = True
-                    returns[i] = 0.0
-                    lengths[i] = 0
+                    step_rewards[i], step_terminated[i], step_truncated[i] = 0.0, False, True
+                    returns[i], lengths[i] = 0.0, 0
                     continue
                 try:
                     next_obs, reward, terminated, truncated, info = step
                 except (TypeError, ValueError):
-                    raise EnvError(
-                        f"env {self.env_name!r} ({where(self.contexts[i])}): step() must return "
-                        f"(obs, reward, terminated, truncated, info), but returned {step!r:.200}"
-                    ) from None
+                    raise self._bad_step(i, step) from None
                 step_obs[i] = next_obs
                 step_rewards[i] = reward
                 step_terminated[i] = terminated
@@ -208,16 +197,7 @@ class VectorSampler:
                     episode.add_step(env_actions[i], reward, next_obs, info)
                     self._hook("on_episode_step", i, episode)
                 if terminated or truncated:
-                    ctx = self.contexts[i]
-                    metrics = EpisodeMetrics(float(returns[i]), int(lengths[i]), ctx.worker_index, ctx.vector_index)
-                    if track:
-                        episode = self._episodes[i]
-                        self._hook("on_episode_end", i, episode)
-                        metrics.custom_metrics = episode.custom_metrics
-                        metrics.hist_data = episode.hist_data
-                    episodes.append(metrics)
-                    returns[i] = 0.0
-                    lengths[i] = 0
+                    episodes.append(self._episode_ended(i))
                     resets.append(i)
             if failed:
                 new_obs_buf[t] = [obs_buf[t, j] if j in failed else pre(o) for j, o in enumerate(step_obs)]
@@ -231,16 +211,36 @@ class VectorSampler:
                 obs[i] = pre(self._new_episode(i))
         self._obs = obs
 
-        batch = {
-            OBS: obs_buf,
-            ACTIONS: actions_buf,
-            REWARDS: rewards,
-            NEW_OBS: new_obs_buf,
-            TERMINATEDS: terminateds,
-            TRUNCATEDS: truncateds,
-            **extras_buf,
-        }
+        batch = {OBS: obs_buf, ACTIONS: actions_buf, REWARDS: rewards, NEW_OBS: new_obs_buf,
+                 TERMINATEDS: terminateds, TRUNCATEDS: truncateds, **extras_buf}
         result = SampleResult(episodes=episodes, env_steps=num_steps * n)
         if postprocess:
             result.batches[DEFAULT_POLICY_ID] = policy.postprocess_trajectory(batch)
         return result
+
+    def _fragment_buffers(self, num_steps: int) -> tuple[np.ndarray, ...]:
+        """Empty time-major ``[num_steps, num_envs, ...]`` columns: obs, new obs, actions, rewards, terminateds, truncateds."""
+        n, policy = self.num_envs, self.policy
+        obs = np.empty((num_steps, n, policy.preprocessor.size), dtype=np.float32)
+        actions = np.empty((num_steps, n) + policy.action_shape, dtype=policy.action_dtype)
+        flags = (np.zeros((num_steps, n), dtype=bool) for _ in range(2))
+        return (obs, np.empty_like(obs), actions, np.zeros((num_steps, n), dtype=np.float32), *flags)
+
+    def _episode_ended(self, i: int) -> EpisodeMetrics:
+        """The metrics of env ``i``'s episode, which just ended (its callbacks run); its counters start again."""
+        ctx = self.contexts[i]
+        metrics = EpisodeMetrics(float(self._returns[i]), int(self._lengths[i]), ctx.worker_index, ctx.vector_index)
+        if self._track:
+            episode = self._episodes[i]
+            self._hook("on_episode_end", i, episode)
+            metrics.custom_metrics = episode.custom_metrics
+            metrics.hist_data = episode.hist_data
+        self._returns[i] = 0.0
+        self._lengths[i] = 0
+        return metrics
+
+    def _bad_step(self, i: int, step: Any) -> EnvError:
+        return EnvError(
+            f"env {self.env_name!r} ({where(self.contexts[i])}): step() must return "
+            f"(obs, reward, terminated, truncated, info), but returned {step!r:.200}"
+        )

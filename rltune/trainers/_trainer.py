@@ -10,7 +10,6 @@ result dict.
 
 from __future__ import annotations
 
-import copy
 import logging
 import math
 import os
@@ -26,13 +25,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rltune import __version__
 from rltune.callbacks._callbacks import DefaultCallbacks, MultiCallbacks, call_hook, make_callbacks
 from rltune.callbacks._curriculum import CurriculumCallback, parse_curriculum
 from rltune.callbacks._metrics import merge_hist_data, summarize_custom_metrics
 from rltune._imports import import_object
-from rltune.errors import CheckpointError, ConfigError, RLTuneError
-from rltune.trainers import _checkpoint as ckpt
+from rltune.errors import ConfigError, RLTuneError
 from rltune.trainers._config import TrainerConfig, default_config, describe_config, validate_config
 from rltune.trainers._algorithm import Algorithm, StepOutcome
 from rltune.trainers._env_context import EnvContext
@@ -43,6 +40,8 @@ from rltune.trainers._remote import set_compute_threads, setup_logging
 from rltune.trainers._rollout_worker import RolloutWorker
 from rltune.trainers._sample_batch import EpisodeMetrics
 from rltune.trainers._sample_source import SampleSource
+from rltune.trainers._trainer_checkpoints import CheckpointMixin, _state_dict_mismatch
+from rltune.trainers._trainer_evaluation import EvaluationMixin, _mean_or_nan
 from rltune.trainers._worker_set import WorkerSet
 
 logger = logging.getLogger(__name__)
@@ -59,26 +58,7 @@ def resolve_callable(spec: Any, key: str) -> Callable[..., Any]:
     return spec
 
 
-def _state_dict_mismatch(expected: dict[str, Any], saved: Any, source: str = "the checkpoint") -> str | None:
-    """Why ``saved`` (from ``source``) cannot load into a model whose state dict is ``expected`` (None if it can)."""
-    if not isinstance(saved, dict):
-        return "no weights"
-    missing = sorted(set(expected) - set(saved))
-    unexpected = sorted(set(saved) - set(expected))
-    if missing or unexpected:
-        return f"missing {missing}, unexpected {unexpected}"
-    for key, tensor in expected.items():
-        shape = getattr(saved[key], "shape", None)
-        if shape is None or tuple(shape) != tuple(tensor.shape):
-            return f"{key} has shape {None if shape is None else tuple(shape)} in {source}, {tuple(tensor.shape)} here"
-    return None
-
-
-def _mean_or_nan(values: list[float]) -> float:
-    return float(np.mean(values)) if values else math.nan
-
-
-class Trainer:
+class Trainer(CheckpointMixin, EvaluationMixin):
     """Base class of PPO, DQN and later algorithms: ``Trainer(config=dict, env=...)``.
 
     Lifecycle: ``__init__`` validates the config, starts the rollout workers,
@@ -390,64 +370,6 @@ class Trainer:
         """The action for one raw observation; deterministic unless ``explore``."""
         return self.get_policy(policy_id).compute_single_action(obs, explore=explore)
 
-    def _periodic_evaluation(self) -> dict[str, Any]:
-        """The ``evaluation`` stats for this iteration's result (``evaluation_interval`` is set).
-
-        The first iteration (of a trainer that has no evaluation yet) and
-        every ``evaluation_interval``-th one run :meth:`evaluate`; the others
-        carry the latest stats with ``episodes_this_iter: 0``. So every
-        result has the keys and a value: a stop criterion or a tuning metric
-        on ``evaluation/episode_reward_mean`` works from the first result on,
-        and a trial that stops early still has a final value.
-        """
-        if self._last_evaluation is None or self.iteration % self.cfg.evaluation_interval == 0:
-            self._last_evaluation = self.evaluate()["evaluation"]
-            return copy.deepcopy(self._last_evaluation)  # callbacks may edit the result; the carried stats stay as measured
-        return {**copy.deepcopy(self._last_evaluation), "episodes_this_iter": 0, "hist_stats": {"episode_reward": []}}
-
-    def evaluate(self, num_episodes: int | None = None, *, task: Any = None) -> dict[str, Any]:
-        """Run deterministic episodes in a separate env (with ``evaluation_config``); training stats are untouched.
-
-        The evaluation env gets the training envs' current task, or ``task``
-        when given (e.g. the hardest task, to judge a curriculum).
-        """
-        n = num_episodes or self.cfg.evaluation_duration
-        worker = self._evaluation_worker(n)
-        if task is None:
-            task = self.current_task()
-        if task is not None:
-            worker.set_task_all(task)
-        worker.set_weights(self.workers.local_worker.get_weights(), {"timestep": self.timesteps_total})
-        episodes = worker.run_episodes(n, explore=False)
-        return {"evaluation": _evaluation_stats(episodes)}
-
-    def _evaluation_worker(self, num_episodes: int) -> RolloutWorker:
-        """The worker that runs ``num_episodes`` evaluation episodes, built on first use.
-
-        It steps up to ``num_envs_per_worker`` envs of the evaluation config
-        at once, never more envs than episodes (so ``evaluate(1)`` builds one
-        env). Its ``worker_index`` is ``num_workers + 1``: its envs get seeds
-        (and indices) of their own, not the training envs'.
-        """
-        if self._eval_cfg is None:  # validated once: evaluate() may run every few iterations
-            self._eval_cfg = self.validate({**self.config, **self.cfg.evaluation_config}) if self.cfg.evaluation_config else self.cfg
-        eval_cfg = self._eval_cfg
-        num_envs = min(eval_cfg.num_envs_per_worker, num_episodes)
-        worker = self._eval_workers.get(num_envs)
-        if worker is None:
-            local = self.workers.local_worker
-            worker = RolloutWorker(
-                env_spec=self.env_spec,
-                config=eval_cfg,
-                policy_class=self.policy_class,
-                worker_index=self.cfg.num_workers + 1,
-                num_workers=self.cfg.num_workers,
-                num_envs=num_envs,
-                spaces=(local.observation_space, local.action_space),
-            )
-            self._eval_workers[num_envs] = worker
-        return worker
-
     # -- workers and envs --------------------------------------------------------------
     def foreach_worker(self, fn: Callable[[RolloutWorker], Any]) -> list[Any]:
         """``fn(worker)`` on the local worker and every rollout worker process; results in worker order."""
@@ -478,192 +400,6 @@ class Trainer:
         self._logdir = Path(path)
         self._logdir.mkdir(parents=True, exist_ok=True)
 
-    def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> str:
-        """Write a checkpoint directory atomically and return its path.
-
-        Without ``checkpoint_dir``: ``<logdir>/checkpoint_<iteration>``.
-        """
-        path = Path(checkpoint_dir) if checkpoint_dir is not None else self.logdir / f"checkpoint_{self.iteration:06d}"
-        values, tensors = self.get_algorithm_state()
-        policy = self.get_policy()
-        metadata = {
-            "algorithm": self.name,
-            "rltune_version": __version__,
-            "iteration": self.iteration,
-            "timesteps_total": self.timesteps_total,
-            "episodes_total": self.episodes_total,
-            "time_total_s": self.time_total_s,
-            "episode_window": [
-                [e.episode_reward, e.episode_length, ckpt.json_safe(e.custom_metrics)] for e in self._episode_window
-            ],
-            "last_evaluation": self._last_evaluation,
-            "config": ckpt.json_safe(self.config),
-            "observation_space": repr(policy.observation_space),
-            "action_space": repr(policy.action_space),
-            "numpy_rng": self.rng.bit_generator.state,
-            "policy_rngs": {pid: p.rng.bit_generator.state for pid, p in self.workers.local_worker.policy_map.items()},
-            "algorithm_state": values,
-            "callbacks_state": self.callbacks.get_state(),
-            "env_tasks": [[w, v, ckpt.json_safe(task)] for (w, v), task in self.workers.env_tasks.items()],
-        }
-        state = {
-            "policies": {pid: p.model.state_dict() for pid, p in self.workers.local_worker.policy_map.items()},
-            "torch_rng": torch.get_rng_state(),
-            "algorithm": tensors,
-        }
-        saved = ckpt.write_checkpoint(path, metadata, state, self.get_checkpoint_arrays())
-        self._call("on_checkpoint_saved", trainer=self, path=str(saved))
-        return str(saved)
-
-    def restore(self, checkpoint_path: str | os.PathLike[str]) -> None:
-        """Load a checkpoint of this algorithm; training goes on from its iteration and timestep counts.
-
-        The checkpoint may come from a trainer with another ``num_workers``.
-        A checkpoint that is missing, partial, corrupt or does not fit raises
-        :class:`CheckpointError` naming what is wrong, and the trainer stays
-        as it was (weights, optimizer, counters, RNG states, replay buffer).
-        The rollout workers get the new weights and env tasks after that: a
-        worker that fails then raises as it would in training.
-        """
-        saved = self._read_checkpoint(checkpoint_path, self.checkpoint_array_names())
-        before = self._current_state()  # to go back to if loading fails
-        try:
-            self._set_state(saved, checkpoint_path)
-            with ckpt.loading(checkpoint_path, f"the arrays ({', '.join(f'{n}.npz' for n in saved.arrays)})"):
-                self.set_checkpoint_arrays(saved.arrays)  # last; changes nothing when it fails
-        except BaseException:
-            try:
-                self._set_state(before)
-            except Exception:  # keep the original error: it is what the user must fix
-                logger.exception("%s: putting back the state from before the failed restore failed too", self.name)
-            raise
-        self.workers.sync_weights({"timestep": self.timesteps_total})
-        self._restore_tasks(saved.env_tasks)
-        self._call("on_checkpoint_loaded", trainer=self)
-
-    def _read_checkpoint(self, checkpoint_path: str | os.PathLike[str], array_names: list[str]) -> ckpt.TrainerState:
-        """Read and check everything :meth:`restore` loads, without changing this trainer."""
-        saved = ckpt.read_trainer_state(checkpoint_path, self.name)
-        path = str(checkpoint_path)
-        policies = self.workers.local_worker.policy_map
-        missing = set(policies) - set(saved.weights)
-        if missing:
-            raise CheckpointError(f"checkpoint {path!r} has no weights for policies {sorted(missing)}")
-        for pid, policy in policies.items():
-            problem = _state_dict_mismatch(policy.model.state_dict(), saved.weights[pid])
-            if problem:
-                raise CheckpointError(
-                    f"checkpoint {path!r} does not fit this {self.name}'s {pid!r} model "
-                    f"(another env or model config?): {problem}"
-                )
-            rng = policy.rng.bit_generator
-            if pid in saved.policy_rngs and not ckpt.valid_rng_state(saved.policy_rngs[pid], rng):
-                problem = f"is not a valid numpy {type(rng).__name__} state for policy {pid!r}"
-                raise ckpt.field_error(path, "policy_rngs", problem)
-        if saved.numpy_rng is not None and not ckpt.valid_rng_state(saved.numpy_rng, self.rng.bit_generator):
-            raise ckpt.field_error(path, "numpy_rng", f"is not a valid numpy {type(self.rng.bit_generator).__name__} state")
-        saved.arrays = {name: ckpt.read_arrays(checkpoint_path, name, saved.metadata) for name in array_names}
-        return saved
-
-    def _current_state(self) -> ckpt.TrainerState:
-        """What :meth:`restore` would change, tensors cloned: the state a failed restore goes back to."""
-        values, tensors = self.get_algorithm_state()
-        policies = self.workers.local_worker.policy_map
-        return ckpt.TrainerState(
-            iteration=self.iteration,
-            timesteps_total=self.timesteps_total,
-            episodes_total=self.episodes_total,
-            time_total_s=self.time_total_s,
-            episode_window=list(self._episode_window),
-            last_evaluation=copy.deepcopy(self._last_evaluation),
-            weights={pid: copy.deepcopy(p.model.state_dict()) for pid, p in policies.items()},
-            policy_rngs={pid: p.rng.bit_generator.state for pid, p in policies.items()},
-            numpy_rng=self.rng.bit_generator.state,
-            torch_rng=torch.get_rng_state(),
-            algorithm_values=copy.deepcopy(values),
-            algorithm_tensors=copy.deepcopy(tensors),
-            callbacks_state=copy.deepcopy(self.callbacks.get_state()),
-        )
-
-    def _set_state(self, state: ckpt.TrainerState, checkpoint_path: str | os.PathLike[str] | None = None) -> None:
-        """Load a checked ``state`` into this trainer (not its arrays, workers or envs).
-
-        The algorithm's and callbacks' setters can still fail on input that
-        passed the checks (e.g. an optimizer state for other parameters):
-        with ``checkpoint_path`` that is a :class:`CheckpointError` naming
-        the part, and :meth:`restore` puts the state from before back.
-        """
-        with ckpt.loading(checkpoint_path, f"{ckpt.TENSORS_FILE} entry 'policies'"):
-            for pid, policy in self.workers.local_worker.policy_map.items():
-                policy.model.load_state_dict(state.weights[pid])
-                policy.weights_changed()
-                if pid in state.policy_rngs:
-                    policy.rng.bit_generator.state = state.policy_rngs[pid]
-        algorithm_part = f"the algorithm state (metadata field 'algorithm_state', {ckpt.TENSORS_FILE} entry 'algorithm')"
-        with ckpt.loading(checkpoint_path, algorithm_part):
-            self.set_algorithm_state(state.algorithm_values, state.algorithm_tensors)
-        with ckpt.loading(checkpoint_path, "metadata field 'callbacks_state'"):
-            self.callbacks.set_state(state.callbacks_state)
-        self.iteration = state.iteration
-        self.timesteps_total = state.timesteps_total
-        self.episodes_total = state.episodes_total
-        self.time_total_s = state.time_total_s
-        self._episode_window.clear()
-        self._episode_window.extend(state.episode_window)
-        self._last_evaluation = state.last_evaluation
-        if state.numpy_rng is not None:
-            self.rng.bit_generator.state = state.numpy_rng
-        if state.torch_rng is not None:
-            torch.set_rng_state(state.torch_rng)
-
-    def _restore_tasks(self, tasks: dict[tuple[int, int], Any]) -> None:
-        if not tasks:
-            return
-        values = list(tasks.values())
-        if all(t == values[0] for t in values):
-            self.set_task(values[0])  # one task for all: fits any num_workers
-        else:
-            self.workers.set_env_tasks(tasks)
-
-    @classmethod
-    def from_checkpoint(
-        cls,
-        checkpoint_path: str | os.PathLike[str],
-        config_overrides: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> "Trainer":
-        """Build the trainer a checkpoint was written by (its saved config, updated by ``config_overrides``) and restore it.
-
-        Called on :class:`Trainer` itself it picks the algorithm from the
-        checkpoint. A config value that could not be saved as JSON (a lambda,
-        a class from ``__main__``) must be given again in ``config_overrides``.
-
-        A checkpoint is data: of its saved config, ``env`` must be a
-        gymnasium id, a :func:`register_env` name or an import string of a
-        ``gymnasium.Env`` subclass, ``callbacks`` import strings of
-        ``DefaultCallbacks`` subclasses, and ``env_task_fn`` unset (give it
-        in ``config_overrides``); anything else is a :class:`CheckpointError`
-        naming the key, before anything the checkpoint names is called.
-        """
-        from rltune.trainers import get_trainer_class
-
-        meta = ckpt.Fields(checkpoint_path, ckpt.read_metadata(checkpoint_path))
-        trainer_cls = cls
-        if cls is Trainer:
-            algorithm = meta.get("algorithm", str)
-            try:
-                trainer_cls = get_trainer_class(algorithm)
-            except ConfigError as exc:
-                raise meta.error("algorithm", f"names no trainer here ({'; '.join(exc.problems)})") from None
-        config = ckpt.checked_config(checkpoint_path, meta.get("config", dict, {}), config_overrides)
-        trainer = trainer_cls(config, **kwargs)
-        try:
-            trainer.restore(checkpoint_path)
-        except BaseException:
-            trainer.stop()
-            raise
-        return trainer
-
     # -- shutdown ----------------------------------------------------------------------
     def stop(self) -> None:
         """Stop the rollout worker processes and close every env; the trainer cannot train after this."""
@@ -686,16 +422,3 @@ class Trainer:
 
     def __repr__(self) -> str:
         return f"{self.name}(env={self.env_spec.name!r}, num_workers={self.cfg.num_workers}, iteration={self.iteration})"
-
-
-def _evaluation_stats(episodes: list[EpisodeMetrics]) -> dict[str, Any]:
-    """The ``evaluation`` dict of a result for these episodes (NaN stats when there are none)."""
-    rewards = [e.episode_reward for e in episodes]
-    return {
-        "episode_reward_mean": _mean_or_nan(rewards),
-        "episode_reward_min": float(np.min(rewards)) if rewards else math.nan,
-        "episode_reward_max": float(np.max(rewards)) if rewards else math.nan,
-        "episode_len_mean": _mean_or_nan([float(e.episode_length) for e in episodes]),
-        "episodes_this_iter": len(episodes),
-        "hist_stats": {"episode_reward": rewards},
-    }

@@ -1,0 +1,230 @@
+"""Trainer checkpoints: save, restore (checked first, all or nothing) and from_checkpoint.
+
+Every policy's weights and RNG state and every learner's state (through the
+algorithm, ``Algorithm.get_state``) are saved; the layout is
+``_checkpoint.py``'s.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from rltune import __version__
+from rltune.errors import CheckpointError, ConfigError
+from rltune.trainers import _checkpoint as ckpt
+
+if TYPE_CHECKING:
+    from rltune.trainers._trainer import Trainer
+
+logger = logging.getLogger(__name__)
+
+
+def _state_dict_mismatch(expected: dict[str, Any], saved: Any, source: str = "the checkpoint") -> str | None:
+    """Why ``saved`` (from ``source``) cannot load into a model whose state dict is ``expected`` (None if it can)."""
+    if not isinstance(saved, dict):
+        return "no weights"
+    missing = sorted(set(expected) - set(saved))
+    unexpected = sorted(set(saved) - set(expected))
+    if missing or unexpected:
+        return f"missing {missing}, unexpected {unexpected}"
+    for key, tensor in expected.items():
+        shape = getattr(saved[key], "shape", None)
+        if shape is None or tuple(shape) != tuple(tensor.shape):
+            return f"{key} has shape {None if shape is None else tuple(shape)} in {source}, {tuple(tensor.shape)} here"
+    return None
+
+
+class CheckpointMixin:
+    """The checkpoint methods of :class:`~rltune.trainers._trainer.Trainer`."""
+
+    def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> str:
+        """Write a checkpoint directory atomically and return its path.
+
+        Without ``checkpoint_dir``: ``<logdir>/checkpoint_<iteration>``.
+        """
+        path = Path(checkpoint_dir) if checkpoint_dir is not None else self.logdir / f"checkpoint_{self.iteration:06d}"
+        values, tensors = self.get_algorithm_state()
+        policy = self.get_policy()
+        metadata = {
+            "algorithm": self.name,
+            "rltune_version": __version__,
+            "iteration": self.iteration,
+            "timesteps_total": self.timesteps_total,
+            "episodes_total": self.episodes_total,
+            "time_total_s": self.time_total_s,
+            "episode_window": [
+                [e.episode_reward, e.episode_length, ckpt.json_safe(e.custom_metrics)] for e in self._episode_window
+            ],
+            "last_evaluation": self._last_evaluation,
+            "config": ckpt.json_safe(self.config),
+            "observation_space": repr(policy.observation_space),
+            "action_space": repr(policy.action_space),
+            "numpy_rng": self.rng.bit_generator.state,
+            "policy_rngs": {pid: p.rng.bit_generator.state for pid, p in self.workers.local_worker.policy_map.items()},
+            "algorithm_state": values,
+            "callbacks_state": self.callbacks.get_state(),
+            "env_tasks": [[w, v, ckpt.json_safe(task)] for (w, v), task in self.workers.env_tasks.items()],
+        }
+        state = {
+            "policies": {pid: p.model.state_dict() for pid, p in self.workers.local_worker.policy_map.items()},
+            "torch_rng": torch.get_rng_state(),
+            "algorithm": tensors,
+        }
+        saved = ckpt.write_checkpoint(path, metadata, state, self.get_checkpoint_arrays())
+        self._call("on_checkpoint_saved", trainer=self, path=str(saved))
+        return str(saved)
+
+    def restore(self, checkpoint_path: str | os.PathLike[str]) -> None:
+        """Load a checkpoint of this algorithm; training goes on from its iteration and timestep counts.
+
+        The checkpoint may come from a trainer with another ``num_workers``.
+        A checkpoint that is missing, partial, corrupt or does not fit raises
+        :class:`CheckpointError` naming what is wrong, and the trainer stays
+        as it was (weights, optimizer, counters, RNG states, replay buffer).
+        The rollout workers get the new weights and env tasks after that: a
+        worker that fails then raises as it would in training.
+        """
+        saved = self._read_checkpoint(checkpoint_path, self.checkpoint_array_names())
+        before = self._current_state()  # to go back to if loading fails
+        try:
+            self._set_state(saved, checkpoint_path)
+            with ckpt.loading(checkpoint_path, f"the arrays ({', '.join(f'{n}.npz' for n in saved.arrays)})"):
+                self.set_checkpoint_arrays(saved.arrays)  # last; changes nothing when it fails
+        except BaseException:
+            try:
+                self._set_state(before)
+            except Exception:  # keep the original error: it is what the user must fix
+                logger.exception("%s: putting back the state from before the failed restore failed too", self.name)
+            raise
+        self.workers.sync_weights({"timestep": self.timesteps_total})
+        self._restore_tasks(saved.env_tasks)
+        self._call("on_checkpoint_loaded", trainer=self)
+
+    def _read_checkpoint(self, checkpoint_path: str | os.PathLike[str], array_names: list[str]) -> ckpt.TrainerState:
+        """Read and check everything :meth:`restore` loads, without changing this trainer."""
+        saved = ckpt.read_trainer_state(checkpoint_path, self.name)
+        path = str(checkpoint_path)
+        policies = self.workers.local_worker.policy_map
+        missing = set(policies) - set(saved.weights)
+        if missing:
+            raise CheckpointError(f"checkpoint {path!r} has no weights for policies {sorted(missing)}")
+        for pid, policy in policies.items():
+            problem = _state_dict_mismatch(policy.model.state_dict(), saved.weights[pid])
+            if problem:
+                raise CheckpointError(
+                    f"checkpoint {path!r} does not fit this {self.name}'s {pid!r} model "
+                    f"(another env or model config?): {problem}"
+                )
+            rng = policy.rng.bit_generator
+            if pid in saved.policy_rngs and not ckpt.valid_rng_state(saved.policy_rngs[pid], rng):
+                problem = f"is not a valid numpy {type(rng).__name__} state for policy {pid!r}"
+                raise ckpt.field_error(path, "policy_rngs", problem)
+        if saved.numpy_rng is not None and not ckpt.valid_rng_state(saved.numpy_rng, self.rng.bit_generator):
+            raise ckpt.field_error(path, "numpy_rng", f"is not a valid numpy {type(self.rng.bit_generator).__name__} state")
+        saved.arrays = {name: ckpt.read_arrays(checkpoint_path, name, saved.metadata) for name in array_names}
+        return saved
+
+    def _current_state(self) -> ckpt.TrainerState:
+        """What :meth:`restore` would change, tensors cloned: the state a failed restore goes back to."""
+        values, tensors = self.get_algorithm_state()
+        policies = self.workers.local_worker.policy_map
+        return ckpt.TrainerState(
+            iteration=self.iteration,
+            timesteps_total=self.timesteps_total,
+            episodes_total=self.episodes_total,
+            time_total_s=self.time_total_s,
+            episode_window=list(self._episode_window),
+            last_evaluation=copy.deepcopy(self._last_evaluation),
+            weights={pid: copy.deepcopy(p.model.state_dict()) for pid, p in policies.items()},
+            policy_rngs={pid: p.rng.bit_generator.state for pid, p in policies.items()},
+            numpy_rng=self.rng.bit_generator.state,
+            torch_rng=torch.get_rng_state(),
+            algorithm_values=copy.deepcopy(values),
+            algorithm_tensors=copy.deepcopy(tensors),
+            callbacks_state=copy.deepcopy(self.callbacks.get_state()),
+        )
+
+    def _set_state(self, state: ckpt.TrainerState, checkpoint_path: str | os.PathLike[str] | None = None) -> None:
+        """Load a checked ``state`` into this trainer (not its arrays, workers or envs).
+
+        The algorithm's and callbacks' setters can still fail on input that
+        passed the checks (e.g. an optimizer state for other parameters):
+        with ``checkpoint_path`` that is a :class:`CheckpointError` naming
+        the part, and :meth:`restore` puts the state from before back.
+        """
+        with ckpt.loading(checkpoint_path, f"{ckpt.TENSORS_FILE} entry 'policies'"):
+            for pid, policy in self.workers.local_worker.policy_map.items():
+                policy.model.load_state_dict(state.weights[pid])
+                policy.weights_changed()
+                if pid in state.policy_rngs:
+                    policy.rng.bit_generator.state = state.policy_rngs[pid]
+        algorithm_part = f"the algorithm state (metadata field 'algorithm_state', {ckpt.TENSORS_FILE} entry 'algorithm')"
+        with ckpt.loading(checkpoint_path, algorithm_part):
+            self.set_algorithm_state(state.algorithm_values, state.algorithm_tensors)
+        with ckpt.loading(checkpoint_path, "metadata field 'callbacks_state'"):
+            self.callbacks.set_state(state.callbacks_state)
+        self.iteration = state.iteration
+        self.timesteps_total = state.timesteps_total
+        self.episodes_total = state.episodes_total
+        self.time_total_s = state.time_total_s
+        self._episode_window.clear()
+        self._episode_window.extend(state.episode_window)
+        self._last_evaluation = state.last_evaluation
+        if state.numpy_rng is not None:
+            self.rng.bit_generator.state = state.numpy_rng
+        if state.torch_rng is not None:
+            torch.set_rng_state(state.torch_rng)
+
+    def _restore_tasks(self, tasks: dict[tuple[int, int], Any]) -> None:
+        if not tasks:
+            return
+        values = list(tasks.values())
+        if all(t == values[0] for t in values):
+            self.set_task(values[0])  # one task for all: fits any num_workers
+        else:
+            self.workers.set_env_tasks(tasks)
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        checkpoint_path: str | os.PathLike[str],
+        config_overrides: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> "Trainer":
+        """Build the trainer a checkpoint was written by (its saved config, updated by ``config_overrides``) and restore it.
+
+        Called on :class:`Trainer` itself it picks the algorithm from the
+        checkpoint. A config value that could not be saved as JSON (a lambda,
+        a class from ``__main__``) must be given again in ``config_overrides``.
+
+        A checkpoint is data: of its saved config, ``env`` must be a
+        gymnasium id, a :func:`register_env` name or an import string of a
+        ``gymnasium.Env`` subclass, ``callbacks`` import strings of
+        ``DefaultCallbacks`` subclasses, and ``env_task_fn`` unset (give it
+        in ``config_overrides``); anything else is a :class:`CheckpointError`
+        naming the key, before anything the checkpoint names is called.
+        """
+        from rltune.trainers import Trainer, get_trainer_class
+
+        meta = ckpt.Fields(checkpoint_path, ckpt.read_metadata(checkpoint_path))
+        trainer_cls = cls
+        if cls is Trainer:
+            algorithm = meta.get("algorithm", str)
+            try:
+                trainer_cls = get_trainer_class(algorithm)
+            except ConfigError as exc:
+                raise meta.error("algorithm", f"names no trainer here ({'; '.join(exc.problems)})") from None
+        config = ckpt.checked_config(checkpoint_path, meta.get("config", dict, {}), config_overrides)
+        trainer = trainer_cls(config, **kwargs)
+        try:
+            trainer.restore(checkpoint_path)
+        except BaseException:
+            trainer.stop()
+            raise
+        return trainer
