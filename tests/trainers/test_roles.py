@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import shutil
 from pathlib import Path
 
 import gymnasium as gym
@@ -136,3 +137,32 @@ def test_an_algorithm_trains_a_dict_of_policies_and_checkpoints_every_learner():
         saved = algorithm.learners[pid].optimizer.state_dict()["state"][0]
         for key, value in fresh.learners[pid].optimizer.state_dict()["state"][0].items():
             torch.testing.assert_close(value, saved[key])
+
+
+DATA = Path(__file__).with_name("data")
+
+
+def test_a_ppo_checkpoint_written_before_the_roles_restores_its_learner(tmp_path):
+    """``data/ppo_format2`` was written by rltune before the Learner/Algorithm split (format version 2)."""
+    path = shutil.copytree(DATA / "ppo_format2", tmp_path / "ck")
+    saved = torch.load(path / "state.pt", weights_only=False)["algorithm"]["optimizer"]["state"][0]
+    with PPO.from_checkpoint(path) as trainer:
+        assert trainer.iteration == 1 and trainer.timesteps_total == 100
+        learner = trainer.get_learner()
+        assert learner.kl_coeff == 0.1  # halved once from 0.2, in the metadata's algorithm_state
+        for key, value in learner.optimizer.state_dict()["state"][0].items():
+            torch.testing.assert_close(value, saved[key])
+        assert trainer.train()["training_iteration"] == 2
+
+
+def test_a_dqn_checkpoint_written_before_the_roles_restores_its_learner_and_buffer(tmp_path):
+    """``data/dqn_format2``: the same for DQN, with its replay buffer and target network."""
+    path = shutil.copytree(DATA / "dqn_format2", tmp_path / "ck")
+    saved = torch.load(path / "state.pt", weights_only=False)["algorithm"]
+    with DQN.from_checkpoint(path) as trainer:
+        assert trainer.algorithm.num_grad_steps == 8 and len(trainer.algorithm.buffers["default_policy"]) == 32
+        learner = trainer.get_learner()
+        for key, value in learner.target_model.state_dict().items():
+            torch.testing.assert_close(value, saved["target_model"][key])
+        torch.testing.assert_close(learner.optimizer.state_dict()["state"][0]["exp_avg"], saved["optimizer"]["state"][0]["exp_avg"])
+        assert trainer.train()["training_iteration"] == 2
