@@ -247,7 +247,6 @@ class DQN(Trainer):
 
     name = "DQN"
     config_class = DQNConfig
-    policy_class = DQNPolicy
     algorithm_class = DQNAlgorithm
     cfg: DQNConfig
 

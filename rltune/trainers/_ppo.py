@@ -308,7 +308,6 @@ class PPO(Trainer):
 
     name = "PPO"
     config_class = PPOConfig
-    policy_class = PPOPolicy
     algorithm_class = PPOAlgorithm
     cfg: PPOConfig
 

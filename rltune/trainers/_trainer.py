@@ -69,15 +69,21 @@ class Trainer(CheckpointMixin, EvaluationMixin):
     and learner; :meth:`stop` ends the worker processes (also done at
     interpreter exit and by ``with Trainer(...) as t:``).
 
-    Subclasses set ``name``, ``config_class``, ``policy_class`` and
-    ``algorithm_class``; the algorithm holds the loss, the update and the
-    training step, the trainer the loop, results, evaluation and checkpoints.
+    Subclasses set ``name``, ``config_class`` and ``algorithm_class`` (whose
+    ``policy_class`` becomes theirs); the algorithm holds the loss, the
+    update and the training step, the trainer the loop, results, evaluation
+    and checkpoints.
     """
 
     name: ClassVar[str] = "Trainer"
     config_class: ClassVar[type[TrainerConfig]] = TrainerConfig
     policy_class: ClassVar[type[Policy]] = Policy
     algorithm_class: ClassVar[type[Algorithm]] = Algorithm
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "policy_class" not in cls.__dict__:
+            cls.policy_class = cls.algorithm_class.policy_class
 
     # -- config ----------------------------------------------------------------------
     @classmethod

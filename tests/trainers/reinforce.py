@@ -61,5 +61,4 @@ class REINFORCE(Trainer):
     """The trainer users see: its name and roles; loop, results, evaluation and checkpoints are the base's."""
 
     name = "REINFORCE"
-    policy_class = REINFORCEPolicy
     algorithm_class = REINFORCEAlgorithm
