@@ -16,7 +16,7 @@ import gymnasium as gym
 
 from rltune._imports import import_object
 from rltune.errors import ConfigError
-from rltune.trainers._env_context import EnvContext
+from rltune.env._context import EnvContext
 
 EnvCreator = Callable[[EnvContext], Any]
 
