@@ -10,9 +10,9 @@ import gymnasium as gym
 from gymnasium.utils import env_checker
 from gymnasium.utils.passive_env_checker import env_reset_passive_checker, env_step_passive_checker
 
-from rltune.errors import EnvError
 from rltune.env._context import EnvContext
 from rltune.env._registry import EnvSpec
+from rltune.errors import EnvError
 
 logger = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ import cloudpickle
 import gymnasium as gym
 import pytest
 
-from rltune.errors import EnvError
 from rltune.env import EnvContext, register_env
+from rltune.errors import EnvError
 from rltune.trainers import PPO
 
 from trainers.envs import CountingEnv, FailingEnv, ObsOutsideSpaceEnv, ResetReturnsObsOnlyEnv

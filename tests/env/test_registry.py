@@ -8,8 +8,8 @@ import uuid
 import gymnasium as gym
 import pytest
 
-from rltune.errors import ConfigError, EnvError
 from rltune.env import register_env, registered_envs
+from rltune.errors import ConfigError, EnvError
 from rltune.trainers import PPO
 
 from . import gym_plugin
