@@ -18,7 +18,7 @@ from rltune.trainers._algorithm import StepOutcome
 from rltune.trainers._config import TrainerConfig
 from rltune.trainers._sample_batch import SampleResult
 from rltune.trainers._sample_source import SampleSource
-from tests.trainers.reinforce import REINFORCE, REINFORCEAlgorithm, REINFORCEPolicy
+from .reinforce import REINFORCE, REINFORCEAlgorithm, REINFORCEPolicy
 
 TINY = {"num_workers": 0, "rollout_fragment_length": 50, "train_batch_size": 100, "seed": 0, "lr": 1e-2,
         "model": {"fcnet_hiddens": [16]}}
