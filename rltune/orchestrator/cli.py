@@ -336,8 +336,8 @@ def _add_tune_parser(commands: Any) -> None:
 
 
 def _tune(args: argparse.Namespace) -> int:
+    from rltune.orchestrator._run_study import all_failed, run_plan
     from rltune.orchestrator._spec import load_study_file
-    from rltune.tune import all_failed, run_plan
 
     for flag in ("n_trials", "n_jobs", "max_concurrent", "num_samples"):
         value = getattr(args, flag)
