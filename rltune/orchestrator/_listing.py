@@ -18,7 +18,7 @@ from rltune.orchestrator._secrets import MASK, drop_masked_password, redact_text
 from rltune.orchestrator._ownership import owner_alive
 from rltune.orchestrator._storage import JOURNAL_FILE, open_storage
 from rltune.orchestrator._study_setup import STUDY_FILE
-from rltune.orchestrator._trial import default_results_dir
+from rltune._results_dir import default_results_dir
 
 STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "INTERRUPTED")
 

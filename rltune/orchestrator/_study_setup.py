@@ -25,7 +25,7 @@ from rltune.orchestrator._search_space import encode_point
 from rltune.orchestrator._secrets import redact_text, redact_url, resolve_url
 from rltune.orchestrator._storage import BUDGET_ATTR, JOURNAL_FILE, is_shared, open_storage
 from rltune.orchestrator._study_lock import StudyLock, clear_stale_journal_lock
-from rltune.orchestrator._trial import default_results_dir
+from rltune._results_dir import default_results_dir
 
 logger = logging.getLogger(__name__)
 

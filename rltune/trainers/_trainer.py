@@ -32,6 +32,7 @@ from rltune.callbacks._callbacks import DefaultCallbacks, MultiCallbacks, call_h
 from rltune.callbacks._curriculum import CurriculumCallback, parse_curriculum
 from rltune.callbacks._metrics import merge_hist_data, summarize_custom_metrics
 from rltune._imports import import_object
+from rltune._results_dir import default_results_dir
 from rltune.errors import CheckpointError, ConfigError, RLTuneError
 from rltune.trainers import _checkpoint as ckpt
 from rltune.trainers._config import TrainerConfig, default_config, describe_config, validate_config
@@ -44,8 +45,6 @@ from rltune.trainers._sample_batch import EpisodeMetrics
 from rltune.trainers._worker_set import WorkerSet
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_RESULTS_DIR = "~/rltune_results"
 
 
 @dataclass
@@ -176,7 +175,7 @@ class Trainer:
         self.episodes_total = 0
         self.time_total_s = 0.0
         self._episode_window: deque[EpisodeMetrics] = deque(maxlen=self.cfg.metrics_num_episodes_for_smoothing)
-        self._results_root = Path(os.path.expanduser(results_dir or os.environ.get("RLTUNE_RESULTS_DIR", DEFAULT_RESULTS_DIR)))
+        self._results_root = Path(os.path.expanduser(results_dir)) if results_dir else default_results_dir()
         self._logdir: Path | None = None
         self._eval_workers: dict[int, RolloutWorker] = {}  # by number of envs
         self._eval_cfg: TrainerConfig | None = None
