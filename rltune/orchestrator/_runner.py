@@ -22,7 +22,8 @@ On the journal storage one orchestrator runs a study at a time: it holds
 the study directory's lock (:mod:`rltune.orchestrator._study_lock`) from
 ``open_study`` to ``close``, so every RUNNING trial it finds was interrupted.
 A trainer study's envs are built and checked once before the first trial
-(:mod:`rltune.orchestrator._env_check`).
+(:mod:`rltune.orchestrator._env_check`). The parts of the runner are listed
+in :class:`StudyRunner`'s docstring.
 
 Study directory (``<results_dir>/<name>/``)::
 

@@ -5,7 +5,7 @@ Two modes, chosen by the storage given:
 - **embedded** (no ``storage``, or a journal file path): Optuna's
   JournalStorage file backend in the study directory. One orchestrator at a
   time; ``--resume`` continues a study; trials of a dead orchestrator on this
-  machine are resumed in place (see ``owner_alive`` in ``_runner``).
+  machine are resumed in place (see ``owner_alive`` in ``_ownership``).
 - **shared** (an Optuna URL: ``postgresql://...``, ``mysql://...``,
   ``sqlite:///...``): every ``rltune tune`` launched on it is a worker that
   joins the study. The worker that creates the study enqueues its whole
