@@ -46,7 +46,7 @@ import uuid
 from multiprocessing.connection import wait
 from typing import Any
 
-from rltune._env_shipping import collect_env_registrations
+from rltune.env._shipping import collect_env_registrations
 from rltune.errors import ConfigError
 from rltune.orchestrator import _trial_host as host
 from rltune.orchestrator._decision import decide, final_state, read_result
