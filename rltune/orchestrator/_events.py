@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-PARAMS_FILE = "params.json"
+from rltune.orchestrator._trial import PARAMS_FILE, RESULT_FILE
+
 ERROR_FILE = "error.txt"
 
 
@@ -68,7 +69,7 @@ class TrackingObserver(Observer):
         if state == "INTERRUPTED":
             self.tracker.end_trial(a.tracking, "INTERRUPTED", reason=a.reason)
             return
-        a.tracking.log_files(a.trial_dir / PARAMS_FILE, a.trial_dir / "result.json", a.trial_dir / ERROR_FILE)
+        a.tracking.log_files(a.trial_dir / PARAMS_FILE, a.trial_dir / RESULT_FILE, a.trial_dir / ERROR_FILE)
         a.tracking.log_learning_curve()
         if state != "FAIL" and a.checkpoint and self.runner.plan.trainable.kind == "trainer":
             a.tracking.log_policy_model(a.checkpoint)

@@ -20,9 +20,8 @@ from rltune.orchestrator._reporter import json_safe, latest_checkpoint
 from rltune.orchestrator._search_space import decode_params, resolve_config, suggest
 from rltune.orchestrator._spec import StudyPlan, finite
 from rltune.orchestrator._stop import StopCriteria, lookup
+from rltune.orchestrator._trial import PARAMS_FILE
 from rltune.orchestrator._trial_host import ActiveTrial
-
-PARAMS_FILE = "params.json"
 
 
 class TrialSetup:
