@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rltune._results_dir import default_results_dir
 from rltune.errors import ConfigError, StudyLockedError
 from rltune.orchestrator._env_check import check_study_envs
 from rltune.orchestrator._events import TrackingObserver
@@ -25,7 +26,6 @@ from rltune.orchestrator._search_space import encode_point
 from rltune.orchestrator._secrets import redact_text, redact_url, resolve_url
 from rltune.orchestrator._storage import BUDGET_ATTR, JOURNAL_FILE, is_shared, open_storage
 from rltune.orchestrator._study_lock import StudyLock, clear_stale_journal_lock
-from rltune._results_dir import default_results_dir
 
 logger = logging.getLogger(__name__)
 

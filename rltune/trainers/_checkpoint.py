@@ -28,8 +28,8 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
-from rltune._json import json_safe as _json_safe
 from rltune._atomic_dir import fsync_dir, leftover_path, recover_leftovers, replace_dir
+from rltune._json import json_safe as _json_safe
 from rltune.errors import CheckpointError, RLTuneError
 from rltune.trainers._sample_batch import EpisodeMetrics
 
