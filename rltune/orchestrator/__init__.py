@@ -4,9 +4,18 @@ The public API is :mod:`rltune.tune` (``from rltune import tune``) and the
 ``rltune`` command. Modules::
 
     cli             the ``rltune`` command (train, tune, studies, show, rollout, ui); ``main(argv) -> exit status``
+    _cli_rollout    ``rltune rollout``: deterministic episodes of a checkpoint
+    _run_study      run a plan to its Analysis with its display (what tune.run and ``rltune tune`` call)
     _spec           study files and tune.run fields: validation (every problem, by path and line), the plan
     _search_space   grid_search, choice, uniform, loguniform, randint, quniform: parsing, Optuna suggest, configs
-    _runner         a study's loop: Optuna ask/report/tell, trial processes, CPU budget, failures, Ctrl-C, resume
+    _runner         a study's loop: Optuna ask/report/tell, CPU budget, failures, Ctrl-C; events to observers
+    _study_setup    open, create or join a study: lock, storage, space checks, grid and budget enqueued, resumable trials
+    _trial_setup    the next trial (resumed, retried, grid, new): its config, seed, directory, results backfilled
+    _trial_host     trial processes: launch, messages, kill, reap, crashes and timeouts
+    _ownership      owners of RUNNING trials, their liveness, heartbeats, stale trials of lost workers
+    _decision       pure: a result -> continue / stop (stop criteria, pruner, Ctrl-C); a trial's end state
+    _events         the loop's events (Observer) and the MLflow tracking observer
+    _optuna_compat  every private Optuna name rltune uses, each with why (the rest is public API)
     _trial_process  one trial in its own process (subprocess + socket), trainers run as function trainables
     _reporter       the Reporter of function trainables: results, atomic checkpoints, TrialStopped
     _analysis       what tune.run returns (Analysis, TrialRecord) and best_config.yaml

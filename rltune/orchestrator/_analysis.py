@@ -88,7 +88,7 @@ def build_analysis(runner: Any) -> Analysis:
     """An :class:`Analysis` of the runner's study, from storage and this run's in-memory results."""
     from optuna.trial import TrialState
 
-    from rltune.orchestrator._runner import decode_trial_config
+    from rltune.orchestrator._trial_setup import decode_trial_config
 
     plan, study = runner.plan, runner.study
     records = []

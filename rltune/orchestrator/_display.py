@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from rltune.orchestrator._events import Observer
 from rltune.orchestrator._spec import finite
 from rltune.orchestrator._stop import _MISSING, lookup
 
@@ -32,7 +33,7 @@ def _params_text(values: dict[str, Any], limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class PlainDisplay:
+class PlainDisplay(Observer):
     """One line per event, for logs and pipes."""
 
     def __init__(self, runner: Any, stream: TextIO | None = None, result_every_s: float = 5.0) -> None:

@@ -15,8 +15,10 @@ from typing import Any
 
 from rltune.errors import ConfigError
 from rltune.orchestrator._secrets import MASK, drop_masked_password, redact_text, redact_url, resolve_url
-from rltune.orchestrator._runner import JOURNAL_FILE, STUDY_FILE, open_storage, owner_alive
-from rltune.orchestrator._trial import default_results_dir
+from rltune.orchestrator._ownership import owner_alive
+from rltune.orchestrator._storage import JOURNAL_FILE, open_storage
+from rltune.orchestrator._study_setup import STUDY_FILE
+from rltune._results_dir import default_results_dir
 
 STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "INTERRUPTED")
 
@@ -47,7 +49,7 @@ def load_study(directory: Path, storage: str | None = None) -> tuple[Any, dict[s
     """The optuna.Study of a study directory (and its study.json)."""
     import optuna
 
-    from rltune.orchestrator._runner import _quiet_optuna
+    from rltune.orchestrator._study_setup import _quiet_optuna
 
     _quiet_optuna()
     info_path = directory / STUDY_FILE

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from rltune._atomic_dir import leftover_path, recover_leftovers, replace_dir
+from rltune._json import json_safe
 
 CHECKPOINT_PREFIX = "checkpoint_"
 RESULT_FILE = "result.json"
@@ -203,35 +204,6 @@ def report(**result: Any) -> None:
     if _current is None:
         raise RuntimeError("tune.report() is only available inside a trial started by tune.run")
     _current(**result)
-
-
-def json_safe(value: Any) -> Any:
-    """A JSON form of a config or result value: numpy scalars as numbers, classes as 'module:qualname'."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    item = getattr(value, "item", None)
-    if callable(item) and getattr(value, "shape", None) == ():
-        try:
-            return json_safe(item())
-        except (TypeError, ValueError):
-            pass
-    tolist = getattr(value, "tolist", None)
-    if callable(tolist):
-        try:
-            return json_safe(tolist())
-        except (TypeError, ValueError):
-            pass
-    module = getattr(value, "__module__", None)
-    qualname = getattr(value, "__qualname__", None)
-    if module and qualname and "<" not in qualname and module != "__main__":
-        return f"{module}:{qualname}"
-    return repr(value)
 
 
 def scalars(result: dict[str, Any], prefix: str = "") -> dict[str, float | int | str | bool | None]:

@@ -236,25 +236,8 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
     space, space_problems = parse_space(config)
     problems.extend(at(("config", *_path_of(p)), p) for p in space_problems)
 
-    sampler_name, sampler_options = "tpe", {}
-    try:
-        sampler_name, sampler_options = _choose("search_alg", spec.search_alg, SAMPLERS, "optuna.samplers", "BaseSampler")
-    except ConfigError as exc:
-        problems.extend(at(("search_alg",), p) for p in exc.problems)
-    if sampler_name == "grid" and not space_problems:
-        space, grid_problems = gridify(space)
-        problems.extend(at(("config", *_path_of(p)), p) for p in grid_problems)
-
-    pruner_name, pruner_options = "none", {}
-    if spec.scheduler is not None and spec.pruner is not None:
-        problems.append(at(("pruner",), "scheduler and pruner are the same field; give one"))
-    pruner_field = "pruner" if spec.pruner is not None else "scheduler"
-    pruner_value = spec.pruner if spec.pruner is not None else spec.scheduler
-    if pruner_value is not None:
-        try:
-            pruner_name, pruner_options = _choose(pruner_field, pruner_value, PRUNERS, "optuna.pruners", "BasePruner")
-        except ConfigError as exc:
-            problems.extend(at((pruner_field,), p) for p in exc.problems)
+    space, (sampler_name, sampler_options), (pruner_name, pruner_options) = _sampler_and_pruner(
+        spec, space, bool(space_problems), problems, at)
 
     stop = StopCriteria(None)
     try:
@@ -292,6 +275,34 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
         spec = spec.model_copy(update={"name": f"{trainable.name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"})
     return StudyPlan(spec, trainable, config, space, stop, sampler_name, sampler_options, pruner_name, pruner_options,
                      name_given)
+
+
+def _sampler_and_pruner(spec: StudySpec, space: Any, space_invalid: bool, problems: list[str],
+                        at: Any) -> tuple[Any, tuple[str, dict[str, Any]], tuple[str, dict[str, Any]]]:
+    """The study's sampler and pruner (names and options), and its space made a grid for the grid sampler.
+
+    Problems are appended to ``problems``, each placed by ``at(path, message)``.
+    """
+    sampler_name, sampler_options = "tpe", {}
+    try:
+        sampler_name, sampler_options = _choose("search_alg", spec.search_alg, SAMPLERS, "optuna.samplers", "BaseSampler")
+    except ConfigError as exc:
+        problems.extend(at(("search_alg",), p) for p in exc.problems)
+    if sampler_name == "grid" and not space_invalid:
+        space, grid_problems = gridify(space)
+        problems.extend(at(("config", *_path_of(p)), p) for p in grid_problems)
+
+    pruner_name, pruner_options = "none", {}
+    if spec.scheduler is not None and spec.pruner is not None:
+        problems.append(at(("pruner",), "scheduler and pruner are the same field; give one"))
+    pruner_field = "pruner" if spec.pruner is not None else "scheduler"
+    pruner_value = spec.pruner if spec.pruner is not None else spec.scheduler
+    if pruner_value is not None:
+        try:
+            pruner_name, pruner_options = _choose(pruner_field, pruner_value, PRUNERS, "optuna.pruners", "BasePruner")
+        except ConfigError as exc:
+            problems.extend(at((pruner_field,), p) for p in exc.problems)
+    return space, (sampler_name, sampler_options), (pruner_name, pruner_options)
 
 
 def _by_line(problems: list[str]) -> list[str]:

@@ -5,7 +5,7 @@ Two modes, chosen by the storage given:
 - **embedded** (no ``storage``, or a journal file path): Optuna's
   JournalStorage file backend in the study directory. One orchestrator at a
   time; ``--resume`` continues a study; trials of a dead orchestrator on this
-  machine are resumed in place (see ``owner_alive`` in ``_runner``).
+  machine are resumed in place (see ``owner_alive`` in ``_ownership``).
 - **shared** (an Optuna URL: ``postgresql://...``, ``mysql://...``,
   ``sqlite:///...``): every ``rltune tune`` launched on it is a worker that
   joins the study. The worker that creates the study enqueues its whole
@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rltune.errors import RLTuneError
+from rltune.orchestrator._optuna_compat import RDB_PRIVATE_CALLS
 from rltune.orchestrator._secrets import has_references, redact_text, resolve_url
 
 logger = logging.getLogger(__name__)
@@ -175,9 +176,9 @@ def with_reconnect(fn: Callable[..., Any], what: str, retry_s: float = STORAGE_R
 def _reconnecting_class() -> type:
     from optuna.storages import RDBStorage
 
-    # the public API, and the private backend calls of Optuna's _CachedStorage (which wraps every
-    # RDBStorage a study uses) and of its heartbeat; not the *_without_commit helpers (inside a session)
-    private = {"_create_new_trial", "_set_trial_param", "_get_trials", "_get_best_trial_id", "_get_stale_trial_ids"}
+    # the public API, and the private backend calls Optuna makes itself (see _optuna_compat); not the
+    # *_without_commit helpers (inside a session)
+    private = RDB_PRIVATE_CALLS
     methods = [name for name, value in vars(RDBStorage).items()
                if callable(value) and (not name.startswith("_") or name in private)
                and name not in {"remove_session", "upgrade", "get_current_version", "get_head_version",
@@ -186,15 +187,3 @@ def _reconnecting_class() -> type:
     namespace["__doc__"] = "Optuna's RDBStorage whose calls survive a database restart (retried on a lost connection)."
     return type("ReconnectingRDBStorage", (RDBStorage,), namespace)
 
-
-def pop_waiting_trial(study: Any) -> Any | None:
-    """Take a WAITING trial of the study (atomically, against other workers); None when there is none.
-
-    Unlike ``study.ask()``, never creates a trial: in a shared study every
-    trial of the budget was enqueued when the study was created.
-    """
-    import optuna
-
-    study._thread_local.cached_all_trials = None  # as ask() does: see the other workers' trials
-    trial_id = study._pop_waiting_trial_id()  # Optuna's own pop: set RUNNING only if still WAITING
-    return None if trial_id is None else optuna.Trial(study, trial_id)

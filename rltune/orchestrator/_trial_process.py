@@ -1,6 +1,6 @@
 """A trial in its own process: started with ``subprocess``, driven over a socket by the orchestrator.
 
-The orchestrator (:mod:`rltune.orchestrator._runner`) starts
+The orchestrator (:mod:`rltune.orchestrator._trial_host`) starts
 ``python -c "...; trial_entry(fd)"`` with a connected socket, sends
 ``sys.path`` and a cloudpickled init dict (the trainable, its config, the
 trial directory, the checkpoint to restore). The trial then sends, in order:

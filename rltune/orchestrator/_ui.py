@@ -190,7 +190,7 @@ def run_ui(results_dir: str | os.PathLike[str] | None = None, port: int = 5000, 
     :class:`RLTuneError` when the server does not start (the CLI turns both
     into one message and exit status 2).
     """
-    from rltune.orchestrator._trial import default_results_dir
+    from rltune._results_dir import default_results_dir
 
     out = out or sys.stdout
     results = Path(os.path.expanduser(str(results_dir))) if results_dir else default_results_dir()

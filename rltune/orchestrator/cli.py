@@ -23,6 +23,7 @@ import yaml
 
 from rltune import __version__
 from rltune.errors import ConfigError, RLTuneError
+from rltune.orchestrator._cli_rollout import add_rollout_parser
 from rltune.orchestrator._yaml_files import deep_merge
 
 EXIT_STUDY_FAILED = 1  # rltune tune: every trial of the study failed
@@ -61,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_tune_parser(commands)
     _add_studies_parser(commands)
     _add_show_parser(commands)
-    _add_rollout_parser(commands)
+    add_rollout_parser(commands, LOG_LEVELS)
     _add_ui_parser(commands)
     return parser
 
@@ -336,8 +337,8 @@ def _add_tune_parser(commands: Any) -> None:
 
 
 def _tune(args: argparse.Namespace) -> int:
+    from rltune.orchestrator._run_study import all_failed, run_plan
     from rltune.orchestrator._spec import load_study_file
-    from rltune.tune import all_failed, run_plan
 
     for flag in ("n_trials", "n_jobs", "max_concurrent", "num_samples"):
         value = getattr(args, flag)
@@ -470,98 +471,6 @@ def _show(args: argparse.Namespace) -> int:
         tail = f"error: {row['error']}" if row["state"] == "FAIL" and row["error"] else (row["checkpoint"] or "")
         print(f"{row['trial']:>5}  {row['state']:11} {row['iter'] or 0:>5}  {shown:>20}  {params}" + (f"  {tail}" if tail else ""))
     return 0
-
-
-# -- rltune rollout ------------------------------------------------------------------------
-def _add_rollout_parser(commands: Any) -> None:
-    p = commands.add_parser(
-        "rollout",
-        help="evaluate a checkpoint: mean return of deterministic episodes",
-        description=(
-            "Restore a checkpoint (a checkpoint_NNNNNN directory, or a trial directory: its latest "
-            "checkpoint) and run deterministic episodes (no exploration); print their mean return. "
-            "--episodes N runs N episodes (default 10); --steps N runs whole episodes until at least "
-            "N env steps are done (with both, whichever comes first). A checkpoint is data: of its saved "
-            "config it uses only an env that is a gymnasium id, a register_env name or an import string of a "
-            "gymnasium.Env subclass, and callbacks that are DefaultCallbacks subclasses; give anything else "
-            "with --env / --config."
-        ),
-    )
-    p.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint directory or trial directory")
-    p.add_argument("--episodes", type=int, metavar="N", help="number of episodes (default 10)")
-    p.add_argument("--steps", type=int, metavar="N", help="run episodes until at least N env steps")
-    p.add_argument("--env", help="env to use instead of the checkpoint's (e.g. 'pkg.module:EnvClass' or a creator function)")
-    p.add_argument(
-        "--config", metavar="JSON",
-        help="config overrides as a JSON object (e.g. env_config, or callbacks and env_task_fn, which a checkpoint may not name)",
-    )
-    p.add_argument("--log-level", type=str.upper, choices=LOG_LEVELS, help="log level (default WARN)")
-    p.set_defaults(handler=_rollout)
-
-
-def _rollout(args: argparse.Namespace) -> int:
-    from rltune.trainers import Trainer
-
-    for flag in ("episodes", "steps"):
-        value = getattr(args, flag)
-        if value is not None and value < 1:
-            raise ConfigError(f"must be >= 1, but got {value}", where=f"--{flag}")
-    episodes = args.episodes if args.episodes is not None else (None if args.steps else 10)
-    overrides = {**(_json_object(args.config, "--config") or {}), "num_workers": 0, "num_envs_per_worker": 1}
-    if args.env is not None:
-        overrides["env"] = args.env
-    if args.log_level:
-        overrides["log_level"] = args.log_level
-    _setup_logging(overrides.get("log_level", "WARN"))
-    path = _find_checkpoint(args.checkpoint)
-    try:
-        trainer = Trainer.from_checkpoint(path, overrides)
-    except ConfigError as exc:
-        hint = " (rollout builds the env and trainer from the checkpoint's saved config; --env and --config override it)"
-        raise ConfigError([*exc.problems[:-1], exc.problems[-1] + hint], where=f"{exc.where} of checkpoint {path!r}") from None
-    try:
-        rewards, lengths = _run_episodes(trainer, episodes, args.steps)
-    finally:
-        trainer.stop()
-    mean = sum(rewards) / len(rewards)
-    print(f"{trainer.name} checkpoint {path} (iteration {trainer.iteration}, {trainer.timesteps_total:,} timesteps)")
-    print(
-        f"episode_reward_mean: {mean:.3f} over {len(rewards)} deterministic episodes "
-        f"(min {min(rewards):.3f}, max {max(rewards):.3f}, mean length {sum(lengths) / len(lengths):.1f}, "
-        f"{sum(lengths):,.0f} steps)",
-        flush=True,
-    )
-    return 0
-
-
-def _find_checkpoint(path: str) -> str:
-    """``path`` itself, or the latest ``checkpoint_*`` inside a trial directory."""
-    from pathlib import Path
-
-    from rltune._atomic_dir import recover_leftovers
-    from rltune.trainers._checkpoint import METADATA_FILE
-
-    directory = Path(path)
-    if directory.is_dir() and not (directory / METADATA_FILE).exists():
-        recover_leftovers(directory)  # a checkpoint a crash left under a temporary name counts too
-        found = sorted(p for p in directory.glob("checkpoint_*") if (p / METADATA_FILE).exists())
-        if found:
-            return str(found[-1])
-    return path
-
-
-def _run_episodes(trainer: Any, episodes: int | None, steps: int | None) -> tuple[list[float], list[float]]:
-    """Returns and lengths of deterministic episodes: ``episodes`` of them, or until ``steps`` env steps."""
-    if steps is None:
-        evaluation = trainer.evaluate(episodes)["evaluation"]
-        rewards = list(evaluation["hist_stats"]["episode_reward"])
-        return rewards, [evaluation["episode_len_mean"]] * len(rewards)
-    rewards, lengths = [], []
-    while sum(lengths) < steps and (episodes is None or len(rewards) < episodes):
-        evaluation = trainer.evaluate(1)["evaluation"]
-        rewards.append(evaluation["episode_reward_mean"])
-        lengths.append(evaluation["episode_len_mean"])
-    return rewards, lengths
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from rltune._atomic_dir import fsync_dir, leftover_path, recover_leftovers, replace_dir
+from rltune._json import json_safe as _json_safe
 from rltune.errors import CheckpointError, RLTuneError
 from rltune.trainers._sample_batch import EpisodeMetrics
 
@@ -205,20 +206,8 @@ def read_arrays(
 
 
 def json_safe(value: Any) -> Any:
-    """A JSON-serialisable form of a config value: classes and functions as 'module:qualname'."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    module = getattr(value, "__module__", None)
-    qualname = getattr(value, "__qualname__", None)
-    if module and qualname and "<" not in qualname and module != "__main__":
-        return f"{module}:{qualname}"
-    return {"__unserializable__": repr(value)}
+    """A JSON-serialisable form of a config value (:func:`rltune._json.json_safe`); what has none is marked."""
+    return _json_safe(value, opaque=lambda v: {"__unserializable__": repr(v)})
 
 
 # -- what a trainer restores ----------------------------------------------------------------

@@ -29,6 +29,7 @@ from rltune.callbacks._callbacks import DefaultCallbacks, MultiCallbacks, call_h
 from rltune.callbacks._curriculum import CurriculumCallback, parse_curriculum
 from rltune.callbacks._metrics import merge_hist_data, summarize_custom_metrics
 from rltune._imports import import_object
+from rltune._results_dir import default_results_dir
 from rltune.env._context import EnvContext
 from rltune.env._registry import resolve_env
 from rltune.errors import ConfigError, RLTuneError
@@ -45,8 +46,6 @@ from rltune.trainers._trainer_evaluation import EvaluationMixin, _mean_or_nan
 from rltune.trainers._worker_set import WorkerSet
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_RESULTS_DIR = "~/rltune_results"
 
 
 def resolve_callable(spec: Any, key: str) -> Callable[..., Any]:
@@ -157,7 +156,7 @@ class Trainer(CheckpointMixin, EvaluationMixin):
         self.episodes_total = 0
         self.time_total_s = 0.0
         self._episode_window: deque[EpisodeMetrics] = deque(maxlen=self.cfg.metrics_num_episodes_for_smoothing)
-        self._results_root = Path(os.path.expanduser(results_dir or os.environ.get("RLTUNE_RESULTS_DIR", DEFAULT_RESULTS_DIR)))
+        self._results_root = Path(os.path.expanduser(results_dir)) if results_dir else default_results_dir()
         self._logdir: Path | None = None
         self._eval_workers: dict[int, RolloutWorker] = {}  # by number of envs
         self._eval_cfg: TrainerConfig | None = None

@@ -127,7 +127,7 @@ def test_kill_9_of_the_orchestrator_then_resume(study_file):
 def test_owners_on_this_machine_by_pid_and_elsewhere_by_heartbeat():
     import socket
 
-    from rltune.orchestrator._runner import make_owner, owner_alive
+    from rltune.orchestrator._ownership import make_owner, owner_alive
 
     me = make_owner("run-a")
     assert owner_alive(me, "run-a") and not owner_alive(me, "run-b")  # an earlier run of this same process

@@ -1,0 +1,103 @@
+"""What the orchestrator answers a trial's result, and how a finished trial ends: pure functions.
+
+No processes, no storage: the runner reads a result (:func:`read_result`),
+reports :attr:`Reading.value` to Optuna, then asks :func:`decide` whether the
+trial goes on. When the trial's process is done, :func:`final_state` says what
+Optuna is told. A scheduler (PBT and others, later) plugs in here.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rltune.errors import ConfigError
+from rltune.orchestrator._spec import finite
+from rltune.orchestrator._stop import _MISSING, StopCriteria, flatten_keys, lookup
+
+CONTINUE = ("continue",)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One result, read: the metric to report (None: missing or not finite), a stop criterion met, or a study error."""
+
+    value: float | None
+    stop_reason: Any = None  # a StopReason when a ``stop`` criterion is met
+    error: ConfigError | None = None  # the study's spec does not fit the results (metric or stop key missing)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The answer to one result: go on, or stop (with or without a checkpoint), and the trial's outcome."""
+
+    stop: bool = False
+    reason: str | None = None  # why it stops (sent to the trial)
+    checkpoint: bool = False  # save a checkpoint before stopping
+    outcome: str | None = None  # "complete" | "pruned" | "interrupted" | "error"; None while it goes on
+    note: str | None = None  # the trial's reason as shown and recorded
+
+    def message(self) -> tuple[Any, ...]:
+        """The message to the trial process: ``("continue",)`` or ``("stop", reason, checkpoint)``."""
+        return ("stop", self.reason, self.checkpoint) if self.stop else CONTINUE
+
+
+def read_result(result: dict[str, Any], metric: str, stop: StopCriteria) -> Reading:
+    """The metric's value in ``result`` and the ``stop`` criterion it meets, or why the study cannot go on."""
+    found = lookup(result, metric)
+    if found is _MISSING:
+        keys = flatten_keys(result)
+        close = difflib.get_close_matches(metric, keys, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (keys: {', '.join(sorted(keys)[:12])})"
+        return Reading(None, error=ConfigError(f"metric: {metric!r} is not a key of the trial's results{hint}",
+                                               where="study"))
+    try:
+        reason = stop.check(result)
+    except ConfigError as exc:
+        return Reading(None, error=exc)
+    return Reading(finite(found), reason)
+
+
+def decide(reading: Reading, *, iteration: int, stopping: bool, checkpoint_at_end: bool,
+           should_prune: Callable[[], bool] | None) -> Decision:
+    """Continue or stop, after the reading's value was reported.
+
+    ``stopping``: the study is stopping (Ctrl-C): checkpoint and stop.
+    ``should_prune``: the pruner's verdict, asked only when it can matter
+    (None: no pruner). A study error stops the trial without a checkpoint.
+    """
+    if reading.error is not None:
+        return Decision(True, "invalid study", False, "error", str(reading.error))
+    if stopping:
+        return Decision(True, "interrupted", True, "interrupted", "interrupted")
+    if reading.stop_reason is not None:
+        reason = str(reading.stop_reason)
+        return Decision(True, reason, checkpoint_at_end, "complete", reason)
+    if should_prune is not None and reading.value is not None and should_prune():
+        return Decision(True, "pruned", True, "pruned", f"pruned at iteration {iteration}")
+    return Decision()
+
+
+@dataclass(frozen=True)
+class Final:
+    """How Optuna is told a trial ended: its state, value, and the error recorded with a FAIL."""
+
+    state: str  # "COMPLETE" | "PRUNED" | "FAIL"
+    value: float | None = None
+    error: str | None = None
+
+
+def final_state(outcome: str | None, reason: str | None, last_result: dict[str, Any] | None, metric: str) -> Final:
+    """The end of a trial whose process is done and that was not interrupted (see :class:`Decision`)."""
+    if outcome == "error":
+        return Final("FAIL", error=reason or "invalid study")
+    if outcome == "pruned":
+        return Final("PRUNED")
+    if last_result is None:
+        return Final("FAIL", error="the trainable returned without reporting a result (call reporter(**result))")
+    found = lookup(last_result, metric)
+    value = finite(found)
+    if value is None:
+        return Final("FAIL", error=f"metric {metric!r} is {found!r} in the last result (not a finite number)")
+    return Final("COMPLETE", value)

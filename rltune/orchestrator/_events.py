@@ -1,0 +1,89 @@
+"""What a study's loop tells its observers (the live display, MLflow tracking), and the tracking observer.
+
+The runner emits each event to every observer in order; an observer
+implements the events it cares about (the others are no-ops here).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rltune.orchestrator._trial import PARAMS_FILE, RESULT_FILE
+
+ERROR_FILE = "error.txt"
+
+
+class Observer:
+    """The events of a study's loop; each is a no-op unless overridden."""
+
+    def message(self, text: str) -> None:
+        """A line for the user."""
+
+    def trial_opened(self, a: Any) -> None:
+        """An ActiveTrial was set up (new, resumed or a retry), before its process starts."""
+
+    def trial_started(self, a: Any) -> None:
+        """Its process was started (or restarted after a failure)."""
+
+    def result_received(self, a: Any, result: dict[str, Any]) -> None:
+        """A result arrived, before it is judged."""
+
+    def trial_result(self, a: Any) -> None:
+        """A result was answered ("continue" or "stop"); not for a result that showed the study invalid."""
+
+    def checkpoint_saved(self, a: Any) -> None:
+        """The trial saved ``a.checkpoint``."""
+
+    def trial_ended(self, a: Any, state: str, value: float | None) -> None:
+        """The trial is COMPLETE, PRUNED, FAIL or INTERRUPTED (left RUNNING to resume)."""
+
+    def trial_lost(self, a: Any) -> None:
+        """Another worker failed the trial as stale (this worker's heartbeat lapsed) and retries it."""
+
+    def refresh(self, runner: Any) -> None:
+        """Once per turn of the loop."""
+
+
+class TrackingObserver(Observer):
+    """Records the study's trials in MLflow through its tracking process (``tracker``)."""
+
+    def __init__(self, tracker: Any, runner: Any) -> None:
+        self.tracker = tracker
+        self.runner = runner
+
+    def trial_opened(self, a: Any) -> None:
+        spec = self.runner.spec
+        a.tracking = self.tracker.open_trial(
+            a.number, {**a.config, "seed": a.seed}, a.values,
+            keep_checkpoints_num=spec.keep_checkpoints_num, metric=spec.metric, mode=spec.mode,
+        )
+
+    def result_received(self, a: Any, result: dict[str, Any]) -> None:
+        a.tracking.log_result(result)
+
+    def checkpoint_saved(self, a: Any) -> None:
+        a.tracking.log_checkpoint(a.checkpoint)
+
+    def trial_ended(self, a: Any, state: str, value: float | None) -> None:
+        """Files, learning curve, policy model (trainers) and the run's end state, in the trial's MLflow run."""
+        if state == "INTERRUPTED":
+            self.tracker.end_trial(a.tracking, "INTERRUPTED", reason=a.reason)
+            return
+        a.tracking.log_files(a.trial_dir / PARAMS_FILE, a.trial_dir / RESULT_FILE, a.trial_dir / ERROR_FILE)
+        a.tracking.log_learning_curve()
+        if state != "FAIL" and a.checkpoint and self.runner.plan.trainable.kind == "trainer":
+            a.tracking.log_policy_model(a.checkpoint)
+        error = a.trial.user_attrs.get("error") if state == "FAIL" else None
+        self.tracker.end_trial(a.tracking, state, reason=a.reason, error=error)
+        study = self.runner.study
+        if state == "COMPLETE":
+            best = study.best_trial
+            self.tracker.update_best(best.number, best.value, best.params)
+        self.tracker.refresh_study_plots(study, final=False)
+
+    def trial_lost(self, a: Any) -> None:
+        self.tracker.end_trial(a.tracking, "FAIL", reason="stale: its worker's heartbeat lapsed; retried by another "
+                                                          "worker")
+
+    def refresh(self, runner: Any) -> None:
+        self.tracker.poll()

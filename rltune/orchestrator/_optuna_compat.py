@@ -1,0 +1,70 @@
+"""Every use of a private Optuna name, in one place, each with why Optuna's public API cannot do it.
+
+The rest of rltune uses Optuna's public API only (a test greps for it). When
+Optuna changes one of these, this module is the one to adapt.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+# Optuna's RDBStorage methods that rltune retries on a lost connection besides its public ones:
+# Optuna's _CachedStorage (which wraps every RDBStorage a study uses) and its heartbeat call these
+# private backend methods directly, so a database restart reaches rltune through them too.
+RDB_PRIVATE_CALLS = frozenset({"_create_new_trial", "_set_trial_param", "_get_trials", "_get_best_trial_id",
+                               "_get_stale_trial_ids"})
+
+
+def trial_id(trial: Any) -> int:
+    """The storage id of a ``Trial`` or ``FrozenTrial``.
+
+    Private: Optuna's public API names trials by number, but the storage calls
+    rltune needs (``record_heartbeat``, ``get_trial``) and ``optuna.Trial(study,
+    trial_id)`` take the storage id, which only ``_trial_id`` holds.
+    """
+    return trial._trial_id
+
+
+def trial_of(study: Any, frozen: Any) -> Any:
+    """A live ``optuna.Trial`` for a stored RUNNING trial (resumed in place after an interruption).
+
+    Public ``study.ask()`` can only create or pop a new trial; continuing a
+    RUNNING one needs ``optuna.Trial(study, trial_id)`` with its private id.
+    """
+    import optuna
+
+    return optuna.trial.Trial(study, trial_id(frozen))
+
+
+def pop_waiting_trial(study: Any) -> Any | None:
+    """Take a WAITING trial of the study (atomically, against other workers); None when there is none.
+
+    Unlike ``study.ask()``, never creates a trial: in a shared study every
+    trial of the budget was enqueued when the study was created. Optuna has no
+    public "pop only": ``ask()`` falls back to creating a trial. So this does
+    what ``ask()`` does first: drop the study's cached trial list (to see the
+    other workers' trials) and pop with Optuna's own atomic
+    ``_pop_waiting_trial_id`` (RUNNING only if still WAITING).
+    """
+    import optuna
+
+    study._thread_local.cached_all_trials = None
+    popped = study._pop_waiting_trial_id()
+    return None if popped is None else optuna.Trial(study, popped)
+
+
+def retry_of(frozen: Any) -> tuple[int | None, list[int]]:
+    """For a trial enqueued by Optuna's retry callback: (the number of the original trial, the retry history).
+
+    Public API (``RetryFailedTrialCallback.retried_trial_number`` and
+    ``retry_history``), marked experimental: their warnings are silenced.
+    ``(None, [])`` for a trial that retries none.
+    """
+    import optuna
+    from optuna.storages import RetryFailedTrialCallback
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return (RetryFailedTrialCallback.retried_trial_number(frozen),
+                list(RetryFailedTrialCallback.retry_history(frozen) or []))

@@ -1,0 +1,190 @@
+"""Hosting trial processes: launch, messages, kill, reap, and telling a crash or a timeout.
+
+Each trial runs in a process of its own (:mod:`rltune.orchestrator._trial_process`),
+in a session of its own (Ctrl-C reaches the orchestrator only), connected by a
+socket pair. Nothing here knows Optuna: the runner decides what a trial's
+end means.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from rltune.errors import ConfigError
+from rltune.orchestrator._stop import StopCriteria
+
+logger = logging.getLogger(__name__)
+
+OUTPUT_FILE = "output.log"
+
+
+@dataclass
+class ActiveTrial:
+    """A trial this orchestrator runs: its Optuna trial, config, process and progress."""
+
+    trial: Any  # optuna.trial.Trial
+    number: int
+    values: dict[str, Any]
+    config: dict[str, Any]
+    seed: int | None
+    trial_dir: Path
+    cpus: int
+    stop: StopCriteria
+    proc: subprocess.Popen | None = None
+    conn: Connection | None = None
+    attempt_start: float = 0.0
+    started: float = field(default_factory=time.time)
+    last_result: dict[str, Any] | None = None
+    checkpoint: str | None = None
+    checkpoint_iteration: int = 0
+    iteration: int = 0
+    failures: int = 0
+    outcome: str | None = None  # "complete" | "pruned" | "interrupted" once decided
+    reason: str | None = None
+    reported_steps: set[int] = field(default_factory=set)
+    finished: bool = False
+    tracking: Any = None  # its TrialTracker (MLflow run) when the study is tracked
+
+
+@dataclass
+class TrialEnd:
+    """How a trial ended in this run (for the display)."""
+
+    number: int
+    state: str
+    value: float | None
+    reason: str | None
+
+
+def start_process(a: ActiveTrial, init: dict[str, Any]) -> None:
+    """Start the trial's process and send it ``init`` (its trainable, config, checkpoint to restore...).
+
+    Raises ConfigError if ``init`` cannot be pickled (e.g. a register_env
+    creator holding a lock). A process that dies at once is seen as a crash
+    when its socket is read.
+    """
+    try:
+        payload = cloudpickle.dumps(init)
+    except Exception as exc:
+        raise ConfigError(
+            f"trial {a.number}: its config or the creator of env {a.config.get('env')!r} cannot be sent to "
+            f"the trial process ({type(exc).__name__}: {exc})"
+        ) from None
+    parent_sock, child_sock = socket.socketpair()
+    child_fd = child_sock.fileno()
+    with open(a.trial_dir / OUTPUT_FILE, "ab") as out:
+        a.proc = subprocess.Popen(
+            [sys.executable, "-c",
+             f"from rltune.orchestrator._trial_process import trial_entry; trial_entry({child_fd})"],
+            pass_fds=(child_fd,),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches the orchestrator only; it stops the trials
+            env=dict(os.environ, RLTUNE_TRIAL_NUMBER=str(a.number), PYTHONUNBUFFERED="1"),
+        )
+    child_sock.close()
+    a.conn = Connection(parent_sock.detach())
+    a.attempt_start = time.monotonic()
+    a.outcome = a.reason = None
+    try:
+        a.conn.send_bytes(pickle.dumps(list(sys.path)))
+        a.conn.send_bytes(payload)
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def send(a: ActiveTrial, message: tuple[Any, ...]) -> None:
+    """Answer the trial (a broken socket is seen as a crash when it is read)."""
+    try:
+        a.conn.send_bytes(pickle.dumps(message))
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def close_conn(a: ActiveTrial) -> None:
+    if a.conn is not None:
+        try:
+            a.conn.close()
+        except OSError:
+            pass
+        a.conn = None
+
+
+def kill(a: ActiveTrial) -> None:
+    """SIGKILL the trial's process group (the trial and its rollout workers) and wait for it."""
+    if a.proc is None:
+        return
+    if a.proc.poll() is None:
+        try:
+            os.killpg(a.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            a.proc.kill()
+    try:
+        a.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        logger.warning("trial %d (pid %d) did not exit after SIGKILL", a.number, a.proc.pid)
+
+
+def reap(a: ActiveTrial) -> None:
+    """Wait for the trial's process to exit (it was told to stop, or returned); kill it after 30 s."""
+    if a.proc is None:
+        return
+    try:
+        a.proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        kill(a)
+
+
+def crash_text(a: ActiveTrial) -> str:
+    """The error of a trial whose process ended without a word: how it ended and its last output lines."""
+    code = None
+    if a.proc is not None:
+        try:
+            code = a.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            kill(a)
+            code = a.proc.returncode
+    if code is not None and code < 0:
+        try:
+            how = f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"was killed by signal {-code}"
+    else:
+        how = f"exited with code {code}"
+    return (f"the trial process (pid {a.proc.pid if a.proc else '?'}) {how} without reporting an error "
+            f"(a crash, os._exit or a killed process)\n{_tail(a.trial_dir / OUTPUT_FILE)}")
+
+
+def timed_out(a: ActiveTrial, timeout_s: float | None) -> str | None:
+    """The error of a trial that ran longer than ``timeout_s`` this attempt, or None."""
+    ran = time.monotonic() - a.attempt_start
+    if timeout_s is not None and ran > timeout_s:
+        return f"the trial timed out: it ran {ran:.1f}s, longer than trial_timeout_s = {timeout_s:g}s; it was killed"
+    return None
+
+
+def died_silently(a: ActiveTrial) -> bool:
+    """Whether the trial's process exited with nothing left to read on its socket."""
+    return a.proc.poll() is not None and a.conn is not None and not a.conn.poll()
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    return (f"--- last lines of {path} ---\n" + "\n".join(text)) if text else ""

@@ -1,0 +1,215 @@
+"""Trial setup: which trial runs next (an interrupted one, a grid point, a stale worker's retry, a new one),
+its config, seed and directory, and what it already reported.
+
+:class:`TrialSetup` is a part of :class:`rltune.orchestrator._runner.StudyRunner`;
+its state lives there.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from rltune.errors import ConfigError
+from rltune.orchestrator._optuna_compat import pop_waiting_trial, retry_of, trial_id, trial_of
+from rltune.orchestrator._ownership import make_owner
+from rltune.orchestrator._reporter import json_safe, latest_checkpoint
+from rltune.orchestrator._search_space import decode_params, resolve_config, suggest
+from rltune.orchestrator._spec import StudyPlan, finite
+from rltune.orchestrator._stop import StopCriteria, lookup
+from rltune.orchestrator._trial import PARAMS_FILE
+from rltune.orchestrator._trial_host import ActiveTrial
+
+
+class TrialSetup:
+    """Setting up trials for :class:`~rltune.orchestrator._runner.StudyRunner` (a part of it: its attributes are the runner's)."""
+
+    def _next_trial(self) -> ActiveTrial | None:
+        import optuna
+
+        if self.spec_error is not None:
+            return None
+        while self._resumable:
+            frozen = self._resumable.pop(0)
+            trial = trial_of(self.study, frozen)
+            try:
+                resumed = self._prepare(trial, resumed=frozen)
+            except ValueError as exc:  # the study's search space changed since the trial started
+                error = (f"cannot resume trial {frozen.number}: its params {frozen.params} do not fit the study's "
+                         f"search space any more ({exc})")
+                trial.set_user_attr("error", error)
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                self._emit("message", error)
+                continue
+            if not self._complete_if_stopped(resumed):
+                return resumed
+        if self.spec.timeout_s is not None and time.monotonic() - self._start_time > self.spec.timeout_s:
+            return None
+        if self.shared:
+            trial = pop_waiting_trial(self.study)
+            if trial is None:
+                return None
+            self._started_total += 1
+            self.storage.record_heartbeat(trial_id(trial))
+            frozen = self.storage.get_trial(trial_id(trial))
+            return self._prepare(trial, retry=frozen if retry_of(frozen)[0] is not None else None)
+        if self._started_total >= self.plan.total_trials:
+            return None
+        trial = self.study.ask()
+        self._started_total += 1
+        return self._prepare(trial)
+
+    def _complete_if_stopped(self, a: ActiveTrial) -> bool:
+        """A resumed trial whose last recorded result met ``stop`` is COMPLETE with it, not trained once more.
+
+        The orchestrator died after the trial reported that result (and saved
+        its checkpoint) but before it told Optuna. With ``checkpoint_at_end``
+        the trial must have its checkpoint at that iteration; without it, it
+        trains to it again. True if the trial was completed here.
+        """
+        last = _last_result(a.trial_dir)
+        if last is None or not a.stop:
+            return False
+        try:
+            reason = a.stop.check(last)
+        except ConfigError:  # a stop key the results lack: the trial's run reports it
+            return False
+        value = finite(lookup(last, self.spec.metric))
+        step = last.get("training_iteration")
+        if reason is None or value is None or not isinstance(step, int):
+            return False
+        found = latest_checkpoint(a.trial_dir)
+        if self.spec.checkpoint_at_end and (found is None or found[0] != step):
+            return False
+        if found is not None:
+            a.checkpoint_iteration, a.checkpoint = found
+        self._backfill(a, upto=step)
+        a.last_result, a.iteration = last, step
+        self.results[a.number] = last
+        a.reason = f"{reason}, met before the study was interrupted"
+        self._record_progress(a)
+        self._tell(a, "COMPLETE", value)
+        return True
+
+    def _prepare(self, trial: Any, resumed: Any = None, retry: Any = None) -> ActiveTrial:
+        """An ActiveTrial for ``trial``: a new one, one ``resumed`` in place, or a ``retry`` of a stale trial.
+
+        ``resumed``, ``retry``: the trial's FrozenTrial.
+        """
+        number = trial.number
+        trial.set_user_attr("owner", make_owner(self.run_id))
+        with warnings.catch_warnings():
+            # a resumed trial keeps the values it drew, even if the study file's ranges changed since
+            warnings.filterwarnings("ignore", message="Inconsistent parameter values", category=RuntimeWarning)
+            values = suggest(trial, self.plan.space)
+        config = resolve_config(self.plan.config, self.plan.space, values)
+        previous = retry.user_attrs if retry is not None else {}  # the stale trial's, copied by Optuna's callback
+        if isinstance(previous.get("seed"), int) and self.plan.trainable.kind == "trainer" and config.get("seed") is None:
+            config["seed"] = previous["seed"]
+        seed = previous["seed"] if isinstance(previous.get("seed"), int) else self._seed(number, config)
+        trial_dir = self.study_dir / f"trial_{number:05d}"
+        trial_dir.mkdir(parents=True, exist_ok=True)
+        if resumed is None or "trial_dir" not in resumed.user_attrs:  # new, or asked just before a kill
+            trial.set_user_attr("config", json_safe(config))
+            trial.set_user_attr("seed", seed)
+            trial.set_user_attr("trial_dir", str(trial_dir))
+            (trial_dir / PARAMS_FILE).write_text(json.dumps(json_safe({
+                "trial": number, "seed": seed, "params": values, "config": config}), indent=2, sort_keys=True) + "\n")
+        self.configs[number] = config
+        active = ActiveTrial(trial, number, values, config, seed, trial_dir, self.plan.cpus_per_trial(config),
+                             StopCriteria(self.spec.stop, where="stop"))
+        self._emit("trial_opened", active)
+        if resumed is not None:
+            active.failures = int(resumed.user_attrs.get("num_failures", 0))
+            active.reported_steps = set(resumed.intermediate_values)
+            if isinstance(resumed.user_attrs.get("last_result"), dict):
+                active.last_result = resumed.user_attrs["last_result"]
+        if retry is not None:
+            self._continue_from(active, retry)
+        return active
+
+    def _continue_from(self, a: ActiveTrial, retry: Any) -> None:
+        """A retried stale trial starts from its predecessor's latest checkpoint, with its results so far."""
+        previous = retry.user_attrs
+        history = retry_of(retry)[1]
+        a.reported_steps = set(retry.intermediate_values)  # inherited from the stale trial
+        old_dir = Path(previous["trial_dir"]) if isinstance(previous.get("trial_dir"), str) else None
+        found = latest_checkpoint(old_dir) if old_dir is not None and old_dir.is_dir() else None
+        inherited = previous.get("checkpoint")
+        if found is None and isinstance(inherited, str) and Path(inherited).is_dir():
+            # a retry that died before its own first checkpoint: the attr still names an earlier one
+            old_dir = Path(inherited).parent
+            found = (_checkpoint_iteration(inherited), inherited)
+        if found is None or old_dir is None:
+            return
+        a.checkpoint_iteration, a.checkpoint = found
+        old_results = old_dir / "result.json"
+        if old_results.exists() and not (a.trial_dir / "result.json").exists():
+            (a.trial_dir / "result.json").write_bytes(old_results.read_bytes())  # truncated to the checkpoint at launch
+        a.trial.set_user_attr("retry_of", history[-1] if history else None)
+        self._emit("message", f"trial {a.number} retries stale trial {history[-1] if history else '?'} "
+                              f"from its checkpoint at iteration {a.checkpoint_iteration}")
+
+    def _seed(self, number: int, config: dict[str, Any]) -> int:
+        base = self.spec.seed if self.spec.seed is not None else 0
+        if self.plan.trainable.kind == "trainer":
+            if config.get("seed") is None:
+                config["seed"] = base + number
+            return config["seed"]
+        given = config.get("seed")
+        return given if isinstance(given, int) and not isinstance(given, bool) else base + number
+
+    def _backfill(self, a: ActiveTrial, upto: int | None = None) -> None:
+        """Report to Optuna the results up to the checkpoint (or ``upto``) that it never got (the orchestrator was killed)."""
+        path = a.trial_dir / "result.json"
+        if not path.exists():
+            return
+        upto = a.checkpoint_iteration if upto is None else upto
+        for line in path.read_text().splitlines():
+            try:
+                result = json.loads(line)
+                step = int(result["training_iteration"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            value = finite(lookup(result, self.spec.metric))
+            if step <= upto and step not in a.reported_steps and value is not None:
+                a.trial.report(value, step=step)
+                a.reported_steps.add(step)
+            if step == upto:
+                a.last_result = result
+
+
+def _checkpoint_iteration(path: str) -> int:
+    """The iteration in a checkpoint directory's name (``checkpoint_000012``), 0 if none."""
+    digits = Path(path).name.rpartition("_")[2]
+    return int(digits) if digits.isdigit() else 0
+
+
+def _last_result(trial_dir: Path) -> dict[str, Any] | None:
+    """The last complete line of the trial's ``result.json``, or None."""
+    try:
+        lines = (trial_dir / "result.json").read_text().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            result = json.loads(line)
+        except ValueError:  # a line cut short by a kill
+            continue
+        return result if isinstance(result, dict) else None
+    return None
+
+
+
+def decode_trial_config(plan: StudyPlan, frozen: Any) -> dict[str, Any]:
+    """The config a stored trial ran with (its params decoded into the plan's config)."""
+    values = decode_params(plan.space, frozen.params)
+    config = resolve_config(plan.config, plan.space, values)
+    seed = frozen.user_attrs.get("seed")
+    if plan.trainable.kind == "trainer" and config.get("seed") is None and seed is not None:
+        config["seed"] = seed
+    return config
+
