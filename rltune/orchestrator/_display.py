@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from rltune.orchestrator._spec import finite
+from rltune._metrics import finite
 from rltune.orchestrator._stop import _MISSING, lookup
 
 

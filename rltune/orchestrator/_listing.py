@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rltune.errors import ConfigError
-from rltune.orchestrator._secrets import MASK, drop_masked_password, redact_text, redact_url, resolve_url
+from rltune._secrets import MASK, drop_masked_password, redact_text, redact_url, resolve_url
 from rltune.orchestrator._runner import JOURNAL_FILE, STUDY_FILE, open_storage, owner_alive
 from rltune.orchestrator._trial import default_results_dir
 

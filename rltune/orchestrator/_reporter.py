@@ -41,10 +41,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Iterator
 
-from rltune._atomic_dir import leftover_path, recover_leftovers, replace_dir
+from rltune._atomic_dir import leftover_path, replace_dir
+from rltune._trial_files import CHECKPOINT_PREFIX, RESULT_FILE, json_safe, list_checkpoints
 
-CHECKPOINT_PREFIX = "checkpoint_"
-RESULT_FILE = "result.json"
 
 _current: "Reporter | None" = None
 
@@ -160,24 +159,6 @@ class Reporter:
         self._results.close()
 
 
-def list_checkpoints(trial_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
-    """The committed checkpoints of a trial directory as ``(iteration, path)``, oldest first.
-
-    Leftovers of a writer that crashed are cleaned up first (one that a crash
-    left under a temporary name is put back).
-    """
-    found = []
-    directory = Path(trial_dir)
-    if not directory.is_dir():
-        return []
-    recover_leftovers(directory)
-    for path in directory.glob(f"{CHECKPOINT_PREFIX}*"):
-        suffix = path.name[len(CHECKPOINT_PREFIX):]
-        if path.is_dir() and suffix.isdigit():
-            found.append((int(suffix), path))
-    return sorted(found)
-
-
 def latest_checkpoint(trial_dir: str | os.PathLike[str]) -> tuple[int, str] | None:
     found = list_checkpoints(trial_dir)
     return (found[-1][0], str(found[-1][1])) if found else None
@@ -203,35 +184,6 @@ def report(**result: Any) -> None:
     if _current is None:
         raise RuntimeError("tune.report() is only available inside a trial started by tune.run")
     _current(**result)
-
-
-def json_safe(value: Any) -> Any:
-    """A JSON form of a config or result value: numpy scalars as numbers, classes as 'module:qualname'."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    item = getattr(value, "item", None)
-    if callable(item) and getattr(value, "shape", None) == ():
-        try:
-            return json_safe(item())
-        except (TypeError, ValueError):
-            pass
-    tolist = getattr(value, "tolist", None)
-    if callable(tolist):
-        try:
-            return json_safe(tolist())
-        except (TypeError, ValueError):
-            pass
-    module = getattr(value, "__module__", None)
-    qualname = getattr(value, "__qualname__", None)
-    if module and qualname and "<" not in qualname and module != "__main__":
-        return f"{module}:{qualname}"
-    return repr(value)
 
 
 def scalars(result: dict[str, Any], prefix: str = "") -> dict[str, float | int | str | bool | None]:

@@ -59,8 +59,9 @@ from rltune.errors import ConfigError, StudyLockedError
 from rltune.orchestrator._env_check import check_study_envs
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
 from rltune.orchestrator._search_space import decode_params, encode_point, resolve_config, suggest
-from rltune.orchestrator._spec import StudyPlan, finite
-from rltune.orchestrator._secrets import redact_text, redact_url, resolve_url
+from rltune._metrics import finite
+from rltune.orchestrator._spec import StudyPlan
+from rltune._secrets import redact_text, redact_url, resolve_url
 from rltune.orchestrator._storage import (
     BUDGET_ATTR, JOURNAL_FILE, is_shared, open_storage, pop_waiting_trial)
 from rltune.orchestrator._stop import _MISSING, StopCriteria, lookup
@@ -482,7 +483,7 @@ class StudyRunner:
         """
         if not self.spec.tracking or os.environ.get("RLTUNE_TRACKING", "1") == "0":
             return
-        from rltune.orchestrator._tracking_process import TrackingProcess
+        from rltune.tracking._process import TrackingProcess
 
         self.tracker = TrackingProcess(
             self.spec.tracking_uri,

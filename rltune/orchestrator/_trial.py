@@ -19,9 +19,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
+from rltune._trial_files import DEFAULT_RESULTS_DIR, default_results_dir  # noqa: F401 - imported from here too
 from rltune.orchestrator._stop import StopCriteria, StopReason
 
-DEFAULT_RESULTS_DIR = "~/rltune_results"
 PARAMS_FILE = "params.json"
 RESULT_FILE = "result.json"
 
@@ -35,11 +35,6 @@ class TrialOutcome:
     checkpoint: str | None = None
     stop_reason: StopReason | None = None
     interrupted: bool = False
-
-
-def default_results_dir() -> Path:
-    """``$RLTUNE_RESULTS_DIR``, or ``~/rltune_results``."""
-    return Path(os.path.expanduser(os.environ.get("RLTUNE_RESULTS_DIR") or DEFAULT_RESULTS_DIR))
 
 
 def make_trial_dir(results_dir: str | os.PathLike[str] | None, name: str) -> Path:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from rltune import tune
-from rltune.orchestrator._tracking import TrialTracker
-from rltune.orchestrator._tracking_process import _Server
+from rltune.tracking import TrialTracker
+from rltune.tracking._server import _Server
 
 from .conftest import mlflow_env, new_store
 

@@ -19,7 +19,7 @@ import optuna
 import pytest
 from mlflow import MlflowClient
 
-from rltune.orchestrator._tracking import StudyTracker, remove_staging
+from rltune.tracking import StudyTracker, remove_staging
 
 from .conftest import mlflow_env, new_store
 
