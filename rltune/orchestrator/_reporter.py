@@ -41,7 +41,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Iterator
 
-from rltune._atomic_dir import leftover_path, replace_dir
+from rltune._atomic_dir import leftover_path, recover_leftovers, replace_dir
 from rltune._trial_files import CHECKPOINT_PREFIX, RESULT_FILE, json_safe, list_checkpoints
 
 

@@ -48,7 +48,6 @@ import sys
 import threading
 import time
 import uuid
-from collections import deque
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Mapping
