@@ -2,10 +2,10 @@
 
 Beside the orchestrator, which uses it; nothing here imports the orchestrator.
 
-Two classes, one per process role, both over :class:`mlflow.MlflowClient`
+Two trackers, both over :class:`mlflow.MlflowClient`
 with explicit run ids (never the fluent API's global active run):
 
-- :class:`StudyTracker` lives in the orchestrator. It opens (or creates) the
+- :class:`StudyTracker` lives in the study's tracking process. It opens (or creates) the
   study's experiment and its parent run, starts and ends one nested run per
   trial, and keeps the parent run's summary up to date: the best trial, a
   CSV table of every trial and Optuna's plots as PNG.
@@ -14,7 +14,7 @@ with explicit run ids (never the fluent API's global active run):
   checkpoints, files, a learning curve and the trained policy as an MLflow
   pyfunc model. It is built from a run id and a tracking URI, so it works in
   the trial's own process (``TrialTracker(**study_tracker.trial_tracker_args(run_id))``)
-  as well as in the orchestrator (``study_tracker.open_trial(...)`` or
+  as well as beside the study tracker (``study_tracker.open_trial(...)`` or
   ``study_tracker.trial(run_id)``, sharing the study tracker's client).
 
 In a study the orchestrator runs the :class:`StudyTracker` in a tracking

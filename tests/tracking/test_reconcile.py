@@ -26,7 +26,7 @@ from .conftest import mlflow_env, new_store
 pytestmark = pytest.mark.tracked
 
 RLTUNE = Path(sys.executable).parent / "rltune"
-TRAINABLES = Path(__file__).parent.parent / "trainables.py"
+TRAINABLES = Path(__file__).parent.parent / "orchestrator" / "trainables.py"
 
 
 def _steps(client: MlflowClient, run_id: str, key: str = "score") -> list[int]:
