@@ -4,12 +4,13 @@ Public names::
 
     DefaultCallbacks, MultiCallbacks, make_callbacks
     Episode
-    TaskSettableEnv, CurriculumCallback
+    TaskSettableEnv (defined in rltune.env), CurriculumCallback
 """
 
 from rltune.callbacks._callbacks import DefaultCallbacks, MultiCallbacks, make_callbacks
-from rltune.callbacks._curriculum import CurriculumCallback, CurriculumConfig, TaskSettableEnv
+from rltune.callbacks._curriculum import CurriculumCallback, CurriculumConfig
 from rltune.callbacks._episode import Episode
+from rltune.env._task import TaskSettableEnv
 
 __all__ = [
     "CurriculumCallback",

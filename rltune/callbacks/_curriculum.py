@@ -1,4 +1,4 @@
-"""Curriculum learning: envs whose task can be set, and a phase schedule driven by results.
+"""Curriculum learning: a phase schedule driven by results, for envs whose task can be set.
 
 Ways to move every env of every worker to a new task (all reach local and
 remote workers; with a :class:`TaskSettableEnv`, the task is also restored
@@ -19,37 +19,11 @@ from __future__ import annotations
 import math
 from typing import Any, Optional
 
-import gymnasium as gym
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from rltune._validation import UserInput
 from rltune.callbacks._callbacks import DefaultCallbacks
 from rltune.errors import ConfigError
-
-
-class TaskSettableEnv(gym.Env):
-    """An env with a task (difficulty, level, map...) that the curriculum can read and change."""
-
-    def get_task(self) -> Any:
-        """The env's current task (JSON-able values survive checkpoints)."""
-        raise NotImplementedError
-
-    def set_task(self, task: Any) -> None:
-        """Switch to ``task``; takes effect from the next reset (or at once, the env's choice)."""
-        raise NotImplementedError
-
-
-def task_env(env: Any) -> Any:
-    """The object holding ``get_task``/``set_task``: the env itself or, under gymnasium wrappers, the unwrapped env; None if neither."""
-    for candidate in (env, getattr(env, "unwrapped", None)):
-        if callable(getattr(candidate, "get_task", None)) and callable(getattr(candidate, "set_task", None)):
-            return candidate
-    return None
-
-
-def is_task_settable(env: Any) -> bool:
-    """Whether ``env`` (or the env its gymnasium wrappers hold) has ``get_task`` and ``set_task``."""
-    return task_env(env) is not None
 
 
 class _Strict(UserInput):

@@ -5,7 +5,7 @@ that raises, or an env that breaks the gymnasium API would otherwise fail
 every trial of the study. :func:`check_study_envs` builds one env of each
 distinct ``(env, env_config)`` the study's search space can produce (each
 value of a grid / choice of envs) with the trainer's own code
-(``rltune.trainers._envs.build_env``, gymnasium's env checker unless
+(``rltune.env._build.build_env``, gymnasium's env checker unless
 ``disable_env_checking``) and raises the error a trial would have hit.
 
 The child process (like a trial's) keeps the user's env code out of the
@@ -26,7 +26,7 @@ import tempfile
 from multiprocessing.connection import Connection
 from typing import Any
 
-from rltune._env_shipping import collect_env_registrations, install_env_registrations
+from rltune.env._shipping import collect_env_registrations, install_env_registrations
 from rltune.errors import ConfigError, EnvError, RLTuneError
 
 CHECK_TIMEOUT_S = 300.0  # building and checking every env of the study
@@ -153,8 +153,8 @@ def check_entry(fd: int) -> None:
 def _build_one(candidate: dict[str, Any]) -> tuple[str, list[str]] | None:
     """Build (and check) one env as a rollout worker does; ``(error kind, problems)`` or None if it works."""
     from rltune.trainers import EnvContext
-    from rltune.trainers._envs import build_env
-    from rltune.trainers._registry import resolve_env
+    from rltune.env._build import build_env
+    from rltune.env._registry import resolve_env
 
     try:
         spec = resolve_env(candidate["env"])

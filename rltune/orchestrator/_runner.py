@@ -54,7 +54,7 @@ from typing import Any
 
 import cloudpickle
 
-from rltune._env_shipping import collect_env_registrations
+from rltune.env._shipping import collect_env_registrations
 from rltune.errors import ConfigError, StudyLockedError
 from rltune.orchestrator._env_check import check_study_envs
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint

@@ -32,8 +32,8 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
-from rltune._env_shipping import install_env_registrations
 from rltune._imports import import_object
+from rltune.env._shipping import install_env_registrations
 from rltune.orchestrator import _reporter
 from rltune.orchestrator._reporter import Reporter, TrialStopped, truncate_results
 

@@ -125,8 +125,8 @@ def _spaces_of_env(checkpoint: str | os.PathLike[str], config: dict[str, Any]) -
     from rltune.errors import CheckpointError
     from rltune.trainers import EnvContext
     from rltune.trainers._checkpoint import field_error, saved_env_problem
-    from rltune.trainers._envs import build_env
-    from rltune.trainers._registry import resolve_env
+    from rltune.env._build import build_env
+    from rltune.env._registry import resolve_env
 
     problem = saved_env_problem(config.get("env"))  # a checkpoint is data: build only an env it may name
     if problem:

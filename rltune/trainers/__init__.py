@@ -1,9 +1,9 @@
-"""RL trainers: env creation and registry, rollout workers, policies and models, algorithms, checkpoints.
+"""RL trainers: rollout workers, policies and models, algorithms, checkpoints.
 
 Public names::
 
     PPO, DQN, Trainer, get_trainer_class
-    register_env, EnvContext
+    register_env, registered_envs, EnvContext (defined in rltune.env)
     Policy, DEFAULT_POLICY_ID
 """
 
@@ -13,10 +13,9 @@ import difflib
 import importlib
 
 from rltune._imports import import_object
+from rltune.env import EnvContext, register_env, registered_envs
 from rltune.errors import ConfigError
-from rltune.trainers._env_context import EnvContext
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
-from rltune.trainers._registry import register_env, registered_envs
 from rltune.trainers._trainer import Trainer
 
 _TRAINERS = {

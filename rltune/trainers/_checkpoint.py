@@ -417,7 +417,7 @@ def saved_env_problem(env: Any) -> str | None:
 
     from rltune._imports import import_object
     from rltune.errors import ConfigError
-    from rltune.trainers._registry import registered_creator
+    from rltune.env._registry import registered_creator
 
     if env is None:
         return None

@@ -14,13 +14,13 @@ import gymnasium as gym
 import numpy as np
 
 from rltune.callbacks._callbacks import DefaultCallbacks, call_hook, make_callbacks
-from rltune.callbacks._curriculum import task_env
+from rltune.env._build import build_env
+from rltune.env._context import EnvContext
+from rltune.env._registry import EnvSpec
+from rltune.env._task import task_env
 from rltune.errors import EnvError
 from rltune.trainers._config import TrainerConfig
-from rltune.trainers._env_context import EnvContext
-from rltune.trainers._envs import build_env
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
-from rltune.trainers._registry import EnvSpec
 from rltune.trainers._sample_batch import EpisodeMetrics, SampleResult
 from rltune.trainers._sampler import VectorSampler
 

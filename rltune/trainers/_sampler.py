@@ -17,9 +17,9 @@ import numpy as np
 
 from rltune.callbacks._callbacks import EPISODE_HOOKS, DefaultCallbacks, call_hook
 from rltune.callbacks._episode import Episode
+from rltune.env._build import where
+from rltune.env._context import EnvContext
 from rltune.errors import EnvError
-from rltune.trainers._env_context import EnvContext
-from rltune.trainers._envs import where
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._sample_batch import (
     ACTIONS,

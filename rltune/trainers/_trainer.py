@@ -32,12 +32,12 @@ from rltune.callbacks._callbacks import DefaultCallbacks, MultiCallbacks, call_h
 from rltune.callbacks._curriculum import CurriculumCallback, parse_curriculum
 from rltune.callbacks._metrics import merge_hist_data, summarize_custom_metrics
 from rltune._imports import import_object
+from rltune.env._context import EnvContext
+from rltune.env._registry import resolve_env
 from rltune.errors import CheckpointError, ConfigError, RLTuneError
 from rltune.trainers import _checkpoint as ckpt
 from rltune.trainers._config import TrainerConfig, default_config, describe_config, validate_config
-from rltune.trainers._env_context import EnvContext
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
-from rltune.trainers._registry import resolve_env
 from rltune.trainers._remote import set_compute_threads, setup_logging
 from rltune.trainers._rollout_worker import RolloutWorker
 from rltune.trainers._sample_batch import EpisodeMetrics

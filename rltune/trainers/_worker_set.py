@@ -7,11 +7,11 @@ from typing import Any, Callable
 
 import gymnasium as gym
 
+from rltune.env._context import EnvContext
+from rltune.env._registry import EnvSpec
 from rltune.errors import WorkerError
 from rltune.trainers._config import TrainerConfig
-from rltune.trainers._env_context import EnvContext
 from rltune.trainers._policy import Policy
-from rltune.trainers._registry import EnvSpec
 from rltune.trainers._remote import RemoteWorker, WorkerDiedError
 from rltune.trainers._rollout_worker import RolloutWorker
 from rltune.trainers._sample_batch import SampleResult

@@ -231,7 +231,7 @@ def test_rollout_env_override(trained, capsys):
 
 
 def test_rollout_of_a_checkpoint_whose_env_is_unknown_here_points_to_env(tmp_path, capsys, monkeypatch):
-    from rltune.trainers import _registry
+    from rltune.env import _registry
 
     name = "rltune-test-constant-2"
     register_env(name, lambda ctx: ConstantEnv(ctx))

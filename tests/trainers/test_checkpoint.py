@@ -19,6 +19,7 @@ from rltune.errors import CheckpointError
 from rltune.trainers import PPO, Trainer
 from rltune.trainers import _checkpoint as ckpt
 
+from .checkpoints import reseal
 from .envs import ContextEnv
 
 CONFIG = {
@@ -324,16 +325,6 @@ def test_after_restore_training_still_moves_the_weights_through_the_flat_tensor(
 
 
 # --- corrupt checkpoints: a CheckpointError naming the field, and a trainer left as it was ------------
-
-
-def reseal(path: Path) -> None:
-    """Recompute a checkpoint's checksums after an edit: a consistent checkpoint that is wrong inside."""
-    meta_file = path / "rltune_checkpoint.json"
-    metadata = json.loads(meta_file.read_text())
-    if "checksums" in metadata:
-        metadata["checksums"] = {name: ckpt._sha256(path / name) for name in metadata["checksums"] if (path / name).exists()}
-        metadata["metadata_sha256"] = ckpt.metadata_checksum(metadata)
-    meta_file.write_text(json.dumps(metadata))
 
 
 def _set_metadata(key, value):

@@ -14,6 +14,8 @@ from rltune.trainers import DQN
 from rltune.trainers._dqn import DISCOUNTS, DQNConfig, DQNPolicy
 from rltune.trainers._sample_batch import ACTIONS, NEW_OBS, OBS, REWARDS, TERMINATEDS, TRUNCATEDS
 
+from .checkpoints import reseal
+
 SMALL = {
     "rollout_fragment_length": 16,
     "train_batch_size": 8,
@@ -261,6 +263,7 @@ def test_a_corrupt_replay_buffer_file_is_refused_and_the_trainer_keeps_its_own(t
         columns = {k: data[k] for k in data.files}
     corrupt(columns)
     np.savez(path / "replay_buffer.npz", **columns)
+    reseal(path)  # a consistent checkpoint whose buffer is wrong inside
     with DQN(config={**config, "seed": 1}, env="CartPole-v1") as other:
         other.train()
         buffer_before, weights_before = other.buffer.get_state(), other.get_policy().get_weights()

@@ -15,8 +15,8 @@ from typing import Any, Callable
 import gymnasium as gym
 
 from rltune._imports import import_object
+from rltune.env._context import EnvContext
 from rltune.errors import ConfigError
-from rltune.trainers._env_context import EnvContext
 
 EnvCreator = Callable[[EnvContext], Any]
 

@@ -10,9 +10,9 @@ import gymnasium as gym
 from gymnasium.utils import env_checker
 from gymnasium.utils.passive_env_checker import env_reset_passive_checker, env_step_passive_checker
 
+from rltune.env._context import EnvContext
+from rltune.env._registry import EnvSpec
 from rltune.errors import EnvError
-from rltune.trainers._env_context import EnvContext
-from rltune.trainers._registry import EnvSpec
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def build_env(spec: EnvSpec, ctx: EnvContext, *, check: bool) -> gym.Env:
     if not isinstance(env, gym.Env):
         raise EnvError(
             f"env {spec.name!r} ({where(ctx)}): the creator returned {type(env).__name__}, "
-            "which is not a gymnasium.Env (subclass gymnasium.Env, or rltune.trainers.MultiAgentEnv later)"
+            "which is not a gymnasium.Env (subclass gymnasium.Env, or rltune.env.MultiAgentEnv later)"
         )
     if check:
         # The advice on gymnasium's own envs (e.g. CartPole's infinite observation bounds) is

@@ -6,7 +6,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from .envs import CountingEnv, ResetReturnsObsOnlyEnv
+from trainers.envs import CountingEnv, ResetReturnsObsOnlyEnv
 
 PLUGIN_ID = "RltunePluginCounting-v0"
 

@@ -10,10 +10,11 @@ import cloudpickle
 import gymnasium as gym
 import pytest
 
+from rltune.env import EnvContext, register_env
 from rltune.errors import EnvError
-from rltune.trainers import PPO, EnvContext, register_env
+from rltune.trainers import PPO
 
-from .envs import CountingEnv, FailingEnv, ObsOutsideSpaceEnv, ResetReturnsObsOnlyEnv
+from trainers.envs import CountingEnv, FailingEnv, ObsOutsideSpaceEnv, ResetReturnsObsOnlyEnv
 
 TINY = {
     "rollout_fragment_length": 10,
@@ -238,7 +239,7 @@ class NoDefaultsResetEnv(CountingEnv):
 @pytest.mark.parametrize("num_workers", [0, 1], ids=["local", "remote"])
 def test_an_env_wrapping_another_by_composition_trains(num_workers, caplog):
     # It has no np_random of its own: gymnasium's seeding checks fail; that is a warning, not an error.
-    with caplog.at_level("WARNING", logger="rltune.trainers._envs"):
+    with caplog.at_level("WARNING", logger="rltune.env._build"):
         with PPO(config={**TINY, "num_workers": num_workers}, env=MultiEnv) as trainer:
             result = trainer.train()
     assert result["timesteps_this_iter"] == 20

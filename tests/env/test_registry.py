@@ -8,11 +8,12 @@ import uuid
 import gymnasium as gym
 import pytest
 
+from rltune.env import register_env, registered_envs
 from rltune.errors import ConfigError, EnvError
-from rltune.trainers import PPO, register_env, registered_envs
+from rltune.trainers import PPO
 
 from . import gym_plugin
-from .envs import ContextEnv, CountingEnv
+from trainers.envs import ContextEnv, CountingEnv
 
 TINY = {
     "rollout_fragment_length": 10,
@@ -169,7 +170,7 @@ def test_gymnasium_module_colon_id_form_imports_the_registering_module():
 @pytest.mark.parametrize(
     "env, cause",
     [
-        (f"{__package__}.broken_module:Env", "RuntimeError: this module fails on import"),
+        ("trainers.broken_module:Env", "RuntimeError: this module fails on import"),
         (f"{CountingEnv.__module__}:NoSuchEnv", "AttributeError"),
     ],
 )

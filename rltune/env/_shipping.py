@@ -14,7 +14,7 @@ from typing import Any
 
 def collect_env_registrations(*envs: Any) -> dict[str, tuple[str, Any]]:
     """For each string in ``envs`` registered in this process: its register_env creator or gymnasium EnvSpec."""
-    rltune_registry = sys.modules.get("rltune.trainers._registry")
+    rltune_registry = sys.modules.get("rltune.env._registry")
     gymnasium = sys.modules.get("gymnasium")
     found: dict[str, tuple[str, Any]] = {}
     for env in envs:
@@ -32,7 +32,7 @@ def install_env_registrations(registrations: dict[str, tuple[str, Any]]) -> None
     """Register what :func:`collect_env_registrations` found in another process (this process's own come first)."""
     for name, (kind, value) in registrations.items():
         if kind == "rltune":
-            from rltune.trainers._registry import register_env, registered_creator
+            from rltune.env._registry import register_env, registered_creator
 
             if registered_creator(name) is None:
                 register_env(name, value)

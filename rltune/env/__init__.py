@@ -1,0 +1,43 @@
+"""What users subclass or call around envs; the bottom layer of rltune (it imports no other rltune package).
+
+Public names (re-exported by :mod:`rltune.trainers`, ``TaskSettableEnv`` also by
+:mod:`rltune.callbacks`)::
+
+    EnvContext                      the env_config dict every env is built with, plus where it runs
+    register_env, registered_envs   names for env creators, usable as ``env: name`` in configs
+    TaskSettableEnv                 an env whose task a curriculum can read and change
+
+Modules: ``_context`` (EnvContext), ``_registry`` (register_env and resolving
+a trainer's ``env`` into an ``EnvSpec``), ``_build`` (building one env and
+running gymnasium's env checker on it), ``_task`` (TaskSettableEnv),
+``_shipping`` (the user's env registrations, sent to a study's trial processes).
+
+The names load on first access: ``rltune.env._shipping`` is imported by the
+orchestrator, which must not pay for importing gymnasium.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rltune.env._context import EnvContext
+    from rltune.env._registry import register_env, registered_envs
+    from rltune.env._task import TaskSettableEnv
+
+_PUBLIC = {
+    "EnvContext": "rltune.env._context",
+    "register_env": "rltune.env._registry",
+    "registered_envs": "rltune.env._registry",
+    "TaskSettableEnv": "rltune.env._task",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'rltune.env' has no attribute {name!r}")
+
+
+__all__ = ["EnvContext", "TaskSettableEnv", "register_env", "registered_envs"]
