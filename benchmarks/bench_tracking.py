@@ -87,7 +87,7 @@ def make_result(iteration: int, n_metrics: int) -> dict[str, Any]:
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
     from mlflow import MlflowClient
 
-    from rltune.orchestrator._tracking import TrialTracker, flatten_metrics, make_client
+    from rltune.tracking import TrialTracker, flatten_metrics, make_client
 
     uri = task["uri"]
     if uri.startswith("sqlite:///"):

@@ -33,7 +33,7 @@ from rltune import tune
 tracking, results_dir, iterations, cold = sys.argv[1] == "on", sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 if tracking and not cold:  # the store, made in another process: the orchestrator itself never imports mlflow
     import subprocess
-    subprocess.run([sys.executable, "-c", "import sys; from rltune.orchestrator._tracking import StudyTracker; "
+    subprocess.run([sys.executable, "-c", "import sys; from rltune.tracking import StudyTracker; "
                     "StudyTracker(None, sys.argv[1], 'warm-up', 'grid', 'none').close()", results_dir], check=True)
 from rltune.orchestrator import _runner
 closing = []

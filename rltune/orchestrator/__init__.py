@@ -25,10 +25,9 @@ The public API is :mod:`rltune.tune` (``from rltune import tune``) and the
     _stop           Ray Tune style stop criteria (stop when any result key reaches its value)
     _train_file     ``rltune train -f FILE.yaml``: reading and validating a train file
     _yaml_files     reading train and study YAML files: one mapping, errors with file and line
-    _tracking       MLflow: StudyTracker (experiment, parent run, trial runs, best, plots), TrialTracker (results, artifacts)
-    _plots          learning curves and Optuna's plots as PNG
-    _mlflow_model   the trained policy as an MLflow pyfunc model
-    _ui             ``rltune ui``: the MLflow UI on a results directory's store
+    _mlflow_model   where policy models logged before rltune.tracking import their class from
+
+MLflow tracking (and ``rltune ui``) is :mod:`rltune.tracking`, beside this package: the loop uses it.
 
 Importing this package is cheap: Optuna, the trainers (and torch) load when a command runs.
 """

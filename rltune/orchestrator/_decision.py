@@ -12,9 +12,9 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from rltune._metrics import MISSING, finite, flatten_keys, lookup
 from rltune.errors import ConfigError
-from rltune.orchestrator._spec import finite
-from rltune.orchestrator._stop import _MISSING, StopCriteria, flatten_keys, lookup
+from rltune.orchestrator._stop import StopCriteria
 
 CONTINUE = ("continue",)
 
@@ -46,7 +46,7 @@ class Decision:
 def read_result(result: dict[str, Any], metric: str, stop: StopCriteria) -> Reading:
     """The metric's value in ``result`` and the ``stop`` criterion it meets, or why the study cannot go on."""
     found = lookup(result, metric)
-    if found is _MISSING:
+    if found is MISSING:
         keys = flatten_keys(result)
         close = difflib.get_close_matches(metric, keys, n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else f" (keys: {', '.join(sorted(keys)[:12])})"

@@ -13,15 +13,14 @@ import sys
 import time
 from typing import Any, TextIO
 
+from rltune._metrics import MISSING, finite, lookup
 from rltune.orchestrator._events import Observer
-from rltune.orchestrator._spec import finite
-from rltune.orchestrator._stop import _MISSING, lookup
 
 
 def _fmt(value: Any) -> str:
     number = finite(value)
     if number is None:
-        return "-" if value is None or isinstance(value, float) or value is _MISSING else str(value)
+        return "-" if value is None or isinstance(value, float) or value is MISSING else str(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     return f"{number:.4g}"

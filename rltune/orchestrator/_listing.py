@@ -13,12 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rltune._results_dir import default_results_dir
+from rltune._secrets import (
+    MASK,
+    drop_masked_password,
+    redact_text,
+    redact_url,
+    resolve_url,
+)
 from rltune.errors import ConfigError
-from rltune.orchestrator._secrets import MASK, drop_masked_password, redact_text, redact_url, resolve_url
 from rltune.orchestrator._ownership import owner_alive
 from rltune.orchestrator._storage import JOURNAL_FILE, open_storage
 from rltune.orchestrator._study_setup import STUDY_FILE
-from rltune._results_dir import default_results_dir
 
 STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "INTERRUPTED")
 

@@ -42,10 +42,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from rltune._atomic_dir import leftover_path, recover_leftovers, replace_dir
-from rltune._json import json_safe
+from rltune._trial_files import CHECKPOINT_PREFIX, RESULT_FILE, json_safe, list_checkpoints
 
-CHECKPOINT_PREFIX = "checkpoint_"
-RESULT_FILE = "result.json"
 
 _current: "Reporter | None" = None
 
@@ -159,24 +157,6 @@ class Reporter:
 
     def close(self) -> None:
         self._results.close()
-
-
-def list_checkpoints(trial_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
-    """The committed checkpoints of a trial directory as ``(iteration, path)``, oldest first.
-
-    Leftovers of a writer that crashed are cleaned up first (one that a crash
-    left under a temporary name is put back).
-    """
-    found = []
-    directory = Path(trial_dir)
-    if not directory.is_dir():
-        return []
-    recover_leftovers(directory)
-    for path in directory.glob(f"{CHECKPOINT_PREFIX}*"):
-        suffix = path.name[len(CHECKPOINT_PREFIX):]
-        if path.is_dir() and suffix.isdigit():
-            found.append((int(suffix), path))
-    return sorted(found)
 
 
 def latest_checkpoint(trial_dir: str | os.PathLike[str]) -> tuple[int, str] | None:

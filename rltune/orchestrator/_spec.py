@@ -462,15 +462,3 @@ def _choose(field: str, value: Any, table: dict[str, str], module: str, base: st
 
 def _parameters(cls: type) -> list[str]:
     return [n for n, p in inspect.signature(cls).parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-
-
-def finite(value: Any) -> float | None:
-    """``value`` as a finite float, or None (NaN, inf, missing, not a number)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import difflib
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from rltune._metrics import MISSING as _MISSING
+from rltune._metrics import as_number, flatten_keys, lookup
 from rltune.errors import ConfigError
 
-_SEPARATORS = re.compile(r"[/.]")
-_MISSING = object()
+__all__ = ["StopCriteria", "StopReason", "flatten_keys", "lookup"]
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class StopCriteria:
         problems = []
         self.criteria: dict[str, float] = {}
         for key, value in criteria.items():
-            number = _as_number(value)
+            number = _threshold(value)
             if not isinstance(key, str) or not key:
                 problems.append(f"{key!r}: a stop key must be a non-empty string")
             elif number is None:
@@ -89,7 +89,7 @@ class StopCriteria:
             self.validate_keys(result)
             self._checked = True
         for key, threshold in self.criteria.items():
-            value = _as_number(lookup(result, key))
+            value = as_number(lookup(result, key))
             if value is not None and value >= threshold:  # NaN >= x is False: NaN never stops
                 return StopReason(key, value, threshold)
         return None
@@ -109,60 +109,17 @@ class StopCriteria:
             elif isinstance(value, Mapping):
                 inner = ", ".join(sorted(map(str, value))[:8])
                 problems.append(f"{key!r} is a group of results, not a number; pick one of its keys: {inner}")
-            elif _as_number(value) is None and value is not None:
+            elif as_number(value) is None and value is not None:
                 problems.append(f"{key!r} is not a number in the results (it is {type(value).__name__})")
         if problems:
             raise ConfigError(problems, where=self.where)
 
 
-def lookup(result: Mapping[str, Any], key: str) -> Any:
-    """``result[key]`` where ``key`` may be a path written with ``/`` or ``.``; a sentinel if missing.
-
-    A path component may itself contain dots (``"my.metric"``): each level
-    tries the longest run of components that names a key there.
-    """
-    if key in result:
-        return result[key]
-    return _walk(result, _SEPARATORS.split(key))
-
-
-def _walk(node: Any, parts: list[str]) -> Any:
-    if not parts:
-        return node
-    if not isinstance(node, Mapping):
-        return _MISSING
-    for n in range(len(parts), 0, -1):
-        for sep in ("/", "."):
-            name = sep.join(parts[:n])
-            if name in node:
-                found = _walk(node[name], parts[n:])
-                if found is not _MISSING:
-                    return found
-    return _MISSING
-
-
-def flatten_keys(result: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """Every leaf key of a nested result, as ``a/b/c`` paths."""
-    keys = []
-    for name, value in result.items():
-        path = f"{prefix}{name}"
-        if isinstance(value, Mapping) and value:
-            keys.extend(flatten_keys(value, path + "/"))
-        else:
-            keys.append(path)
-    return keys
-
-
-def _as_number(value: Any) -> float | None:
-    """A float for ints, floats, numpy scalars and numeric strings (YAML reads ``2e5`` as a string); else None."""
-    if isinstance(value, bool) or value is None or value is _MISSING:
-        return None
+def _threshold(value: Any) -> float | None:
+    """A stop value as a float: a number, or numeric text (YAML reads ``2e5`` as a string); else None."""
     if isinstance(value, str):
         try:
             return float(value)
         except ValueError:
             return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
+    return as_number(value)

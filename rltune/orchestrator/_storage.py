@@ -36,9 +36,9 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
+from rltune._secrets import has_references, redact_text, resolve_url
 from rltune.errors import RLTuneError
 from rltune.orchestrator._optuna_compat import RDB_PRIVATE_CALLS
-from rltune.orchestrator._secrets import has_references, redact_text, resolve_url
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class StorageLostError(RLTuneError):
 def is_shared(url: str | None) -> bool:
     """Whether ``url`` names an RDB storage that several workers may share (an Optuna URL with a scheme).
 
-    ``url`` may hold ``${NAME}`` references (see :mod:`rltune.orchestrator._secrets`), e.g. ``${RLTUNE_STORAGE_URL}``.
+    ``url`` may hold ``${NAME}`` references (see :mod:`rltune._secrets`), e.g. ``${RLTUNE_STORAGE_URL}``.
     """
     if has_references(url):
         try:
@@ -79,7 +79,7 @@ def open_storage(url: str | None, study_dir: Path, *, heartbeat_interval_s: int 
                  grace_s: int | None = None) -> Any:
     """The Optuna storage: ``url`` (an RDB URL, or a journal file path), else ``<study_dir>/study.journal``.
 
-    ``url`` is the resolved URL (:func:`rltune.orchestrator._secrets.resolve_url`); a
+    ``url`` is the resolved URL (:func:`rltune._secrets.resolve_url`); a
     PostgreSQL URL without password takes it from ``PGPASSWORD`` or ``~/.pgpass``
     (``PGPASSFILE``), as libpq does.
 

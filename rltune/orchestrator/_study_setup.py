@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rltune._results_dir import default_results_dir
+from rltune._secrets import redact_text, redact_url, resolve_url
 from rltune.errors import ConfigError, StudyLockedError
 from rltune.orchestrator._env_check import check_study_envs
 from rltune.orchestrator._events import TrackingObserver
@@ -23,8 +24,12 @@ from rltune.orchestrator._optuna_compat import retry_of
 from rltune.orchestrator._ownership import owner_alive
 from rltune.orchestrator._reporter import json_safe
 from rltune.orchestrator._search_space import encode_point
-from rltune.orchestrator._secrets import redact_text, redact_url, resolve_url
-from rltune.orchestrator._storage import BUDGET_ATTR, JOURNAL_FILE, is_shared, open_storage
+from rltune.orchestrator._storage import (
+    BUDGET_ATTR,
+    JOURNAL_FILE,
+    is_shared,
+    open_storage,
+)
 from rltune.orchestrator._study_lock import StudyLock, clear_stale_journal_lock
 
 logger = logging.getLogger(__name__)
@@ -312,7 +317,7 @@ class StudySetup:
         """
         if not self.spec.tracking or os.environ.get("RLTUNE_TRACKING", "1") == "0":
             return
-        from rltune.orchestrator._tracking_process import TrackingProcess
+        from rltune.tracking._process import TrackingProcess
 
         self.tracker = TrackingProcess(
             self.spec.tracking_uri,

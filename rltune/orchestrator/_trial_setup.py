@@ -13,12 +13,18 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from rltune._metrics import finite
 from rltune.errors import ConfigError
-from rltune.orchestrator._optuna_compat import pop_waiting_trial, retry_of, trial_id, trial_of
+from rltune.orchestrator._optuna_compat import (
+    pop_waiting_trial,
+    retry_of,
+    trial_id,
+    trial_of,
+)
 from rltune.orchestrator._ownership import make_owner
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
 from rltune.orchestrator._search_space import decode_params, resolve_config, suggest
-from rltune.orchestrator._spec import StudyPlan, finite
+from rltune.orchestrator._spec import StudyPlan
 from rltune.orchestrator._stop import StopCriteria, lookup
 from rltune.orchestrator._trial import PARAMS_FILE
 from rltune.orchestrator._trial_host import ActiveTrial

@@ -404,7 +404,7 @@ def _port(text: str) -> int:
 
 
 def _ui(args: argparse.Namespace) -> int:
-    from rltune.orchestrator._ui import run_ui
+    from rltune.tracking._ui import run_ui
 
     return run_ui(args.results_dir, args.port, args.tracking_uri)
 

@@ -20,9 +20,9 @@ import pytest
 from rltune import tune
 from rltune.errors import ConfigError
 from rltune.orchestrator._listing import load_study
-from rltune.orchestrator._secrets import redact_text, redact_url, resolve_url
+from rltune._secrets import redact_text, redact_url, resolve_url
 from rltune.orchestrator._storage import is_shared
-from rltune.orchestrator._ui import ui_command, ui_env
+from rltune.tracking._ui import ui_command, ui_env
 
 from .trainables import counter
 
@@ -116,7 +116,7 @@ def test_mlflow_ui_serves_the_store_given_in_its_environment(tmp_path):
     """The real server reads MLFLOW_BACKEND_STORE_URI: it creates the store there; its argv does not name it."""
     import socket
 
-    from rltune.orchestrator._ui import _descendants, start_ui
+    from rltune.tracking._ui import _descendants, start_ui
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -219,7 +219,7 @@ def test_the_password_from_the_environment_or_a_file(pg_url, tmp_path, monkeypat
 def test_tracking_server_failures_are_logged_without_the_password(tmp_path, caplog):
     import socket
 
-    from rltune.orchestrator._tracking import StudyTracker
+    from rltune.tracking import StudyTracker
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

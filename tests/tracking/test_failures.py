@@ -5,20 +5,18 @@ from __future__ import annotations
 import signal
 import time
 
-import pytest
 
 from mlflow import MlflowClient
 
-from rltune.orchestrator._tracking import StudyTracker, TrialTracker
+from rltune.tracking import StudyTracker, TrialTracker
 
 from .conftest import MlflowServer, free_port
 
 
-@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
-def test_unreachable_server_from_the_start(tmp_path, background):
+def test_unreachable_server_from_the_start(tmp_path):
     start = time.monotonic()
     uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    study = StudyTracker(uri, tmp_path, "nowhere", "tpe", "none", background=background)
+    study = StudyTracker(uri, tmp_path, "nowhere", "tpe", "none")
     run_id = study.start_trial(0, {"lr": 0.1}, {"lr": 0.1})
     trial = TrialTracker(**study.trial_tracker_args(run_id))
     for i in range(1, 4):

@@ -61,7 +61,7 @@ def run_complete_trial(tracker: Any, trial_dir: str | Path) -> dict[str, Any]:
     KEEP_CHECKPOINTS), then ``params.json``/``result.json``, the learning
     curve and the policy model.
     """
-    from rltune.orchestrator._reporter import json_safe
+    from rltune._trial_files import json_safe
     from rltune.trainers import PPO
 
     trial_dir = Path(trial_dir)
@@ -100,7 +100,7 @@ def run_complete_trial(tracker: Any, trial_dir: str | Path) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    from rltune.orchestrator._tracking import TrialTracker
+    from rltune.tracking import TrialTracker
 
     args = json.loads(argv[1])
     tracker = TrialTracker(args["run_id"], args["tracking_uri"], keep_checkpoints_num=KEEP_CHECKPOINTS)

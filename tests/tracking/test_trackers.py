@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 import math
 from pathlib import Path
 
@@ -11,8 +10,8 @@ import numpy as np
 import pytest
 from mlflow import MlflowClient
 
-from rltune.orchestrator import _tracking
-from rltune.orchestrator._tracking import (
+from rltune.tracking import _mlflow_compat, _store
+from rltune.tracking import (
     StudyTracker,
     TrialTracker,
     clean_key,
@@ -73,8 +72,6 @@ def test_flatten_metrics_keeps_numbers_with_slash_keys():
         "training_iteration": 3.0,
         "info/learner/default_policy/entropy": 0.5,
         "custom_metrics/pole_angle_mean": 0.01,
-        "done": 1.0,
-        "flag": 0.0,
         "curriculum_task/length": 5.0,
         "curriculum_phase": 1.0,
         "weird key_": 1.0,
@@ -138,19 +135,19 @@ def test_a_tag_and_1000_metrics_respect_the_entities_per_batch_limit():
 def test_our_limits_are_mlflows():
     from mlflow.utils import validation
 
-    assert _tracking.MAX_ENTITY_KEY_LENGTH == validation.MAX_ENTITY_KEY_LENGTH
-    assert _tracking.MAX_TAG_VAL_LENGTH == validation.MAX_TAG_VAL_LENGTH
-    assert _tracking._limits() == (validation.MAX_PARAM_VAL_LENGTH, validation.MAX_TAG_VAL_LENGTH,
+    assert _mlflow_compat.MAX_ENTITY_KEY_LENGTH == validation.MAX_ENTITY_KEY_LENGTH
+    assert _mlflow_compat.MAX_TAG_VAL_LENGTH == validation.MAX_TAG_VAL_LENGTH
+    assert _mlflow_compat.limits() == (validation.MAX_PARAM_VAL_LENGTH, validation.MAX_TAG_VAL_LENGTH,
                                    validation.MAX_ENTITY_KEY_LENGTH, validation.MAX_METRICS_PER_BATCH,
                                    validation.MAX_PARAMS_TAGS_PER_BATCH, validation.MAX_ENTITIES_PER_BATCH)
 
 
 def test_the_callers_thread_never_imports_mlflow():
-    """Flattening (done where the caller calls) stays cheap: mlflow loads on the tracking thread only."""
+    """Flattening and the orchestrator's side of the tracking process stay cheap: mlflow loads in that process only."""
     import subprocess
     import sys
 
-    code = ("import sys; from rltune.orchestrator import _tracking as t;"
+    code = ("import sys; import rltune.tracking as t; import rltune.tracking._process;"
             "t.flatten_metrics({'a': {'b': 1.0}, 'k' * 300: 2}); t.flatten_params({'m': {'x': [1]}});"
             "t.run_name(1, {'lr': 0.1}); print('mlflow' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -172,7 +169,7 @@ def test_keep_checkpoints_keeps_the_last_n_and_the_best(tmp_path):
 # -- failures ---------------------------------------------------------------------------------------
 def test_failures_never_raise_warn_once_and_are_listed(caplog, monkeypatch):
     tracker, client = fake_tracker(ConnectionError("connection refused"))
-    with caplog.at_level(logging.DEBUG, logger="rltune.orchestrator._tracking"):
+    with caplog.at_level(logging.DEBUG, logger="rltune.tracking"):
         tracker.log_result({"training_iteration": 1, "a": 1.0})
         tracker.log_result({"training_iteration": 2, "a": 1.0})  # skipped: the store is paused after an outage
         monkeypatch.setattr(tracker._shared.failures, "_down_until", 0.0)
@@ -224,12 +221,12 @@ def store(tmp_path, template_db) -> Path:
 
 def test_long_param_values_are_truncated_with_a_note(store):
     tracker = StudyTracker(None, store, "long", "random", "none")
-    limit = _tracking._limits().param_value
+    limit = _mlflow_compat.limits().param_value
     run_id = tracker.start_trial(0, {"notes": "x" * (limit + 500), "lr": 0.1, "k" * 300: 1}, {"lr": 0.1})
     run = MlflowClient(tracker.tracking_uri).get_run(run_id)
     assert len(run.data.params["notes"]) == limit and run.data.params["notes"].endswith(f"... ({limit + 500} chars in all)")
     assert run.data.params["lr"] == "0.1" and len([k for k in run.data.params if k.startswith("kkk")]) == 1
-    assert "notes" in run.data.tags[_tracking.TAG_TRUNCATED]
+    assert "notes" in run.data.tags[_store.TAG_TRUNCATED]
     assert tracker.unrecorded == []
 
 
@@ -277,10 +274,9 @@ def test_study_plots_include_param_importances_with_enough_trials(store, tmp_pat
     assert tracker.unrecorded == []
 
 
-def test_background_mode_uploads_snapshots_in_order_and_close_drains(store, tmp_path):
-    tracker = StudyTracker(None, store, "background", "tpe", "none", background=True)
+def test_an_open_trial_tracker_uploads_results_checkpoint_files_and_curve(store, tmp_path):
+    tracker = StudyTracker(None, store, "opened", "tpe", "none")
     side = tracker.open_trial(0, {"lr": 0.1}, {"lr": 0.1}, keep_checkpoints_num=1, metric="score")
-    assert side.run_id is None or isinstance(side.run_id, str)  # created on the tracking thread
     checkpoint = tmp_path / "checkpoint_000001"
     checkpoint.mkdir()
     (checkpoint / "state.json").write_text('{"step": 1}')
@@ -288,25 +284,33 @@ def test_background_mode_uploads_snapshots_in_order_and_close_drains(store, tmp_
     result_file.write_text("line 1\n")
     for i in (1, 2):
         side.log_result({"training_iteration": i, "score": float(i)})
-    assert side.log_checkpoint(checkpoint) is None  # queued
+    assert side.log_checkpoint(checkpoint) == "checkpoints/checkpoint_000001"
     side.log_files(result_file)
-    shutil.rmtree(checkpoint)  # the trial deletes or changes them at once: the uploads use snapshots
-    result_file.write_text("line 1\nline 2\n")
     side.log_learning_curve()
     tracker.end_trial(side, "COMPLETE")
     tracker.refresh_study_plots(_one_trial_study())
     tracker.close()
-    assert not tracker.background  # drained and inline from now on
     client = MlflowClient(tracker.tracking_uri)
     run = client.get_run(side.run_id)
     assert run.info.status == "FINISHED" and run.data.tags["rltune.state"] == "COMPLETE"
+    assert client.get_run(tracker.parent_run_id).info.status == "FINISHED"
     assert [m.step for m in client.get_metric_history(side.run_id, "score")] == [1, 2]
     local = Path(client.download_artifacts(side.run_id, "", str(tmp_path / "down")))
     assert (local / "checkpoints" / "checkpoint_000001" / "state.json").read_text() == '{"step": 1}'
     assert (local / "result.json").read_text() == "line 1\n"
     assert (local / "plots" / "learning_curve.png").stat().st_size > 2000
-    assert not [p for p in tmp_path.iterdir() if ".mlflow-" in p.name]  # snapshots removed
     assert tracker.unrecorded == []
+
+
+def test_a_study_tracker_closed_twice_ends_its_run_and_logs_its_summary_once(store, caplog):
+    tracker = StudyTracker(None, store, "twice", "tpe", "none")
+    tracker._shared.failures.record("metrics", "something lost")
+    with caplog.at_level(logging.WARNING, logger="rltune.tracking"):
+        tracker.close()
+        tracker.close(interrupted=True)
+    assert [r.getMessage() for r in caplog.records if "not recorded" in r.getMessage()] == [
+        "MLflow tracking (study 'twice'): 1 call(s) not recorded (metrics x1)"]
+    assert MlflowClient(tracker.tracking_uri).get_run(tracker.parent_run_id).info.status == "FINISHED"
 
 
 def _one_trial_study():
@@ -324,7 +328,7 @@ def test_a_policy_model_from_a_checkpoint_builds_only_an_env_the_checkpoint_may_
     import json
 
     from rltune.errors import CheckpointError
-    from rltune.orchestrator._mlflow_model import SPEC_FILE, write_policy_dir
+    from rltune.tracking._mlflow_model import SPEC_FILE, write_policy_dir
     from rltune.trainers import PPO
     from rltune.trainers import _checkpoint as ckpt
 

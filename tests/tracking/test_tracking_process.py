@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from rltune import tune
-from rltune.orchestrator._tracking import TrialTracker
-from rltune.orchestrator._tracking_process import _Server
+from rltune.tracking import TrialTracker
+from rltune.tracking._server import _Server
 
 from .conftest import mlflow_env, new_store
 
@@ -127,3 +127,17 @@ def test_several_results_are_logged_in_one_call_with_their_steps(tmp_path, templ
     assert client.get_run(run_id).data.tags["rltune.curriculum_task"] == '"task1"'
     assert [p["iteration"] for p in tracker.history] == [1, 2, 3, 4, 5]
     assert tracker.unrecorded == []
+
+
+def test_a_tracking_process_closed_twice_logs_its_summary_once(tmp_path, template_db, caplog):
+    """The end of a study may close the tracking twice (the loop's fallback after a failed final step)."""
+    from rltune.tracking import TrackingProcess
+
+    tracker = TrackingProcess(None, new_store(template_db, tmp_path), "twice", "tpe", "none")
+    tracker._failures.record("metrics", "something lost")
+    with caplog.at_level(logging.WARNING, logger="rltune"):
+        tracker.close()
+        tracker.close()
+    summaries = [r.getMessage() for r in caplog.records if "call(s) not recorded" in r.getMessage()]
+    assert summaries == ["MLflow tracking (study 'twice'): 1 call(s) not recorded (metrics x1)"]
+    assert tracker.proc.poll() == 0

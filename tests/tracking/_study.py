@@ -46,28 +46,28 @@ def distributions() -> dict[str, Any]:
 
 def simulate_study(results_dir: Path, tracking_uri: str | None,
                    run_complete: Callable[[dict[str, Any], Path], dict[str, Any]], *,
-                   background: bool = False) -> dict[str, Any]:
+                   open_trials: bool = False) -> dict[str, Any]:
     """Run the study; ``run_complete(trial_tracker_args, trial_dir)`` runs trial 0's trial side and returns its summary.
 
-    ``background``: the StudyTracker works on its tracking thread, and trials
-    1 and 2 log through ``open_trial`` trackers (as the orchestrator does).
+    ``open_trials``: trials 1 and 2 log through ``open_trial`` trackers (as
+    the study's tracking process does).
     """
     import optuna
 
-    from rltune.orchestrator._tracking import StudyTracker
+    from rltune.tracking import StudyTracker
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="maximize", study_name=STUDY)
     for params in PARAMS:
         study.enqueue_trial(params)
-    tracker = StudyTracker(tracking_uri, results_dir, STUDY, "tpe", "median", background=background,
+    tracker = StudyTracker(tracking_uri, results_dir, STUDY, "tpe", "median",
                            study_params={"metric": "episode_reward_mean", "mode": "max", "n_trials": 3})
 
     def start(number: int) -> tuple[Any, Any]:
         trial = study.ask(distributions())
         assert trial.number == number and trial.params == PARAMS[number]
         config = {**PPO_CONFIG, **trial.params}
-        if background and number > 0:
+        if open_trials and number > 0:
             return trial, tracker.open_trial(number, config, trial.params)
         return trial, tracker.trial(tracker.start_trial(number, config, trial.params))
 
@@ -100,7 +100,7 @@ def simulate_study(results_dir: Path, tracking_uri: str | None,
     trial_dir.mkdir(parents=True, exist_ok=True)
     (trial_dir / "error.txt").write_text(error)
     side.log_files(trial_dir / "error.txt", trial_dir / "missing-file.txt")
-    (trial_dir / "error.txt").unlink()  # in background mode the upload comes later, from a snapshot
+    (trial_dir / "error.txt").unlink()
     study.tell(trial, state=optuna.trial.TrialState.FAIL)
     tracker.end_trial(side, "FAIL", reason="ZeroDivisionError: division by zero", error=error)
 
@@ -175,7 +175,7 @@ def check_metrics(client: Any, info: dict[str, Any]) -> None:
     assert timesteps[-1].value == info["summary"]["last_result"]["timesteps_total"]
     pruned = client.get_run(info["run_ids"][1]).data.metrics
     assert pruned["curriculum_phase"] == 1 and pruned["curriculum_task"] == 2
-    assert pruned["done"] == 1.0  # a bool as 0/1
+    assert "done" not in pruned  # a bool is not a number (rltune._metrics)
     assert "note" not in pruned and "custom_metrics/pole_angle_max" not in pruned  # text and NaN left out
     assert not any(k.startswith("hist_stats") for k in pruned)
     phases = sorted(client.get_metric_history(info["run_ids"][1], "curriculum_phase"), key=lambda m: m.step)

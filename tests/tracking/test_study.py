@@ -2,9 +2,9 @@
 
 ``local``: the default embedded store (``sqlite:///<results_dir>/mlflow.db``),
 inline trackers, the trial side in this process. ``server``: a real
-``mlflow server`` on 127.0.0.1 with proxied artifacts, the StudyTracker in
-background mode (its own tracking thread, as the orchestrator would run
-it), the trial side of the complete trial in a separate process.
+``mlflow server`` on 127.0.0.1 with proxied artifacts, trials opened with
+``open_trial`` (as the study's tracking process does), the trial side of
+the complete trial in a separate process.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def server_study(tmp_path_factory, template_db):
             assert proc.returncode == 0, proc.stderr[-4000:]
             return json.loads(out.read_text())
 
-        info = _study.simulate_study(base / "results", server.uri, run_complete, background=True)
+        info = _study.simulate_study(base / "results", server.uri, run_complete, open_trials=True)
         assert info["tracking_uri"] == server.uri
         yield info
     finally:
@@ -99,22 +99,20 @@ def test_runs_uri_of_the_model_loads_with_the_tracking_uri(local_study, monkeypa
     assert model.predict(probe_observations()).tolist() == local_study["summary"]["expected_actions"]
 
 
-def test_policy_model_from_a_checkpoint_on_the_tracking_thread(local_study, template_db, tmp_path):
-    """The orchestrator's way: the trial's last checkpoint, logged in background mode, is the trained policy."""
+def test_policy_model_from_a_checkpoint(local_study, template_db, tmp_path):
+    """The tracking process's way: the trial's last checkpoint, logged through open_trial, is the trained policy."""
     import mlflow.pyfunc
 
-    from rltune.orchestrator._tracking import StudyTracker
+    from rltune.tracking import StudyTracker
 
     from ._trial_side import probe_observations
 
     checkpoint = local_study["results_dir"] / _study.STUDY / "trial_00000" / local_study["summary"]["checkpoints"][-1][0]
-    tracker = StudyTracker(None, new_store(template_db, tmp_path / "results"), "from-checkpoint", "tpe", "none",
-                           background=True)
+    tracker = StudyTracker(None, new_store(template_db, tmp_path / "results"), "from-checkpoint", "tpe", "none")
     side = tracker.open_trial(0, {"lr": 0.001}, {"lr": 0.001})
-    assert side.log_policy_model(checkpoint) is None  # queued
+    assert side.log_policy_model(checkpoint) == f"runs:/{side.run_id}/policy_model"
     tracker.end_trial(side, "COMPLETE")
     tracker.close()
     assert tracker.unrecorded == []
-    assert not [p for p in checkpoint.parent.iterdir() if ".mlflow-" in p.name]  # the snapshot is gone
     model = mlflow.pyfunc.load_model(f"{MlflowClient(tracker.tracking_uri).get_run(side.run_id).info.artifact_uri}/policy_model")
     assert model.predict(probe_observations()).tolist() == local_study["summary"]["expected_actions"]

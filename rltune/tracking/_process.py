@@ -16,7 +16,7 @@ the loop. What the tracking process uploads later is copied first, in the
 orchestrator, when the call is made (checkpoints are hard-linked): the trial
 may delete or rewrite its files meanwhile.
 
-The tracking process (``tracking_entry``) runs a :class:`StudyTracker` inline,
+The tracking process (:func:`rltune.tracking._server.tracking_entry`) runs a :class:`StudyTracker` inline,
 at a lower CPU priority than the trials, and handles the messages in order
 per trial; results of a trial that queued up while it was busy are logged
 together (MLflow's cost is per call), and of several queued plot refreshes
@@ -48,23 +48,18 @@ import sys
 import threading
 import time
 import uuid
-from collections import deque
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Mapping
 
-from rltune.orchestrator._tracking import _Failures, _remove, _snapshot, _snapshot_files, remove_staging
+from rltune._trial_files import json_safe
+from rltune.tracking._failures import Failures
+from rltune.tracking._keys import flatten_params
+from rltune.tracking._staging import remove_staging, snapshot, snapshot_files
+from rltune.tracking._store import resolve_tracking_uri
 
-logger = logging.getLogger("rltune.orchestrator._tracking")
+logger = logging.getLogger("rltune.tracking")
 
-# The trials come first: at nice 19 the tracking gets ~1.5% of a core that trials keep busy, and
-# catches up when one is free (queued results are then logged together, in one call per trial).
-# At nice 10 (~10%) the start-up of a study (importing mlflow, migrating a new store) still slowed
-# the first trials of a 2-core machine by seconds.
-NICE = 19
-PARENT_WAIT_S = 60.0  # a worker joining a shared study waits this long for the creator's parent run
-LOCK_FILE = ".tracking.lock"  # in the study directory: held by the study's tracking process
-LOCK_WAIT_S = 300.0  # a tracking process waits this long for the one a killed orchestrator left to finish
 
 
 class TrialHandle:
@@ -82,7 +77,7 @@ class TrialHandle:
         """Upload a checkpoint directory as ``checkpoints/<name>`` (hard-linked copy taken now)."""
         path = Path(path)
         copy = self._owner._copy(f"checkpoint {path.name} of trial {self.number}",
-                                 lambda: _snapshot(path, self._owner.staging_tag))
+                                 lambda: snapshot(path, self._owner.staging_tag))
         if copy is not None:
             self._owner._post("checkpoint", self.number, str(copy), path.name)
 
@@ -92,7 +87,7 @@ class TrialHandle:
         if not files:
             return
         copied = self._owner._copy(f"the files of trial {self.number}",
-                                   lambda: _snapshot_files(files, self._owner.staging_tag, files[0].parent))
+                                   lambda: snapshot_files(files, self._owner.staging_tag, files[0].parent))
         if copied is not None:
             staging, copies = copied
             self._owner._post("files", self.number, str(staging), [str(c) for c in copies])
@@ -105,7 +100,7 @@ class TrialHandle:
         """The policy of ``checkpoint`` as an MLflow pyfunc model (exported in the tracking process)."""
         path = Path(checkpoint)
         copy = self._owner._copy(f"the policy model of trial {self.number}",
-                                 lambda: _snapshot(path, self._owner.staging_tag))
+                                 lambda: snapshot(path, self._owner.staging_tag))
         if copy is not None:
             self._owner._post("model", self.number, str(copy))
 
@@ -147,16 +142,15 @@ class TrackingProcess:
     ) -> None:
         import cloudpickle
 
-        from rltune.orchestrator._tracking import resolve_tracking_uri
-
         self.tracking_uri = resolve_tracking_uri(tracking_uri, results_dir)
         self.study_name = study_name
         self.plot_interval_s = plot_interval_s
         self.drain_timeout_s = drain_timeout_s
         self.study_dir = Path(study_dir) if study_dir is not None else None
         self.staging_tag = uuid.uuid4().hex[:8]  # in the names of this session's upload copies
-        self._failures = _Failures(f"study {study_name!r}")  # what was not recorded, here and there
+        self._failures = Failures(f"study {study_name!r}")  # what was not recorded, here and there
         self._lost: str | None = None  # why the process is gone, once it is
+        self._closed = False
         self._last_plots = time.monotonic()
         self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         parent_sock, child_sock = socket.socketpair()
@@ -165,7 +159,7 @@ class TrackingProcess:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c",
-                 f"from rltune.orchestrator._tracking_process import tracking_entry; tracking_entry({child_fd})"],
+                 f"from rltune.tracking._server import tracking_entry; tracking_entry({child_fd})"],
                 pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                 start_new_session=True,  # Ctrl-C goes to the orchestrator, which closes the tracking in order
             )
@@ -229,7 +223,7 @@ class TrackingProcess:
             return None
 
     def _record(self, kind: str, what: str) -> None:
-        self._failures._record(kind, what)
+        self._failures.record(kind, what)
 
     @property
     def unrecorded(self) -> list[str]:
@@ -271,9 +265,6 @@ class TrackingProcess:
     def open_trial(self, trial_number: int, params: Mapping[str, Any], key_params: Mapping[str, Any],
                    **trial_options: Any) -> TrialHandle:
         """Create (or reopen, for a resumed trial) the trial's nested run; the handle to log into it."""
-        from rltune.orchestrator._reporter import json_safe
-        from rltune.orchestrator._tracking import flatten_params
-
         # as text: a config may hold what pickle cannot carry (lambdas) or the tracking process cannot
         # import (classes of the user's __main__)
         self._post("open", trial_number, flatten_params(params), json_safe(dict(key_params)), trial_options)
@@ -320,7 +311,11 @@ class TrackingProcess:
         """End the parent run (KILLED when interrupted), wait for the queue (at most ``drain_timeout_s``).
 
         What could not be recorded is then in ``unrecorded`` and ``failure_counts``, and logged in one line.
+        A second call does nothing (the study's end may close the tracking twice: the summary is logged once).
         """
+        if self._closed:
+            return
+        self._closed = True
         self._post("close", interrupted)
         self._outbox.put(None)
         deadline = time.monotonic() + self.drain_timeout_s
@@ -370,274 +365,3 @@ class TrackingProcess:
         return self._failures.summary()
 
 
-# -- the tracking process ------------------------------------------------------------------------
-class _Forward(logging.Handler):
-    """Sends the tracker's warnings to the orchestrator, which logs them where the user looks."""
-
-    def __init__(self, conn: Connection) -> None:
-        super().__init__(logging.WARNING)
-        self.conn = conn
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.conn.send_bytes(pickle.dumps(("log", record.levelno, record.getMessage())))
-        except Exception:  # noqa: BLE001 - the orchestrator is gone; the message stays in tracking.log
-            pass
-
-
-def _detach_forwarding() -> None:
-    root = logging.getLogger("rltune")
-    for handler in [h for h in root.handlers if isinstance(h, _Forward)]:
-        root.removeHandler(handler)
-
-
-def _lower_priority() -> None:
-    """Nice 19, for the process and for its autogroup.
-
-    Linux with autogroups (the default on desktops and many servers) shares
-    the CPU between sessions first, and nice only orders the processes of
-    one session. Each trial runs in a session of its own and so does this
-    process (``start_new_session``). Without its autogroup's nice it got as
-    much CPU as a trial on a busy machine.
-    """
-    try:
-        os.nice(NICE)
-    except OSError:
-        pass
-    try:
-        with open("/proc/self/autogroup", "w") as f:
-            f.write(str(NICE))
-    except OSError:  # no autogroups (or not Linux): the process nice is all there is
-        pass
-
-
-def tracking_entry(fd: int) -> None:
-    """Entry point of the tracking process: serve the orchestrator's messages until ``close`` or EOF."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _lower_priority()
-    conn = Connection(fd)
-    try:
-        kind, init = pickle.loads(conn.recv_bytes())
-    except (EOFError, OSError):
-        os._exit(1)
-    sys.path[:] = init["sys_path"]
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    received: list[bytes] = []
-    lock = None
-    study_dir = Path(init["study_dir"]) if init.get("study_dir") else None
-    if study_dir is not None:
-        lock, alive = _take_lock(study_dir, conn, received)
-        if not alive:  # the orchestrator died while an earlier tracking process ran: a resume reconciles
-            os._exit(0)
-        remove_staging(study_dir, keep_tag=init["staging_tag"])
-    logging.getLogger("rltune").addHandler(_Forward(conn))
-    from rltune.orchestrator._tracking import StudyTracker
-
-    tracker = StudyTracker(init["tracking_uri"], init["results_dir"], init["study_name"], init["sampler_name"],
-                           init["pruner_name"], study_params=init["study_params"] or None,
-                           parent_wait_s=0.0 if init.get("create_parent", True) else PARENT_WAIT_S)
-    server = _Server(conn, tracker, init.get("defaults_of"), study_dir=study_dir,
-                     trial_options=init.get("trial_options"), policy_model=bool(init.get("policy_model")))
-    for data in received:
-        server._unpickle(data)
-    code = server.serve()
-    if lock is not None:
-        lock.close()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-def _take_lock(study_dir: Path, conn: Connection, received: list[bytes]) -> tuple[Any, bool]:
-    """The study's tracking lock (the open lock file, or None), and whether the orchestrator is still there.
-
-    While a tracking process of a killed orchestrator finishes its queue,
-    this one waits (at most ``LOCK_WAIT_S``), keeping the messages that
-    arrive in ``received``: two processes logging one trial would log its
-    steps twice. The lock goes with the process (``flock``).
-    """
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        return None, True
-    study_dir.mkdir(parents=True, exist_ok=True)
-    lock = open(study_dir / LOCK_FILE, "a")
-    deadline = time.monotonic() + LOCK_WAIT_S
-    while True:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return lock, True
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            logging.getLogger("rltune.orchestrator._tracking").warning(
-                "MLflow tracking: an earlier tracking process of this study still runs after %.0f s; "
-                "going on beside it", LOCK_WAIT_S)
-            return lock, True
-        try:
-            if conn.poll(0.2):
-                for _ in range(1000):  # then the lock again, however fast messages come
-                    received.append(conn.recv_bytes())
-                    if not conn.poll():
-                        break
-        except (EOFError, OSError):
-            return lock, False
-
-
-def _warm_up() -> None:
-    """Import what the first trial's end needs (matplotlib, the model export's torch and pyfunc).
-
-    Also Optuna's importance module: it imports scikit-learn (over a second here).
-    """
-    try:
-        import mlflow.pyfunc  # noqa: F401
-        import optuna.importance  # noqa: F401
-        import optuna.visualization.matplotlib  # noqa: F401
-        import torch  # noqa: F401
-
-        from rltune.orchestrator import _plots
-
-        _plots._pyplot()
-    except Exception:  # noqa: BLE001 - only an optimisation; the real call reports a real problem
-        logging.getLogger(__name__).debug("warm-up failed", exc_info=True)
-
-
-class _Server:
-    """The tracking process's loop: messages in order per trial, queued results batched."""
-
-    def __init__(self, conn: Connection, tracker: Any, defaults_of: bytes | None = None, *,
-                 study_dir: Path | None = None, trial_options: Mapping[str, Any] | None = None,
-                 policy_model: bool = False) -> None:
-        self.conn = conn
-        self.tracker = tracker
-        self.study_dir = study_dir
-        self.trial_options = dict(trial_options or {})
-        self.policy_model = policy_model
-        self._defaults_of = defaults_of
-        self._defaults: dict[str, Any] | None = None
-        self.trials: dict[int, Any] = {}
-        self.pending: deque[tuple[Any, ...]] = deque()
-
-    def _receive(self, block: bool) -> bool:
-        """Move what the orchestrator sent into ``pending``; False at EOF (the orchestrator is gone)."""
-        try:
-            if block and not self.pending:
-                self._unpickle(self.conn.recv_bytes())
-            while self.conn.poll():
-                self._unpickle(self.conn.recv_bytes())
-        except (EOFError, OSError):
-            return False
-        return True
-
-    def _unpickle(self, data: bytes) -> None:
-        try:
-            self.pending.append(pickle.loads(data))
-        except Exception:  # noqa: BLE001 - e.g. a result object of a class this process cannot import
-            logging.getLogger("rltune.orchestrator._tracking").warning(
-                "MLflow tracking: a message could not be read here and is not recorded", exc_info=True)
-
-    def serve(self) -> int:
-        alive = True
-        warm = False
-        while True:
-            if alive and not warm and not self.pending and not self.conn.poll():
-                _warm_up()  # while the first trials run, rather than when the first one ends
-                warm = True
-            if alive:
-                alive = self._receive(block=True)
-            if not self.pending:
-                # EOF with nothing left: the orchestrator died without closing; its study is resumable
-                self.tracker.close(interrupted=True)
-                return 0
-            message = self.pending.popleft()
-            if message[0] == "close":
-                # the orchestrator logs the summary of what was lost; the tracker's own would repeat it
-                _detach_forwarding()
-                self.tracker.close(interrupted=bool(message[1]))
-                try:
-                    self.conn.send_bytes(pickle.dumps(("closed", self.tracker.unrecorded, self.tracker.failure_counts)))
-                except OSError:
-                    pass
-                return 0
-            try:
-                self._handle(message)
-            except Exception:  # noqa: BLE001 - a bug here must not end the tracking of the study
-                logging.getLogger(__name__).exception("tracking message %r failed", message[0])
-
-    def _trainer_defaults(self) -> dict[str, Any]:
-        """The trainer's default config (logged under the trial's own keys); {} for a function trainable."""
-        if self._defaults is None:
-            self._defaults = {}
-            if self._defaults_of is not None:
-                try:
-                    import cloudpickle
-
-                    from rltune.trainers import get_trainer_class
-
-                    self._defaults = get_trainer_class(cloudpickle.loads(self._defaults_of)).get_default_config()
-                except Exception:  # noqa: BLE001 - defaults are a convenience in the params, never a failure
-                    logging.getLogger(__name__).debug("no trainer defaults", exc_info=True)
-        return self._defaults
-
-    def _take_results(self, number: int) -> list[tuple[dict[str, Any], int]]:
-        """The trial's results queued before its next other message (other trials' messages stay)."""
-        taken, kept = [], deque()
-        while self.pending:
-            message = self.pending.popleft()
-            if message[0] == "result" and message[1] == number:
-                taken.append((message[2], message[3]))
-                continue
-            kept.append(message)
-            if len(message) > 1 and message[1] == number:
-                break
-        kept.extend(self.pending)
-        self.pending = kept
-        return taken
-
-    def _handle(self, message: tuple[Any, ...]) -> None:
-        kind = message[0]
-        if kind == "open":
-            _, number, params, key_params, options = message
-            from rltune.orchestrator._tracking import flatten_params
-
-            params = {**flatten_params(self._trainer_defaults()), **params}
-            self.trials[number] = self.tracker.open_trial(number, params, key_params, **options)
-        elif kind == "result":
-            number = message[1]
-            batch = [(message[2], message[3]), *self._take_results(number)]
-            self.trials[number].log_results([r for r, _ in batch], timestamp_ms=batch[-1][1])
-        elif kind == "checkpoint":
-            _, number, copy, name = message
-            try:
-                self.trials[number].log_checkpoint(copy, name=name)
-            finally:
-                _remove(Path(copy))
-        elif kind == "files":
-            _, number, staging, copies = message
-            try:
-                self.trials[number].log_files(*copies)
-            finally:
-                _remove(Path(staging))
-        elif kind == "curve":
-            self.trials[message[1]].log_learning_curve()
-        elif kind == "model":
-            _, number, copy = message
-            try:
-                self.trials[number].log_policy_model(copy)
-            finally:
-                _remove(Path(copy))
-        elif kind == "end":
-            _, number, state, reason, error = message
-            self.tracker.end_trial(self.trials.get(number), state, reason=reason, error=error)
-        elif kind == "best":
-            self.tracker.update_best(message[1], message[2], message[3])
-        elif kind == "reconcile":
-            if self.study_dir is not None:
-                self.tracker.reconcile(message[1], self.study_dir, finished_only=bool(message[2]),
-                                       policy_model=self.policy_model, **self.trial_options)
-        elif kind == "plots":
-            if any(m[0] == "plots" for m in self.pending):
-                return  # a newer copy of the trials is queued: draw that one
-            self.tracker.draw_study_plots(message[1], message[2])

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from rltune.errors import ConfigError
-from rltune.orchestrator._ui import run_ui, stop_process_tree
+from rltune.tracking._ui import run_ui, stop_process_tree
 
 from ._study import STUDY
 from .conftest import answers, free_port, mlflow_env
@@ -58,7 +58,7 @@ class RunUI:
     """``run_ui`` in a child process (as ``rltune ui`` would run), its stdout read line by line."""
 
     def __init__(self, results_dir: Path, port: int) -> None:
-        code = "import sys; from rltune.orchestrator._ui import run_ui; sys.exit(run_ui(sys.argv[1], int(sys.argv[2])))"
+        code = "import sys; from rltune.tracking._ui import run_ui; sys.exit(run_ui(sys.argv[1], int(sys.argv[2])))"
         self.proc = subprocess.Popen([sys.executable, "-c", code, str(results_dir), str(port)],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      env=mlflow_env(), start_new_session=True)

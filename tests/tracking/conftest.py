@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from rltune.orchestrator._ui import stop_process_tree
+from rltune.tracking._ui import stop_process_tree
 
 from ._study import simulate_study
 from ._trial_side import KEEP_CHECKPOINTS, run_complete_trial
@@ -68,7 +68,7 @@ def local_study(tmp_path_factory, template_db) -> dict:
     results = new_store(template_db, tmp_path_factory.mktemp("local") / "results")
 
     def run_complete(args: dict, trial_dir: Path) -> dict:
-        from rltune.orchestrator._tracking import TrialTracker
+        from rltune.tracking import TrialTracker
 
         return run_complete_trial(TrialTracker(**args, keep_checkpoints_num=KEEP_CHECKPOINTS), trial_dir)
 

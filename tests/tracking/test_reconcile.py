@@ -19,14 +19,14 @@ import optuna
 import pytest
 from mlflow import MlflowClient
 
-from rltune.orchestrator._tracking import StudyTracker, remove_staging
+from rltune.tracking import StudyTracker, remove_staging
 
 from .conftest import mlflow_env, new_store
 
 pytestmark = pytest.mark.tracked
 
 RLTUNE = Path(sys.executable).parent / "rltune"
-TRAINABLES = Path(__file__).parent.parent / "trainables.py"
+TRAINABLES = Path(__file__).parent.parent / "orchestrator" / "trainables.py"
 
 
 def _steps(client: MlflowClient, run_id: str, key: str = "score") -> list[int]:

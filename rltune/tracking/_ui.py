@@ -1,7 +1,7 @@
 """``rltune ui``: the MLflow UI on the tracking store of a results directory.
 
 :func:`run_ui` starts ``mlflow ui`` (MLflow's server) on the same store the
-studies write to (see :func:`rltune.orchestrator._tracking.resolve_tracking_uri`),
+studies write to (see :func:`rltune.tracking.resolve_tracking_uri`),
 bound to 127.0.0.1, waits until it answers, prints its address and runs
 until Ctrl-C (or SIGTERM), then stops the server and its workers. The
 server's own log goes to ``<results_dir>/mlflow_ui.log``. When the store is
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rltune.errors import ConfigError, RLTuneError
-from rltune.orchestrator._secrets import redact_text, redact_url
-from rltune.orchestrator._tracking import DB_FILE, artifact_root, is_remote, resolve_tracking_uri
+from rltune._secrets import redact_text, redact_url
+from rltune.tracking._store import DB_FILE, artifact_root, is_remote, resolve_tracking_uri
 
 UI_LOG = "mlflow_ui.log"
 START_TIMEOUT_S = 120.0  # the first start on a new store creates its tables (slow on a busy machine)

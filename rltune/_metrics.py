@@ -1,0 +1,87 @@
+"""Reading numbers out of training results: a key by path, and the one number coercion.
+
+Shared by the stop criteria, the study's objective (the metric told to
+Optuna), the live display and the MLflow tracking, so that they agree on
+what a number is:
+
+- ints, floats and numpy/torch numeric scalars (0-d arrays included) are numbers;
+- a bool (Python's or numpy's) is not a number: ``True`` is neither the
+  metric 1.0 for Optuna, nor a stop value, nor an MLflow metric (as
+  ``num_samples: true`` is refused in a config);
+- strings are not numbers (a YAML stop value such as ``2e5`` is parsed by
+  the stop criteria as input, not here);
+- :func:`finite` also refuses NaN and infinities.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from typing import Any, Mapping
+
+_SEPARATORS = re.compile(r"[/.]")
+MISSING = object()  # what lookup returns for a key the result lacks
+
+
+def as_number(value: Any) -> float | None:
+    """``value`` as a float (NaN and infinities kept), or None when it is not a number (bools included)."""
+    kind = type(value)
+    if kind is float or kind is int:  # the common case, first
+        return float(value)
+    if kind is bool or value is None or isinstance(value, (str, bytes)):
+        return None
+    if isinstance(value, numbers.Real):  # numpy floats and ints (numpy's bool_ is not a numbers.Real)
+        return float(value)
+    item = getattr(value, "item", None)  # 0-d arrays and tensors
+    if callable(item) and getattr(value, "shape", None) == ():
+        try:
+            inner = item()
+        except (TypeError, ValueError, RuntimeError):
+            return None
+        return None if isinstance(inner, bool) else as_number(inner)
+    return None
+
+
+def finite(value: Any) -> float | None:
+    """``value`` as a finite float, or None (NaN, infinities, bools, text, missing, not a number)."""
+    number = as_number(value)
+    return number if number is not None and math.isfinite(number) else None
+
+
+def lookup(result: Mapping[str, Any], key: str) -> Any:
+    """``result[key]`` where ``key`` may be a path written with ``/`` or ``.``; :data:`MISSING` if missing.
+
+    A path component may itself contain dots (``"my.metric"``): each level
+    tries the longest run of components that names a key there.
+    """
+    if key in result:
+        return result[key]
+    return _walk(result, _SEPARATORS.split(key))
+
+
+def _walk(node: Any, parts: list[str]) -> Any:
+    if not parts:
+        return node
+    if not isinstance(node, Mapping):
+        return MISSING
+    for n in range(len(parts), 0, -1):
+        for sep in ("/", "."):
+            name = sep.join(parts[:n])
+            if name in node:
+                found = _walk(node[name], parts[n:])
+                if found is not MISSING:
+                    return found
+    return MISSING
+
+
+def flatten_keys(result: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Every leaf key of a nested result, as ``a/b/c`` paths."""
+    keys = []
+    for name, value in result.items():
+        path = f"{prefix}{name}"
+        if isinstance(value, Mapping) and value:
+            keys.extend(flatten_keys(value, path + "/"))
+        else:
+            keys.append(path)
+    return keys

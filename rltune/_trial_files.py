@@ -1,0 +1,41 @@
+"""The layout of a trial directory, as the trial process writes it and the tracking reads it back.
+
+Below both the orchestrator and the tracking: ``trial_<number:05d>/`` holds
+``params.json``, ``result.json`` (one JSON result a line), ``error.txt`` and
+committed ``checkpoint_<iteration>`` directories.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rltune._atomic_dir import recover_leftovers
+from rltune._json import json_safe  # noqa: F401 - the JSON form of params.json and result.json
+from rltune._results_dir import DEFAULT_RESULTS_DIR, default_results_dir  # noqa: F401 - where trial dirs go
+
+CHECKPOINT_PREFIX = "checkpoint_"
+RESULT_FILE = "result.json"
+PARAMS_FILE = "params.json"
+ERROR_FILE = "error.txt"
+def trial_dir_name(number: int) -> str:
+    """``trial_00003``: the directory of trial 3 in its study's directory."""
+    return f"trial_{number:05d}"
+
+
+def list_checkpoints(trial_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """The committed checkpoints of a trial directory as ``(iteration, path)``, oldest first.
+
+    Leftovers of a writer that crashed are cleaned up first (one that a crash
+    left under a temporary name is put back).
+    """
+    found = []
+    directory = Path(trial_dir)
+    if not directory.is_dir():
+        return []
+    recover_leftovers(directory)
+    for path in directory.glob(f"{CHECKPOINT_PREFIX}*"):
+        suffix = path.name[len(CHECKPOINT_PREFIX):]
+        if path.is_dir() and suffix.isdigit():
+            found.append((int(suffix), path))
+    return sorted(found)

@@ -1,0 +1,289 @@
+"""A trained rltune policy as an MLflow pyfunc model: raw observations in, env actions out.
+
+::
+
+    model = mlflow.pyfunc.load_model("runs:/<run_id>/policy_model")
+    actions = model.predict(observations)                       # [B, *obs_shape] -> [B] (Discrete) or [B, *act_shape]
+    actions = model.predict(observations, params={"explore": True})   # sample instead of the greedy action
+
+The model directory holds, besides MLflow's own files, an artifact
+``policy/`` with only what inference needs (not the trainer's checkpoint
+with its optimizer state or replay buffer)::
+
+    policy.json   algorithm, the trainer config (JSON), policy id, observation and action spaces
+    weights.pt    the policy model's state dict (tensors only, loaded with weights_only=True)
+
+Loading builds just the policy (``<Algorithm>.policy_class(obs_space,
+action_space, config)``), no trainer, env or worker. The model is a
+"model from code" (``rltune_policy_model.py``), not a pickle.
+
+Inputs (MLflow checks their dtype and shape against the signature): a Box
+observation space takes raw observations ``[B, *shape]`` of the space's
+dtype (float32 for most envs); a Discrete one takes ints ``[B]``; other
+spaces take observations flattened with ``gymnasium.spaces.utils.flatten``
+(``[B, flatdim]``, float32). Outputs: ``[B]`` int64 for Discrete actions,
+``[B, *shape]`` float32 for Box actions (clipped to the bounds when
+``clip_actions``). The serving environment needs rltune installed (it is
+in the model's requirements).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import mlflow.pyfunc
+import numpy as np
+
+POLICY_DIR = "policy"
+SPEC_FILE = "policy.json"
+WEIGHTS_FILE = "weights.pt"
+_UNSAVED_CONFIG_KEYS = ("callbacks", "env_task_fn", "curriculum", "observation_space", "action_space")
+
+
+# -- spaces as JSON ------------------------------------------------------------------------------
+def space_to_json(space: Any) -> dict[str, Any]:
+    """A gymnasium space as JSON (Box, Discrete, MultiDiscrete, MultiBinary, Tuple, Dict)."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Box):
+        return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(),
+                "shape": list(space.shape), "dtype": str(space.dtype)}
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {"type": "MultiDiscrete", "nvec": space.nvec.tolist(), "dtype": str(space.dtype)}
+    if isinstance(space, gym.spaces.MultiBinary):
+        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
+    if isinstance(space, gym.spaces.Tuple):
+        return {"type": "Tuple", "spaces": [space_to_json(s) for s in space.spaces]}
+    if isinstance(space, gym.spaces.Dict):
+        return {"type": "Dict", "spaces": {k: space_to_json(s) for k, s in space.spaces.items()}}
+    raise TypeError(f"cannot export a policy for the space {space} (supported: Box, Discrete, MultiDiscrete, "
+                    "MultiBinary, Tuple, Dict)")
+
+
+def space_from_json(data: dict[str, Any]) -> Any:
+    """The space :func:`space_to_json` described."""
+    import gymnasium as gym
+
+    kind = data["type"]
+    if kind == "Box":
+        dtype = np.dtype(data["dtype"])
+        return gym.spaces.Box(np.asarray(data["low"], dtype=dtype).reshape(data["shape"]),
+                              np.asarray(data["high"], dtype=dtype).reshape(data["shape"]), dtype=dtype)
+    if kind == "Discrete":
+        return gym.spaces.Discrete(data["n"], start=data.get("start", 0))
+    if kind == "MultiDiscrete":
+        return gym.spaces.MultiDiscrete(data["nvec"], dtype=np.dtype(data.get("dtype", "int64")))
+    if kind == "MultiBinary":
+        return gym.spaces.MultiBinary(data["n"])
+    if kind == "Tuple":
+        return gym.spaces.Tuple([space_from_json(s) for s in data["spaces"]])
+    if kind == "Dict":
+        return gym.spaces.Dict({k: space_from_json(s) for k, s in data["spaces"].items()})
+    raise ValueError(f"unknown space type {kind!r} in {SPEC_FILE}")
+
+
+# -- export ----------------------------------------------------------------------------------------
+def write_policy_dir(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *, policy_id: str = "default_policy") -> Path:
+    """Write ``policy.json`` and ``weights.pt`` of a Trainer (or of a checkpoint path) into ``out``."""
+    import torch
+
+    from rltune.trainers import Trainer
+    from rltune.trainers import _checkpoint as ckpt
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if isinstance(trainer_or_checkpoint, Trainer):
+        trainer = trainer_or_checkpoint
+        policy = trainer.get_policy(policy_id)
+        algorithm, config = trainer.name, ckpt.json_safe(trainer.config)
+        obs_space, act_space = policy.observation_space, policy.action_space
+        weights = {k: v.detach().cpu() for k, v in policy.model.state_dict().items()}
+    else:
+        metadata = ckpt.read_metadata(trainer_or_checkpoint)
+        algorithm, config = metadata["algorithm"], metadata.get("config", {})
+        weights = ckpt.read_tensors(trainer_or_checkpoint, metadata)["policies"][policy_id]
+        obs_space, act_space = _spaces_of_env(trainer_or_checkpoint, config)
+    spec = {
+        "algorithm": algorithm,
+        "policy_id": policy_id,
+        "config": config,
+        "observation_space": space_to_json(obs_space),
+        "action_space": space_to_json(act_space),
+    }
+    (out / SPEC_FILE).write_text(json.dumps(spec, indent=1, sort_keys=True))
+    torch.save(weights, out / WEIGHTS_FILE)
+    return out
+
+
+def _spaces_of_env(checkpoint: str | os.PathLike[str], config: dict[str, Any]) -> tuple[Any, Any]:
+    """A checkpoint saves its spaces as text only: build one env of its config to get them."""
+    from rltune.errors import CheckpointError
+    from rltune.trainers import EnvContext
+    from rltune.trainers._checkpoint import field_error, saved_env_problem
+    from rltune.env._build import build_env
+    from rltune.env._registry import resolve_env
+
+    problem = saved_env_problem(config.get("env"))  # a checkpoint is data: build only an env it may name
+    if problem:
+        raise field_error(checkpoint, "env", problem, "config key")
+    if not isinstance(config.get("env_config") or {}, dict):
+        raise CheckpointError(f"checkpoint {str(checkpoint)!r}: config key 'env_config' is not a dict")
+
+    env = build_env(resolve_env(config.get("env")), EnvContext(config.get("env_config") or {}, worker_index=0),
+                    check=False)
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+def load_policy(policy_dir: str | os.PathLike[str]) -> Any:
+    """Build the policy that :func:`write_policy_dir` exported (CPU, no trainer, no env)."""
+    import torch
+
+    from rltune.trainers import get_trainer_class
+    from rltune.trainers._config import validate_config
+
+    policy_dir = Path(policy_dir)
+    spec = json.loads((policy_dir / SPEC_FILE).read_text())
+    trainer_cls = get_trainer_class(spec["algorithm"])
+    fields = {f.alias or name for name, f in trainer_cls.config_class.model_fields.items()}
+    config = {k: v for k, v in spec["config"].items()
+              if k in fields and k not in _UNSAVED_CONFIG_KEYS
+              and not (isinstance(v, dict) and "__unserializable__" in v)}
+    config["num_gpus"] = 0
+    cfg = validate_config(trainer_cls.config_class, config, where="exported policy config")
+    policy = trainer_cls.policy_class(space_from_json(spec["observation_space"]), space_from_json(spec["action_space"]),
+                                      cfg, device="cpu", seed=cfg.seed)
+    policy.model.load_state_dict(torch.load(policy_dir / WEIGHTS_FILE, map_location="cpu", weights_only=True))
+    policy.model.eval()
+    policy.weights_changed()
+    return policy
+
+
+# -- the pyfunc model ------------------------------------------------------------------------------
+class PolicyModel(mlflow.pyfunc.PythonModel):
+    """MLflow pyfunc wrapper of a rltune policy; ``predict`` maps a batch of observations to env actions."""
+
+    # The signature (tensors) validates inputs; MLflow's type-hint validation would only warn here.
+    _skip_type_hint_validation = True
+
+    def load_context(self, context: Any) -> None:
+        import gymnasium as gym
+
+        self.policy = load_policy(context.artifacts[POLICY_DIR])
+        space = self.policy.observation_space
+        self._raw = isinstance(space, (gym.spaces.Box, gym.spaces.Discrete))
+
+    def predict(self, context, model_input, params=None):  # no type hints: MLflow would validate against them
+        if isinstance(model_input, dict) and len(model_input) == 1:  # {"observations": array}
+            model_input = next(iter(model_input.values()))
+        obs = model_input.to_numpy() if hasattr(model_input, "to_numpy") else np.asarray(model_input)
+        policy = self.policy
+        if self._raw:
+            batch = policy.preprocessor.batch(obs)
+        else:
+            batch = np.asarray(obs, dtype=np.float32).reshape(-1, policy.preprocessor.size)
+        explore = bool((params or {}).get("explore", False))
+        policy.weights_changed()
+        actions, _ = policy.compute_actions(batch, explore=explore)
+        env_actions = policy.to_env_actions(actions)
+        return np.asarray(env_actions, dtype=policy.action_dtype if not policy.is_continuous else np.float32)
+
+
+def signature_of(obs_space: Any, act_space: Any) -> Any:
+    """The model's signature: tensors in and out, and the ``explore`` param."""
+    import gymnasium as gym
+    from gymnasium.spaces import utils as space_utils
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import ParamSchema, ParamSpec, Schema, TensorSpec
+
+    if isinstance(obs_space, gym.spaces.Box):
+        inputs = TensorSpec(np.dtype(obs_space.dtype), (-1, *obs_space.shape))
+    elif isinstance(obs_space, gym.spaces.Discrete):
+        inputs = TensorSpec(np.dtype(np.int64), (-1,))
+    else:
+        inputs = TensorSpec(np.dtype(np.float32), (-1, int(space_utils.flatdim(obs_space))))
+    if isinstance(act_space, gym.spaces.Box):
+        outputs = TensorSpec(np.dtype(np.float32), (-1, *act_space.shape))
+    else:
+        outputs = TensorSpec(np.dtype(np.int64), (-1,))
+    return ModelSignature(inputs=Schema([inputs]), outputs=Schema([outputs]),
+                          params=ParamSchema([ParamSpec("explore", "boolean", False)]))
+
+
+def requirements() -> list[str]:
+    """The model's pip requirements (pinned to this environment; rltune itself must be installed to serve it)."""
+    from importlib import metadata
+
+    pins = []
+    for name in ("rltune", "mlflow", "torch", "gymnasium", "numpy", "pydantic"):
+        try:
+            version = metadata.version(name).split("+")[0]
+            pins.append(f"{name}=={version}")
+        except metadata.PackageNotFoundError:
+            pins.append(name)
+    return pins
+
+
+MODEL_CODE = """\
+# The MLflow "model from code" of a rltune policy: MLflow runs this file to build the model (no pickle).
+from mlflow.models import set_model
+
+from rltune.tracking._mlflow_model import PolicyModel
+
+set_model(PolicyModel())
+"""
+
+
+def save_policy_model(trainer_or_checkpoint: Any, path: str | os.PathLike[str]) -> Path:
+    """Save the policy as an MLflow pyfunc model directory at ``path`` (which must not exist).
+
+    ``trainer_or_checkpoint``: a Trainer, a checkpoint path, or a directory
+    that :func:`write_policy_dir` exported.
+
+    The model is a "model from code" (a three-line file naming
+    :class:`PolicyModel`), not a pickle: MLflow 3 refuses to unpickle models
+    unless ``MLFLOW_ALLOW_PICKLE_DESERIALIZATION`` is set.
+    """
+    import tempfile
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no progress bars in trial logs
+    with tempfile.TemporaryDirectory(prefix="rltune_policy_") as tmp:
+        if isinstance(trainer_or_checkpoint, (str, os.PathLike)) and (Path(trainer_or_checkpoint) / SPEC_FILE).is_file():
+            policy_dir = Path(trainer_or_checkpoint)  # already exported by write_policy_dir
+        else:
+            policy_dir = write_policy_dir(trainer_or_checkpoint, Path(tmp) / POLICY_DIR)
+        spec = json.loads((policy_dir / SPEC_FILE).read_text())
+        obs_space = space_from_json(spec["observation_space"])
+        code = Path(tmp) / "rltune_policy_model.py"
+        code.write_text(MODEL_CODE)
+        mlflow.pyfunc.save_model(
+            path=str(path),
+            python_model=str(code),
+            artifacts={POLICY_DIR: str(policy_dir)},
+            signature=signature_of(obs_space, space_from_json(spec["action_space"])),
+            input_example=_input_example(obs_space),
+            pip_requirements=requirements(),  # given, so MLflow does not load the model in a subprocess to infer them
+            metadata={"rltune_algorithm": spec["algorithm"], "rltune_policy_id": spec["policy_id"]},
+        )
+    return Path(path)
+
+
+def _input_example(obs_space: Any) -> np.ndarray:
+    """Two observations of the space (bounded samples), as the model takes them."""
+    import gymnasium as gym
+    from gymnasium.spaces import utils as space_utils
+
+    obs_space.seed(0)
+    samples = [obs_space.sample() for _ in range(2)]
+    if isinstance(obs_space, gym.spaces.Box):
+        return np.clip(np.stack(samples), -10, 10).astype(obs_space.dtype)
+    if isinstance(obs_space, gym.spaces.Discrete):
+        return np.asarray(samples, dtype=np.int64)
+    return np.stack([space_utils.flatten(obs_space, s) for s in samples]).astype(np.float32)

@@ -1,0 +1,232 @@
+"""One trial's MLflow run: results at their steps, checkpoints (with retention), files, curve, policy model."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+
+from rltune._metrics import finite
+from rltune.tracking._base import Shared, Tracker, guarded
+from rltune.tracking._keys import flatten_metrics
+from rltune.tracking._mlflow_compat import MAX_TAG_VAL_LENGTH, artifact_repository
+from rltune.tracking._mlflow_compat import limits as mlflow_limits
+from rltune.tracking._results import curve_point, step_of
+from rltune.tracking._retention import checkpoints_to_drop
+from rltune.tracking._store import STEP_KEY
+
+T = TypeVar("T")
+
+
+class TrialTracker(Tracker):
+    """One trial's run: results, checkpoints, files, learning curve, policy model.
+
+    Built from a run id and a tracking URI (the parent passes them down), so
+    it may live in the trial's own process; or made by a
+    :class:`StudyTracker` (``open_trial``, ``trial``) in the orchestrator,
+    sharing its client and failure log.
+    ``run_id`` None (the orchestrator could not create the run) makes every
+    call a no-op recorded in ``unrecorded``.
+
+    Checkpoints: with ``keep_checkpoints_num`` N, the run keeps the N latest
+    uploaded checkpoints plus the best one (by ``metric`` in ``mode`` of the
+    result logged before it, or the ``score`` given); others are deleted
+    from the run's artifacts as new ones arrive (:mod:`rltune.tracking._retention`).
+    """
+
+    def __init__(
+        self,
+        run_id: str | None,
+        tracking_uri: str,
+        *,
+        keep_checkpoints_num: int | None = None,
+        metric: str = "episode_reward_mean",
+        mode: str = "max",
+        _shared: Shared | None = None,
+        _label: str = "",
+    ) -> None:
+        super().__init__(_shared or Shared(tracking_uri, f"run {run_id}"))
+        if mode not in ("max", "min"):
+            raise ValueError(f"mode must be 'max' or 'min', but got {mode=!r}")
+        self.run_id = run_id
+        self.keep_checkpoints_num = keep_checkpoints_num
+        self.metric = metric
+        self.mode = mode
+        self.history: list[dict[str, Any]] = []  # per result: iteration, timesteps, metric, curriculum phase/task
+        self.checkpoints: list[tuple[str, float | None]] = []  # uploaded (name, score), oldest first
+        self.logged_steps: set[int] = set()  # steps the run holds (loaded when a run is reopened)
+        self._history_steps: set[int] = set()
+        self._prefix = f"{_label}: " if _label else ""
+        self._last_task: Any = None
+        self._artifact_repo: Any = None
+
+    def _logged(self, kind: str, what: str, fn: Callable[[], T]) -> tuple[bool, T | None]:
+        """Inside a task: ``fn()`` against this trial's run, accounted for; a no-op without run."""
+        what = self._prefix + what
+        if self.run_id is None:
+            self._shared.failures.record(kind, f"{what} (the trial has no MLflow run)")
+            return False, None
+        return self._attempt(kind, what, fn)
+
+    # -- results ----------------------------------------------------------------------
+    def log_result(self, result: Mapping[str, Any]) -> None:
+        """Log every numeric entry of one result at ``step = training_iteration``, in one batch call.
+
+        Nested keys are joined with '/' (``info/learner/default_policy/entropy``,
+        ``custom_metrics/pole_angle_mean``); bools are 0/1; NaN, infinities
+        and non-numeric values are left out; a non-numeric ``curriculum_task``
+        goes to the ``rltune.curriculum_task`` tag when it changes. More than
+        1000 metrics go in chunks of 1000 (MLflow's batch limit). A step the
+        run already holds (``logged_steps``) is not logged again.
+        """
+        self.log_results([result])
+
+    def log_results(self, results: Sequence[Mapping[str, Any]], *, timestamp_ms: int | None = None) -> None:
+        """Log several results (in order) as :meth:`log_result` does, packed into as few batch calls as fit.
+
+        A tracker that fell behind (a tracking process catching up) sends the
+        iterations it has queued together: MLflow's cost is per call far more
+        than per metric. ``timestamp_ms``: when the results arrived (default: now).
+        """
+        if not results:
+            return
+        now = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        rows: list[tuple[int, dict[str, float], str | None]] = []
+        for result in results:
+            step = step_of(result, len(self.history) + 1)
+            if step not in self._history_steps:  # a step run again keeps its first point, as in MLflow
+                self._history_steps.add(step)
+                self.history.append(curve_point(result, step, self.metric))
+            task = result.get("curriculum_task")
+            task_tag = None
+            if task is not None and finite(task) is None and task != self._last_task:
+                task_tag = json.dumps(task, default=repr)[:MAX_TAG_VAL_LENGTH]
+                self._last_task = task
+            rows.append((step, flatten_metrics(result), task_tag))
+
+        def log() -> None:
+            from mlflow.entities import Metric, RunTag
+
+            # a step once: MLflow would keep a second value of a step (a restarted trial, a replay)
+            fresh, steps = [], set()
+            for row in rows:
+                if row[0] not in self.logged_steps and row[0] not in steps:
+                    fresh.append(row)
+                    steps.add(row[0])
+            if not fresh:
+                return
+            # the step key last: a step whose STEP_KEY is stored is stored whole (chunks go in order)
+            entries = [Metric(key, metrics[key], now, step) for step, metrics, _ in fresh
+                       for key in sorted(metrics, key=lambda k: k == STEP_KEY)]
+            # a changed task is a tag; of several in one call, the latest is the run's current task
+            task_tags = [tag for _, _, tag in rows if tag is not None]
+            tags = [RunTag("rltune.curriculum_task", task_tags[-1])] if task_tags else []
+            limits = mlflow_limits()  # a batch holds at most 1000 metrics and 1000 entities in all
+            per_batch = min(limits.metrics_per_batch, limits.entities_per_batch - len(tags))
+            for i in range(0, max(len(entries), 1), per_batch):
+                self.client.log_batch(self.run_id, metrics=entries[i:i + per_batch], tags=tags if i == 0 else [],
+                                      synchronous=True)
+            self.logged_steps |= steps
+
+        steps = [step for step, _, _ in rows]
+        values = sum(len(metrics) for _, metrics, _ in rows)
+        what = (f"the metrics of iteration {steps[0]} ({values} values)" if len(rows) == 1
+                else f"the metrics of iterations {steps[0]}..{steps[-1]} ({values} values)")
+        guarded(lambda: self._logged("metrics", what, log))
+
+    # -- artifacts ----------------------------------------------------------------------
+    def log_checkpoint(self, path: str | os.PathLike[str], *, score: float | None = None,
+                       name: str | None = None) -> str | None:
+        """Upload a checkpoint directory as ``checkpoints/<name>``; its artifact path, None if not recorded.
+
+        ``name``: default the directory's name (given when ``path`` is a copy).
+        ``score`` (default: ``metric`` of the last logged result) decides which
+        checkpoint is the best one kept with ``keep_checkpoints_num``.
+        """
+        path = Path(path)
+        name = name or path.name
+        if score is None and self.history:
+            score = self.history[-1].get("metric")
+
+        def upload() -> str | None:
+            ok, _ = self._logged("checkpoint", f"checkpoint {name}", lambda: self.client.log_artifacts(
+                self.run_id, str(path), f"checkpoints/{name}"))
+            if not ok:
+                return None
+            self.checkpoints = [c for c in self.checkpoints if c[0] != name] + [(name, score)]
+            for old in checkpoints_to_drop(self.checkpoints, self.keep_checkpoints_num, self.mode):
+                self._delete_checkpoint(old)
+            return f"checkpoints/{name}"
+
+        return guarded(upload)
+
+    def delete_checkpoint(self, name: str) -> None:
+        """Delete ``checkpoints/<name>`` from the run's artifacts (the local directory is not touched)."""
+        guarded(lambda: self._delete_checkpoint(name))
+
+    def _delete_checkpoint(self, name: str) -> None:
+        def delete() -> None:
+            if self._artifact_repo is None:
+                uri = self.client.get_run(self.run_id).info.artifact_uri
+                self._artifact_repo = artifact_repository(uri, self.tracking_uri)
+            self._artifact_repo.delete_artifacts(f"checkpoints/{name}")
+
+        ok, _ = self._logged("checkpoint", f"the deletion of checkpoint {name}", delete)
+        if ok:
+            self.checkpoints = [c for c in self.checkpoints if c[0] != name]
+
+    def log_files(self, *paths: str | os.PathLike[str], artifact_path: str | None = None) -> None:
+        """Upload files (``params.json``, ``result.json``, ``error.txt`` ...); missing ones are skipped."""
+        for path in (Path(p) for p in paths):
+            if path.is_file():
+                guarded(lambda: self._logged("files", f"file {path.name}",
+                                             lambda: self.client.log_artifact(self.run_id, str(path), artifact_path)))
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        """Upload ``text`` as the artifact ``artifact_file`` (e.g. a crashed trial's traceback as ``error.txt``)."""
+        guarded(lambda: self._logged("files", f"file {artifact_file}",
+                                     lambda: self.client.log_text(self.run_id, text, artifact_file)))
+
+    def log_learning_curve(self, results: Iterable[Mapping[str, Any]] | None = None, *, metric: str | None = None) -> None:
+        """A PNG (``plots/learning_curve.png``) of ``metric`` against ``timesteps_total``, curriculum phase changes marked.
+
+        ``results``: the trial's results (default: those logged through this tracker).
+        """
+        metric = metric or self.metric
+        if results is None and metric == self.metric:
+            points = list(self.history)
+        else:
+            points = [curve_point(r, step_of(r, i + 1), metric) for i, r in enumerate(results or [])]
+        if not points:
+            return
+
+        def log() -> None:
+            from rltune.tracking import _plots
+
+            with tempfile.TemporaryDirectory(prefix="rltune_curve_") as tmp:
+                png = Path(tmp) / "learning_curve.png"
+                _plots.learning_curve(points, png, metric=metric)
+                self.client.log_artifact(self.run_id, str(png), "plots")
+
+        guarded(lambda: self._logged("plots", "the learning curve", log))
+
+    def log_policy_model(self, trainer_or_checkpoint: Any, *, artifact_path: str = "policy_model") -> str | None:
+        """Log the trained policy as an MLflow pyfunc model; its URI ``runs:/<run_id>/policy_model``, or None.
+
+        ``trainer_or_checkpoint``: a rltune Trainer, or the path of one of its
+        checkpoints. ``mlflow.pyfunc.load_model(uri).predict(observations)``
+        maps a batch of raw observations to actions (see
+        :mod:`rltune.tracking._mlflow_model`).
+        """
+        def log() -> str:
+            from rltune.tracking._mlflow_model import save_policy_model
+
+            with tempfile.TemporaryDirectory(prefix="rltune_model_") as tmp:
+                save_policy_model(trainer_or_checkpoint, Path(tmp) / "model")
+                self.client.log_artifacts(self.run_id, str(Path(tmp) / "model"), artifact_path)
+            return f"runs:/{self.run_id}/{artifact_path}"
+
+        return guarded(lambda: self._logged("model", "the policy model", log)[1])
