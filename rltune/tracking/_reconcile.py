@@ -20,9 +20,9 @@ from rltune.tracking._store import RUN_STATUS, STEP_KEY, TAG_STATE, TAG_SYNCED
 from rltune.tracking._trial import TrialTracker
 
 
-def reconcile(study: Any, trials: list[Any], study_dir: Path, finished_only: bool, policy_model: bool,
+def reconcile(study_tracker: Any, trials: list[Any], study_dir: Path, finished_only: bool, policy_model: bool,
                options: dict[str, Any]) -> None:
-    if not study._ensure_open():
+    if not study_tracker._ensure_open():
         return
     for t in trials:
         state = t.state.name
@@ -32,11 +32,11 @@ def reconcile(study: Any, trials: list[Any], study_dir: Path, finished_only: boo
         if state not in RUN_STATUS or state == "RUNNING" or not trial_dir.is_dir():
             continue
         try:
-            _reconcile_trial(study, t, state, trial_dir, policy_model, options)
+            _reconcile_trial(study_tracker, t, state, trial_dir, policy_model, options)
         except Exception as exc:  # noqa: BLE001 - e.g. an unreadable trial directory
-            study._shared.failures.failed("reconcile", f"the reconciliation of trial {t.number}", exc)
+            study_tracker._shared.failures.failed("reconcile", f"the reconciliation of trial {t.number}", exc)
 
-def _reconcile_trial(study: Any, t: Any, state: str, trial_dir: Path, policy_model: bool,
+def _reconcile_trial(study_tracker: Any, t: Any, state: str, trial_dir: Path, policy_model: bool,
                      options: dict[str, Any]) -> None:
     number = t.number
     files = [trial_dir / name for name in (PARAMS_FILE, RESULT_FILE, ERROR_FILE)]
@@ -46,36 +46,37 @@ def _reconcile_trial(study: Any, t: Any, state: str, trial_dir: Path, policy_mod
     digest = hashlib.sha1(json.dumps([
         state, [(p.name, p.stat().st_size) for p in files if p.is_file()], sorted(checkpoints),
         policy_model and finished]).encode()).hexdigest()
-    run_id = study.trial_runs.get(number)
+    run_id = study_tracker.trial_runs.get(number)
     if run_id is None:  # its "open" never reached the tracking
         given = read_json(trial_dir / PARAMS_FILE)
         config = {**(given.get("config") or {}), "seed": given.get("seed")}
-        run_id = study._start_trial(number, flatten_params(config), dict(given.get("params") or {}))
+        run_id = study_tracker._start_trial(number, flatten_params(config), dict(given.get("params") or {}))
         if run_id is None:
             return
-    failures = sum(study._shared.failures.counts.values())
-    ok, run = study._attempt("reconcile", f"the run of trial {number}", lambda: study.client.get_run(run_id))
+    failures = sum(study_tracker._shared.failures.counts.values())
+    ok, run = study_tracker._attempt("reconcile", f"the run of trial {number}",
+                                     lambda: study_tracker.client.get_run(run_id))
     if not ok:
         return
     if run.data.tags.get(TAG_SYNCED) == digest and run.info.status == RUN_STATUS[state]:
         return
-    tracker = study._trackers.get(number)
+    tracker = study_tracker._trackers.get(number)
     if tracker is None or tracker.run_id != run_id:
-        tracker = study._trackers[number] = TrialTracker(run_id, study.tracking_uri, _shared=study._shared,
+        tracker = study_tracker._trackers[number] = TrialTracker(run_id, study_tracker.tracking_uri, _shared=study_tracker._shared,
                                                         _label=f"trial {number}", **options)
     ok, logged = tracker._logged("metrics", "the steps already logged", lambda: {
-        m.step for m in study.client.get_metric_history(run_id, STEP_KEY)})
+        m.step for m in study_tracker.client.get_metric_history(run_id, STEP_KEY)})
     if ok:
         tracker.logged_steps |= logged
         missing = [r for i, r in enumerate(results) if step_of(r, i + 1) not in logged]
         if missing:
             tracker.log_results(missing)
-    _reconcile_checkpoints(study, tracker, checkpoints, results)
+    _reconcile_checkpoints(study_tracker, tracker, checkpoints, results)
     if run.info.status != RUN_STATUS[state] or run.data.tags.get(TAG_STATE) != state:
-        study.end_trial(run_id, state, error=t.user_attrs.get("error") if state == "FAIL" else None)
+        study_tracker.end_trial(run_id, state, error=t.user_attrs.get("error") if state == "FAIL" else None)
     if finished:
         ok, listed = tracker._logged("files", "the list of the run's artifacts", lambda: {
-            a.path: a.file_size for a in study.client.list_artifacts(run_id)})
+            a.path: a.file_size for a in study_tracker.client.list_artifacts(run_id)})
         if ok:
             changed = [p for p in files if p.is_file() and listed.get(p.name) != p.stat().st_size]
             if changed:
@@ -84,15 +85,15 @@ def _reconcile_trial(study: Any, t: Any, state: str, trial_dir: Path, policy_mod
                 tracker.log_learning_curve(results)
             if policy_model and state != "FAIL" and "policy_model" not in listed and checkpoints:
                 tracker.log_policy_model(str(max(checkpoints.values())[1]))
-    if sum(study._shared.failures.counts.values()) == failures:  # all done: skipped next time
-        study._attempt("reconcile", f"the reconciliation mark of trial {number}",
-                      lambda: study.client.set_tag(run_id, TAG_SYNCED, digest))
+    if sum(study_tracker._shared.failures.counts.values()) == failures:  # all done: skipped next time
+        study_tracker._attempt("reconcile", f"the reconciliation mark of trial {number}",
+                      lambda: study_tracker.client.set_tag(run_id, TAG_SYNCED, digest))
 
-def _reconcile_checkpoints(study: Any, tracker: "TrialTracker", on_disk: dict[str, tuple[int, Path]],
+def _reconcile_checkpoints(study_tracker: Any, tracker: "TrialTracker", on_disk: dict[str, tuple[int, Path]],
                            results: list[dict[str, Any]]) -> None:
     """Upload the checkpoints on disk that the run lacks; drop those the trial dropped but the best."""
     ok, listed = tracker._logged("checkpoint", "the run's checkpoints", lambda: [
-        a.path.rsplit("/", 1)[-1] for a in study.client.list_artifacts(tracker.run_id, "checkpoints")])
+        a.path.rsplit("/", 1)[-1] for a in study_tracker.client.list_artifacts(tracker.run_id, "checkpoints")])
     if not ok:
         return
     scores = {point["iteration"]: point["metric"]
@@ -103,7 +104,7 @@ def _reconcile_checkpoints(study: Any, tracker: "TrialTracker", on_disk: dict[st
         return scores.get(int(digits)) if digits.isdigit() else None
 
     for name in sorted(set(on_disk) - set(listed)):
-        tracker._logged("checkpoint", f"checkpoint {name}", lambda: study.client.log_artifacts(
+        tracker._logged("checkpoint", f"checkpoint {name}", lambda: study_tracker.client.log_artifacts(
             tracker.run_id, str(on_disk[name][1]), f"checkpoints/{name}"))
     kept = sorted(set(on_disk) | set(listed))
     tracker.checkpoints = [(name, score(name)) for name in kept]
