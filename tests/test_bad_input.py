@@ -36,8 +36,9 @@ def _no_mlflow(monkeypatch):
 
 @pytest.fixture(scope="session")
 def recorded(tmp_path_factory):
-    os.environ.setdefault("RLTUNE_TRACKING", "0")
-    return build_recorded(tmp_path_factory.mktemp("bad_input"))
+    with pytest.MonkeyPatch.context() as patch:  # for this build only: later tests may record in MLflow
+        patch.setenv("RLTUNE_TRACKING", "0")
+        return build_recorded(tmp_path_factory.mktemp("bad_input"))
 
 
 @pytest.mark.timeout(60)
