@@ -19,15 +19,14 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import socket
 import subprocess
 import sys
 import tempfile
-from multiprocessing.connection import Connection
 from typing import Any
 
 from rltune.env._shipping import collect_env_registrations, install_env_registrations
 from rltune.errors import ConfigError, EnvError, RLTuneError
+from rltune.orchestrator._child import receive_init, send_init, spawn
 
 CHECK_TIMEOUT_S = 300.0  # building and checking every env of the study
 ENV_KEYS = ("env", "env_config", "disable_env_checking")
@@ -71,19 +70,10 @@ def check_study_envs(plan: Any, *, timeout_s: float = CHECK_TIMEOUT_S) -> None:
             raise ConfigError(f"env {c['env']!r} cannot be sent to the trial processes ({type(exc).__name__}: "
                               f"{exc}); register a creator that builds what it needs itself", where="env") from None
     payload = cloudpickle.dumps({"candidates": candidates, "registrations": registrations})
-    parent_sock, child_sock = socket.socketpair()
-    child_fd = child_sock.fileno()
     with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", f"from rltune.orchestrator._env_check import check_entry; check_entry({child_fd})"],
-            pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        child_sock.close()
-        conn = Connection(parent_sock.detach())
+        proc, conn = spawn("rltune.orchestrator._env_check:check_entry", stdout=out)
+        send_init(conn, payload)
         try:
-            conn.send_bytes(pickle.dumps(list(sys.path)))
-            conn.send_bytes(payload)
             answer = pickle.loads(conn.recv_bytes()) if conn.poll(timeout_s) else ("timeout",)
         except (EOFError, OSError):
             answer = ("crashed",)
@@ -122,12 +112,7 @@ def _raise_for(answer: tuple[Any, ...], candidates: list[dict[str, Any]], code: 
 
 def check_entry(fd: int) -> None:
     """The child process: read ``sys.path`` and the candidates, build and check each env, answer, exit."""
-    conn = Connection(fd)
-    try:
-        sys.path[:] = pickle.loads(conn.recv_bytes())
-        payload = conn.recv_bytes()
-    except (EOFError, OSError):
-        os._exit(1)
+    conn, payload = receive_init(fd)
     answer: tuple[Any, ...] = ("ok",)
     try:
         import cloudpickle
@@ -152,9 +137,9 @@ def check_entry(fd: int) -> None:
 
 def _build_one(candidate: dict[str, Any]) -> tuple[str, list[str]] | None:
     """Build (and check) one env as a rollout worker does; ``(error kind, problems)`` or None if it works."""
-    from rltune.trainers import EnvContext
     from rltune.env._build import build_env
     from rltune.env._registry import resolve_env
+    from rltune.trainers import EnvContext
 
     try:
         spec = resolve_env(candidate["env"])

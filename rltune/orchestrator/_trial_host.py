@@ -12,9 +12,7 @@ import logging
 import os
 import pickle
 import signal
-import socket
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -24,6 +22,7 @@ from typing import Any
 import cloudpickle
 
 from rltune.errors import ConfigError
+from rltune.orchestrator._child import send_init, spawn
 from rltune.orchestrator._stop import StopCriteria
 
 logger = logging.getLogger(__name__)
@@ -83,28 +82,12 @@ def start_process(a: ActiveTrial, init: dict[str, Any]) -> None:
             f"trial {a.number}: its config or the creator of env {a.config.get('env')!r} cannot be sent to "
             f"the trial process ({type(exc).__name__}: {exc})"
         ) from None
-    parent_sock, child_sock = socket.socketpair()
-    child_fd = child_sock.fileno()
-    with open(a.trial_dir / OUTPUT_FILE, "ab") as out:
-        a.proc = subprocess.Popen(
-            [sys.executable, "-c",
-             f"from rltune.orchestrator._trial_process import trial_entry; trial_entry({child_fd})"],
-            pass_fds=(child_fd,),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C reaches the orchestrator only; it stops the trials
-            env=dict(os.environ, RLTUNE_TRIAL_NUMBER=str(a.number), PYTHONUNBUFFERED="1"),
-        )
-    child_sock.close()
-    a.conn = Connection(parent_sock.detach())
+    with open(a.trial_dir / OUTPUT_FILE, "ab") as out:  # Ctrl-C reaches the orchestrator only; it stops the trials
+        a.proc, a.conn = spawn("rltune.orchestrator._trial_process:trial_entry", stdout=out,
+                               env=dict(os.environ, RLTUNE_TRIAL_NUMBER=str(a.number), PYTHONUNBUFFERED="1"))
     a.attempt_start = time.monotonic()
     a.outcome = a.reason = None
-    try:
-        a.conn.send_bytes(pickle.dumps(list(sys.path)))
-        a.conn.send_bytes(payload)
-    except (BrokenPipeError, OSError):
-        pass
+    send_init(a.conn, payload)
 
 
 def send(a: ActiveTrial, message: tuple[Any, ...]) -> None:

@@ -35,6 +35,7 @@ from typing import Any
 from rltune._imports import import_object
 from rltune.env._shipping import install_env_registrations
 from rltune.orchestrator import _reporter
+from rltune.orchestrator._child import receive_init
 from rltune.orchestrator._reporter import Reporter, TrialStopped, truncate_results
 
 
@@ -42,12 +43,7 @@ def trial_entry(fd: int) -> None:
     """Entry point of a trial process: read sys.path and the init payload, run the trainable, report."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _watch_parent(os.getppid())
-    conn = Connection(fd)
-    try:
-        sys.path[:] = pickle.loads(conn.recv_bytes())
-        payload = conn.recv_bytes()
-    except (EOFError, OSError):
-        os._exit(1)
+    conn, payload = receive_init(fd)
     try:
         import cloudpickle
 
