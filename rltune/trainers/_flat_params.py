@@ -2,9 +2,8 @@
 
 Small RL networks make many small parameter tensors (two 64x64 MLPs with
 heads: 12), and torch's optimizers and ``clip_grad_norm_`` pay a Python
-overhead per tensor on every gradient step: measured here, Adam's step and
-the clipping took ~300 us of a ~1.3 ms PPO minibatch step with 12 tensors,
-~100 us with one. :class:`FlatParameters` moves every parameter's data and
+overhead per tensor on every gradient step, a large share of a small
+network's step (figures in benchmarks/README.md). :class:`FlatParameters` moves every parameter's data and
 gradient into two flat tensors (each parameter keeps its name, shape and
 module, as a view), and gives the optimizer the flat one.
 
@@ -84,9 +83,8 @@ class FlatParameters:
 
         The same result as ``torch.nn.utils.clip_grad_norm_(self.param, max_norm)``
         (scale ``max_norm / (norm + 1e-6)``, capped at 1). With every gradient
-        in one tensor the global norm is that tensor's norm, so two ops do it:
-        measured here, ~25 us per call against ~120 us for torch's function,
-        whose grouping of many tensors by device and dtype is the cost.
+        in one tensor the global norm is that tensor's norm, so two ops do it,
+        where torch's function groups many tensors by device and dtype first.
         """
         grad = self.param.grad
         assert grad is not None  # set in __init__; zero_grad() checks it stays
