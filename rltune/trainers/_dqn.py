@@ -111,7 +111,7 @@ class DQNPolicy(Policy):
             actions = q_values.argmax(axis=1)
         else:
             with torch.inference_mode():
-                actions = self.model(self.obs_tensor(obs)).argmax(dim=-1).cpu().numpy()
+                actions = self.inference_forward(self.obs_tensor(obs)).argmax(dim=-1).cpu().numpy()
         if explore:
             n = len(actions)
             rolls = self.rng.random(n)
@@ -182,7 +182,6 @@ class DQNLearner(OffPolicyLearner):
             stats, _ = self.sgd_step(*(c[rows] for c in columns), with_stats=i == num_steps - 1)
             if stats is not None:
                 last_stats = stats
-        self.policy.weights_changed()
         total_loss, mean_q, mean_td_error = last_stats.tolist()  # one device sync per draw, for the last step's stats
         return {"total_loss": total_loss, "mean_q": mean_q, "mean_td_error": mean_td_error, "cur_lr": lr}
 

@@ -90,9 +90,8 @@ class ActorCriticModel(nn.Module):
         The policy and value networks run as one chain of layers (see
         :meth:`_fused_layers`): half the kernel launches per step with separate
         networks. The fused weights are rebuilt after :meth:`invalidate_fused`,
-        which the policy calls whenever weights may have changed
-        (``set_weights``, the start of every sampled fragment, after every
-        learner update).
+        which the policy calls, before using this path, when its
+        ``weights_version`` grew since the last use.
         """
         layers = self._fused_layers()
         activation = _ACTIVATION_FNS[ACTIVATIONS[self.activation]]

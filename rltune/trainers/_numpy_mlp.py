@@ -7,7 +7,8 @@ its arithmetic, and the whole forward of a 256x256 Q-network on one row took
 larger batches, stay in torch.
 
 The weights are copies: a model rebuilds its :class:`NumpyMLP` after its
-parameters change (see ``invalidate_fused`` on the models).
+parameters change (the policy calls ``invalidate_fused`` on the models when
+its ``weights_version`` grew).
 """
 
 from __future__ import annotations
