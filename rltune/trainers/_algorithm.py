@@ -34,7 +34,6 @@ class StepOutcome:
     env_steps: int = 0
     episodes: list[EpisodeMetrics] = field(default_factory=list)
     learner_info: dict[str, dict[str, float]] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Algorithm:

@@ -21,7 +21,7 @@ from typing import Any, Callable, Literal, Optional
 import gymnasium as gym
 import numpy as np
 import torch
-from pydantic import Field
+from pydantic import Field, field_validator
 from torch.nn import functional as F
 
 from rltune.trainers._algorithm import OffPolicyAlgorithm, OffPolicyLearner
@@ -52,8 +52,19 @@ DISCOUNTS = "discounts"
 class ReplayBufferConfig(_Strict):
     """The replay buffer (RLlib's ``replay_buffer_config``)."""
 
-    type: Literal["ReplayBuffer", "MultiAgentReplayBuffer"] = Field("ReplayBuffer", description="Uniform replay.")
+    type: Literal["ReplayBuffer"] = Field("ReplayBuffer", description="Uniform replay, one buffer per policy id.")
     capacity: int = Field(50_000, ge=1, description="Transitions kept; the oldest are overwritten.")
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _multi_agent_is_the_same_buffer(cls, value: Any) -> Any:
+        # RLlib's DQN default, and older rltune configs, checkpoints and study specs carry it: it
+        # meant nothing more than the one buffer per policy id every rltune replay keeps, so accept it.
+        if value == "MultiAgentReplayBuffer":
+            logger.warning("replay_buffer_config.type: 'MultiAgentReplayBuffer' is the same as 'ReplayBuffer' in "
+                           "rltune (one buffer per policy id); it is ignored, write 'ReplayBuffer'")
+            return "ReplayBuffer"
+        return value
 
 
 class EpsilonGreedyConfig(_Strict):
