@@ -24,7 +24,7 @@ import torch
 from pydantic import Field, field_validator
 from torch.nn import functional as F
 
-from rltune.trainers._algorithm import OffPolicyAlgorithm, OffPolicyLearner
+from rltune.trainers._algorithm import OffPolicyAlgorithm, OffPolicyLearner, ReplaySettings
 from rltune.trainers._config import TrainerConfig, _Strict
 from rltune.trainers._models import QModel
 from rltune.trainers._policy import Policy
@@ -242,6 +242,18 @@ class DQNAlgorithm(OffPolicyAlgorithm):
 
     policy_class = DQNPolicy
     learner_class = DQNLearner
+    cfg: DQNConfig
+
+    def replay_settings(self) -> ReplaySettings:
+        cfg = self.cfg
+        return ReplaySettings(
+            capacity=cfg.replay_buffer_config.capacity,
+            learning_starts=cfg.learning_starts,
+            target_update_freq=cfg.target_network_update_freq,
+            min_steps_per_iteration=cfg.min_sample_timesteps_per_iteration,
+            training_intensity=cfg.training_intensity,
+            store_buffer_in_checkpoints=cfg.store_buffer_in_checkpoints,
+        )
 
     def round_stats(self, policy_id: str) -> dict[str, float]:
         return {"cur_epsilon": self.policies[policy_id].epsilon, **super().round_stats(policy_id)}  # type: ignore[attr-defined]
