@@ -156,15 +156,27 @@ class Policy:
 class _BumpOnLoad:
     """``load_state_dict`` post-hook of a policy's model: bumps the policy's ``weights_version``.
 
-    It holds the policy weakly and checks the module is still the policy's
-    model: a deep copy of the model (a target network) keeps the hook, and
-    the policy must neither be copied along nor count the copy's loads.
+    It holds the policy weakly (no reference cycle) and checks the module is
+    still the policy's model. A deep copy of the model alone (a target
+    network) gets a hook of no policy; a deep copy or a pickle of the whole
+    policy, a hook of the copy.
     """
 
-    def __init__(self, policy: Policy) -> None:
-        self.policy = weakref.ref(policy)
+    def __init__(self, policy: Policy | None) -> None:
+        self.policy = weakref.ref(policy) if policy is not None else _no_policy
 
     def __call__(self, module: nn.Module, incompatible_keys: Any) -> None:
         policy = self.policy()
         if policy is not None and policy.model is module:
             policy.weights_changed()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _BumpOnLoad:
+        policy = self.policy()
+        return _BumpOnLoad(memo.get(id(policy)) if policy is not None else None)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _BumpOnLoad, (self.policy(),)
+
+
+def _no_policy() -> None:
+    return None

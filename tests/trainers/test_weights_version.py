@@ -190,3 +190,21 @@ def test_a_custom_model_with_forward_alone_samples_trains_and_acts(trainer_cls, 
         assert actions.shape == (MAX_NUMPY_ROWS + 1,)
     finally:
         trainer.stop()
+
+
+@pytest.mark.parametrize("copy_policy", ["deepcopy", "pickle"])
+def test_a_copied_policy_counts_its_own_weight_changes(copy_policy):
+    import copy
+    import pickle
+
+    trainer = PPO(config=PPO_TINY, env="CartPole-v1")
+    try:
+        original = trainer.get_policy()
+        policy = copy.deepcopy(original) if copy_policy == "deepcopy" else pickle.loads(pickle.dumps(original))
+        _warm(policy)
+        versions = original.weights_version, policy.weights_version
+        policy.set_weights({k: v + 0.5 for k, v in policy.get_weights().items()})
+        assert (original.weights_version, policy.weights_version) == (versions[0], versions[1] + 1)
+        _assert_fast_paths_match_forward(policy)
+    finally:
+        trainer.stop()
