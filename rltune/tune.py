@@ -35,7 +35,7 @@ from rltune.orchestrator._analysis import Analysis, TrialRecord
 from rltune.orchestrator._reporter import Reporter, TrialStopped, report
 from rltune.orchestrator._run_study import all_failed, first_error, run_plan
 from rltune.orchestrator._search_space import Domain, choice, grid_search, loguniform, quniform, randint, uniform
-from rltune.orchestrator._spec import load_study_file, make_plan
+from rltune.orchestrator._spec import StudyPlan, load_study_file, make_plan
 
 __all__ = [
     "Analysis",
@@ -132,15 +132,26 @@ def run(
         "env": env,
         "seed": seed,
     }
-    if resume and name is None:
+    plan = _plan(fields, resume)
+    analysis = run_plan(plan, resume=resume, verbose=verbose)
+    _raise_on_failures(analysis, plan.name, raise_on_failed_trial)
+    return analysis
+
+
+def _plan(fields: dict[str, Any], resume: bool) -> StudyPlan:
+    """The study plan of :func:`run`'s arguments (None: the field's default); ConfigError on a bad field."""
+    if resume and fields["name"] is None:
         from rltune.errors import ConfigError
 
         raise ConfigError("resume=True needs the name of the study to continue (name=...)", where="tune.run")
-    plan = make_plan({k: v for k, v in fields.items() if v is not None}, where="tune.run")
-    analysis = run_plan(plan, resume=resume, verbose=verbose)
+    return make_plan({k: v for k, v in fields.items() if v is not None}, where="tune.run")
+
+
+def _raise_on_failures(analysis: Analysis, study_name: str, raise_on_failed_trial: bool) -> None:
+    """StudyFailedError if every trial failed, or (``raise_on_failed_trial``) any did."""
     failed = all_failed(analysis)
     if failed:
-        raise StudyFailedError(f"every trial of study {plan.name!r} failed ({len(failed)}): {first_error(analysis)} "
+        raise StudyFailedError(f"every trial of study {study_name!r} failed ({len(failed)}): {first_error(analysis)} "
                                "(each trial's traceback is in error.txt of its directory; the analysis is in "
                                "this error's .analysis)", analysis=analysis, failed=failed)
     if raise_on_failed_trial:
@@ -148,4 +159,3 @@ def run(
         if failed:
             raise StudyFailedError(f"trials {failed} failed (their tracebacks are in error.txt of each trial "
                                    "directory)", analysis=analysis, failed=failed)
-    return analysis

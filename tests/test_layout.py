@@ -116,3 +116,30 @@ def test_the_check_sees_function_level_and_relative_imports(tmp_path):
     imported = [m for node in ast.walk(tree) for m in _imported_modules(node, "rltune.env", True)]
     assert "rltune.trainers" in imported and "rltune.env._registry" in imported
     assert _layer("rltune.trainers") > _layer("rltune.env._registry") > _layer("rltune.errors")
+
+
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80
+
+
+def oversized() -> list[str]:
+    """Every rltune module over MAX_MODULE_LINES lines and function over MAX_FUNCTION_LINES (decorators excluded)."""
+    found = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        name = path.relative_to(PACKAGE_DIR.parent).as_posix()
+        text = path.read_text(encoding="utf-8")
+        lines = len(text.splitlines())
+        if lines > MAX_MODULE_LINES:
+            found.append(f"{name}: {lines} lines (at most {MAX_MODULE_LINES})")
+        for node in ast.walk(ast.parse(text, name)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    found.append(f"{name}:{node.lineno}: {node.name}() has {length} lines (at most {MAX_FUNCTION_LINES})")
+    return found
+
+
+def test_no_module_or_function_is_oversized():
+    """Issue 15: no module over ~500 lines, no function over ~80 (split them by job)."""
+    too_big = oversized()
+    assert not too_big, "split these by job:\n" + "\n".join(f"  {entry}" for entry in too_big)

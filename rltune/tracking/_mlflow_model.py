@@ -162,7 +162,6 @@ def load_policy(policy_dir: str | os.PathLike[str]) -> Any:
                                       cfg, device="cpu", seed=cfg.seed)
     policy.model.load_state_dict(torch.load(policy_dir / WEIGHTS_FILE, map_location="cpu", weights_only=True))
     policy.model.eval()
-    policy.weights_changed()
     return policy
 
 
@@ -190,7 +189,6 @@ class PolicyModel(mlflow.pyfunc.PythonModel):
         else:
             batch = np.asarray(obs, dtype=np.float32).reshape(-1, policy.preprocessor.size)
         explore = bool((params or {}).get("explore", False))
-        policy.weights_changed()
         actions, _ = policy.compute_actions(batch, explore=explore)
         env_actions = policy.to_env_actions(actions)
         return np.asarray(env_actions, dtype=policy.action_dtype if not policy.is_continuous else np.float32)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 
@@ -34,7 +34,6 @@ class StepOutcome:
     env_steps: int = 0
     episodes: list[EpisodeMetrics] = field(default_factory=list)
     learner_info: dict[str, dict[str, float]] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Algorithm:
@@ -148,6 +147,18 @@ class OffPolicyLearner(Learner):
 MAX_STEPS_PER_DRAW = 32  # gradient steps whose minibatches are drawn (and targets computed) together
 
 
+@dataclass(frozen=True)
+class ReplaySettings:
+    """What the off-policy base takes from an algorithm's config (each algorithm maps its own keys to it)."""
+
+    capacity: int  # transitions kept per policy id; the oldest are overwritten
+    learning_starts: int  # sampled env steps before the first gradient step
+    target_update_freq: int  # sampled env steps between target network syncs
+    min_steps_per_iteration: int  # sampled env steps per training step, at least
+    training_intensity: Optional[float] = None  # gradient steps per sampled step (x train_batch_size); None: one per round
+    store_buffer_in_checkpoints: bool = False
+
+
 class OffPolicyAlgorithm(Algorithm):
     """Replay: sample rounds into one buffer per policy, sync target networks when due, learn on replayed minibatches.
 
@@ -156,18 +167,24 @@ class OffPolicyAlgorithm(Algorithm):
     once ``learning_starts`` steps exist, sync the targets every
     ``target_network_update_freq`` steps and take ``training_intensity``
     gradient steps per sampled step (x ``train_batch_size``; one per round
-    without it). The config keys are DQN's (RLlib's names).
+    without it). Those numbers are the :class:`ReplaySettings` a subclass
+    maps from its own config keys (:meth:`replay_settings`).
     """
 
     learner_class: ClassVar[type[OffPolicyLearner]] = OffPolicyLearner
 
     def __init__(self, cfg: TrainerConfig, policies: dict[str, Policy], source: SampleSource, rng: np.random.Generator) -> None:
         super().__init__(cfg, policies, source, rng)
-        self.buffers = {pid: ReplayBuffer(cfg.replay_buffer_config.capacity) for pid in policies}
+        self.replay = self.replay_settings()
+        self.buffers = {pid: ReplayBuffer(self.replay.capacity) for pid in policies}
         self.last_target_update = 0
         self.num_target_updates = 0
         self.num_grad_steps = 0
         self._grad_step_debt = 0.0
+
+    def replay_settings(self) -> ReplaySettings:
+        """The replay, target-sync and sampling numbers of this algorithm, from ``self.cfg``."""
+        raise NotImplementedError
 
     def training_step(self, timesteps_total: int) -> StepOutcome:
         outcome = StepOutcome()
@@ -179,16 +196,16 @@ class OffPolicyAlgorithm(Algorithm):
             for pid, batch in sample.batches.items():
                 self.buffers[pid].add(batch)
             sampled = timesteps_total + outcome.env_steps
-            if sampled >= self.cfg.learning_starts and all(len(b) for b in self.buffers.values()):
+            if sampled >= self.replay.learning_starts and all(len(b) for b in self.buffers.values()):
                 self._learn_round(sampled, sample.env_steps, stats)
             self.source.sync_weights({"timestep": sampled})
-            if outcome.env_steps >= self.cfg.min_sample_timesteps_per_iteration:
+            if outcome.env_steps >= self.replay.min_steps_per_iteration:
                 break
         outcome.learner_info = {pid: {**pid_stats, **self.round_stats(pid)} for pid, pid_stats in stats.items()}
         return outcome
 
     def _learn_round(self, sampled: int, new_steps: int, stats: dict[str, dict[str, float]]) -> None:
-        if sampled - self.last_target_update >= self.cfg.target_network_update_freq:
+        if sampled - self.last_target_update >= self.replay.target_update_freq:
             for learner in self.learners.values():
                 learner.sync_target()  # type: ignore[attr-defined]
             self.last_target_update = sampled
@@ -199,10 +216,10 @@ class OffPolicyAlgorithm(Algorithm):
                 stats[pid] = self._updates(num_steps, pid, timestep=sampled)
 
     def _grad_steps_for(self, sampled_steps: int) -> int:
-        if self.cfg.training_intensity is None:
+        if self.replay.training_intensity is None:
             return 1
         # Carry the fractional part over, so the long-run ratio is exact.
-        self._grad_step_debt += self.cfg.training_intensity * sampled_steps / self.cfg.train_batch_size
+        self._grad_step_debt += self.replay.training_intensity * sampled_steps / self.cfg.train_batch_size
         steps = int(self._grad_step_debt)
         self._grad_step_debt -= steps
         return steps
@@ -254,12 +271,12 @@ class OffPolicyAlgorithm(Algorithm):
         return "replay_buffer" if policy_id == DEFAULT_POLICY_ID else f"replay_buffer_{policy_id}"
 
     def checkpoint_array_names(self) -> list[str]:
-        if not self.cfg.store_buffer_in_checkpoints:
+        if not self.replay.store_buffer_in_checkpoints:
             return []
         return [self._array_name(pid) for pid in self.buffers]
 
     def get_checkpoint_arrays(self) -> dict[str, dict[str, np.ndarray]]:
-        if not self.cfg.store_buffer_in_checkpoints:
+        if not self.replay.store_buffer_in_checkpoints:
             return {}
         return {self._array_name(pid): buffer.get_state() for pid, buffer in self.buffers.items()}
 
@@ -270,7 +287,7 @@ class OffPolicyAlgorithm(Algorithm):
             if state is None:
                 continue
             self._check_buffer_state(pid, state)
-            buffer = ReplayBuffer(self.cfg.replay_buffer_config.capacity)
+            buffer = ReplayBuffer(self.replay.capacity)
             buffer.set_state(state)
             new_buffers[pid] = buffer
         self.buffers.update(new_buffers)  # swapped in whole, after the checks: a failure leaves the old buffers

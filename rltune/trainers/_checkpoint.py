@@ -12,6 +12,11 @@ version 2; version 1 checkpoints, without them, still load). The directory
 is written under a temporary name and swapped into place
 (:mod:`rltune._atomic_dir`), so a reader sees either the old checkpoint or
 the complete new one, even after a crash.
+
+This module reads and writes the files and the trainer's state; the
+type checks of metadata entries are ``_checkpoint_fields.py`` and the
+checks of what a saved config may name ``_checkpoint_config.py`` (their
+public names are importable from here too).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ import torch
 from rltune._atomic_dir import fsync_dir, leftover_path, recover_leftovers, replace_dir
 from rltune._json import json_safe as _json_safe
 from rltune.errors import CheckpointError, RLTuneError
+from rltune.trainers._checkpoint_config import checked_config, saved_env_problem  # noqa: F401 (imported from here)
+from rltune.trainers._checkpoint_fields import Fields, describe, field_error, first_line, is_kind  # noqa: F401
 from rltune.trainers._sample_batch import EpisodeMetrics
 
 FORMAT_VERSION = 2  # 2: checksums; version 1 (without them) is still read
@@ -186,7 +193,7 @@ def read_tensors(path: str | os.PathLike[str], metadata: dict[str, Any] | None =
         raise CheckpointError(f"checkpoint {str(path)!r}: {TENSORS_FILE} is corrupt or unsafe ({first_line(exc)})") from None
     if not isinstance(tensors, dict):
         raise CheckpointError(
-            f"checkpoint {str(path)!r}: {TENSORS_FILE} holds {_describe(tensors)}, not a dict of the trainer's tensors"
+            f"checkpoint {str(path)!r}: {TENSORS_FILE} holds {describe(tensors)}, not a dict of the trainer's tensors"
         )
     return tensors
 
@@ -211,69 +218,6 @@ def json_safe(value: Any) -> Any:
 
 
 # -- what a trainer restores ----------------------------------------------------------------
-_REQUIRED = object()
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (torch's run to many), for a one-line error."""
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
-def _describe(value: Any) -> str:
-    text = repr(value)
-    return f"{_a(type(value).__name__)}: {text if len(text) <= 60 else text[:57] + '...'}"
-
-
-def _a(noun: str) -> str:
-    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
-
-
-def _is(value: Any, kinds: tuple[type, ...]) -> bool:
-    # JSON true/false load as bools, which are ints to isinstance: never accept one as a count.
-    if isinstance(value, bool) and bool not in kinds:
-        return False
-    return isinstance(value, kinds)
-
-
-def field_error(path: str | os.PathLike[str], name: str, problem: str, where: str = "metadata field") -> CheckpointError:
-    """``checkpoint '<path>': metadata field '<name>' <problem>``."""
-    return CheckpointError(f"checkpoint {str(path)!r}: {where} {name!r} {problem}")
-
-
-class Fields:
-    """Type-checked entries of a checkpoint's metadata (or tensors) dict; a wrong entry is a CheckpointError naming it."""
-
-    def __init__(self, path: str | os.PathLike[str], values: dict[str, Any], where: str = "metadata field") -> None:
-        self.path = path
-        self.values = values
-        self.where = where
-
-    def error(self, name: str, problem: str) -> CheckpointError:
-        """The error for entry ``name``: 'checkpoint ...: metadata field ``name`` ``problem``'."""
-        return field_error(self.path, name, problem, self.where)
-
-    def get(self, name: str, kind: type | tuple[type, ...], default: Any = _REQUIRED) -> Any:
-        """Entry ``name``, which must be a ``kind`` (a bool is no int); ``default`` when absent, if given."""
-        if name not in self.values:
-            if default is _REQUIRED:
-                raise self.error(name, "is missing")
-            return default
-        kinds = kind if isinstance(kind, tuple) else (kind,)
-        value = self.values[name]
-        if not _is(value, kinds):
-            expected = " or ".join(_a("None" if k is type(None) else k.__name__) for k in kinds)
-            raise self.error(name, f"must be {expected}, but is {_describe(value)}")
-        return value
-
-    def count(self, name: str, default: Any = _REQUIRED) -> int:
-        """Entry ``name``, which must be an int >= 0."""
-        value = self.get(name, int, default)
-        if value < 0:
-            raise self.error(name, f"must be >= 0, but is {value}")
-        return value
-
-
 @dataclass
 class TrainerState:
     """What :meth:`Trainer.restore` loads, every entry checked; also a trainer's own state, to undo a failed restore."""
@@ -333,11 +277,11 @@ def _episode_window(meta: Fields) -> list[EpisodeMetrics]:
         if not (
             isinstance(entry, list)
             and len(entry) in (2, 3)
-            and _is(entry[0], (int, float))
-            and _is(entry[1], (int,))
+            and is_kind(entry[0], (int, float))
+            and is_kind(entry[1], (int,))
             and (len(entry) == 2 or isinstance(entry[2], dict))
         ):
-            raise meta.error("episode_window", f"entry {i} is not [reward, length, custom_metrics]: {_describe(entry)}")
+            raise meta.error("episode_window", f"entry {i} is not [reward, length, custom_metrics]: {describe(entry)}")
         custom = entry[2] if len(entry) == 3 else {}
         window.append(EpisodeMetrics(float(entry[0]), entry[1], custom_metrics=custom))
     return window
@@ -346,8 +290,8 @@ def _episode_window(meta: Fields) -> list[EpisodeMetrics]:
 def _env_tasks(meta: Fields) -> dict[tuple[int, int], Any]:
     tasks = {}
     for i, entry in enumerate(meta.get("env_tasks", list, [])):
-        if not (isinstance(entry, list) and len(entry) == 3 and all(_is(x, (int,)) and x >= 0 for x in entry[:2])):
-            raise meta.error("env_tasks", f"entry {i} is not [worker_index, vector_index, task]: {_describe(entry)}")
+        if not (isinstance(entry, list) and len(entry) == 3 and all(is_kind(x, (int,)) and x >= 0 for x in entry[:2])):
+            raise meta.error("env_tasks", f"entry {i} is not [worker_index, vector_index, task]: {describe(entry)}")
         tasks[(entry[0], entry[1])] = entry[2]
     return tasks
 
@@ -387,114 +331,3 @@ def loading(path: str | os.PathLike[str] | None, part: str) -> Iterator[None]:
         raise CheckpointError(
             f"checkpoint {str(path)!r}: {part} could not be loaded ({type(exc).__name__}: {first_line(exc)})"
         ) from exc
-
-
-# -- what a checkpoint's config may name ------------------------------------------------------
-# A checkpoint is data: loading one never calls an object its config names unless it is of the
-# kind the key expects (importing the named module is allowed: it is how the kind is checked).
-_HINT = "give it in config_overrides (rltune rollout: {flag})"
-
-
-def saved_env_problem(env: Any) -> str | None:
-    """Why a checkpoint's saved ``env`` may not be built (None if it may).
-
-    Allowed: a gymnasium id (a registration of this process), a
-    :func:`register_env` name, or an import string of a ``gymnasium.Env``
-    subclass; checked before anything is called.
-    """
-    import gymnasium as gym
-
-    from rltune._imports import import_object
-    from rltune.errors import ConfigError
-    from rltune.env._registry import registered_creator
-
-    if env is None:
-        return None
-    if not isinstance(env, str):
-        return f"is {_describe(env)}, not a gymnasium id, a register_env name or an import string"
-    if registered_creator(env) is not None or env in gym.registry or ":" not in env or env.startswith(":"):
-        return None  # resolve_env reports an unknown name without running anything
-    try:
-        obj = import_object(env, "")
-    except ConfigError as exc:
-        if env.partition(":")[2] in gym.registry:  # gymnasium's "module:Env-v0": the import registered the id
-            return None
-        return f"cannot be imported here ({exc.problems[0]})"
-    if isinstance(obj, type) and issubclass(obj, gym.Env):
-        return None
-    return f"is {env!r}, which names {_describe_object(obj)}, not a gymnasium.Env subclass"
-
-
-def _saved_callbacks_problem(spec: Any) -> str | None:
-    from rltune._imports import import_object
-    from rltune.callbacks._callbacks import DefaultCallbacks
-    from rltune.errors import ConfigError
-
-    if spec is None:
-        return None
-    specs = spec if isinstance(spec, list) else [spec]
-    for item in specs:
-        if not isinstance(item, str):
-            return f"holds {_describe(item)}, not an import string of a DefaultCallbacks subclass"
-        try:
-            obj = import_object(item, "")
-        except ConfigError as exc:
-            return f"cannot be imported here ({exc.problems[0]})"
-        if not (isinstance(obj, type) and issubclass(obj, DefaultCallbacks)):
-            return f"is {item!r}, which names {_describe_object(obj)}, not a DefaultCallbacks subclass"
-    return None
-
-
-def _describe_object(obj: Any) -> str:
-    kind = "class" if isinstance(obj, type) else type(obj).__name__
-    return f"{_a(kind)} {getattr(obj, '__qualname__', '')}".rstrip()
-
-
-def _check_code_keys(path: str | os.PathLike[str], config: dict[str, Any], prefix: str = "") -> None:
-    def fail(key: str, problem: str, flag: str) -> CheckpointError:
-        return field_error(path, prefix + key, f"{problem}; {_HINT.format(flag=flag)}", "config key")
-
-    if "env" in config:
-        problem = saved_env_problem(config["env"])
-        if problem:
-            raise fail("env", problem, "--env" if not prefix else "--config")
-    problem = _saved_callbacks_problem(config.get("callbacks"))
-    if problem:
-        raise fail("callbacks", problem, "--config '{\"callbacks\": ...}'")
-    if config.get("env_task_fn") is not None:
-        problem = f"is {config['env_task_fn']!r}, but a checkpoint may not name a function to run"
-        raise fail("env_task_fn", problem, "--config '{\"env_task_fn\": ...}', or null")
-    multiagent = config.get("multiagent")
-    if isinstance(multiagent, dict) and multiagent.get("policy_mapping_fn") is not None:
-        problem = f"is {multiagent['policy_mapping_fn']!r}, but a checkpoint may not name a function to run"
-        raise fail("multiagent.policy_mapping_fn", problem, "--config '{\"multiagent\": ...}'")
-    if not prefix and isinstance(config.get("evaluation_config"), dict):
-        _check_code_keys(path, config["evaluation_config"], "evaluation_config.")
-
-
-def checked_config(
-    path: str | os.PathLike[str], saved: dict[str, Any], overrides: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """A checkpoint's saved config updated by the caller's ``overrides``, every code-naming key checked.
-
-    Keys the caller gives are the caller's; of the rest, ``env`` must be a
-    gymnasium id, a register_env name or an import string of a
-    ``gymnasium.Env`` subclass, ``callbacks`` import strings of
-    ``DefaultCallbacks`` subclasses, and ``env_task_fn`` (and
-    ``multiagent.policy_mapping_fn``) unset; the same inside
-    ``evaluation_config``. Anything else is a :class:`CheckpointError`
-    naming the key, raised before anything the checkpoint names is called.
-    """
-    overrides = overrides or {}
-    config = dict(saved)
-    for key in ("observation_space", "action_space"):  # saved as text only: the trainer reads them from the env
-        config.pop(key, None)
-    config.update(overrides)
-    unsaved = sorted(k for k, v in config.items() if isinstance(v, dict) and "__unserializable__" in v)
-    if unsaved:
-        raise CheckpointError(
-            f"checkpoint {str(path)!r}: config keys {unsaved} could not be saved "
-            "(lambdas or objects from __main__); pass them in config_overrides"
-        )
-    _check_code_keys(path, {k: v for k, v in config.items() if k not in overrides})
-    return config

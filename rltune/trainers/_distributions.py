@@ -9,16 +9,10 @@ import torch
 
 
 class Categorical:
-    """Categorical over logits ``[B, n]``; actions are int64 ``[B]``."""
+    """Categorical over logits ``[B, n]``, for the loss (rollouts sample in numpy, below); actions are int64 ``[B]``."""
 
     def __init__(self, logits: torch.Tensor) -> None:
         self.log_probs = torch.log_softmax(logits, dim=-1)
-
-    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
-        return torch.multinomial(self.log_probs.exp(), 1, generator=generator).squeeze(-1)
-
-    def deterministic_sample(self) -> torch.Tensor:
-        return self.log_probs.argmax(dim=-1)
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
         return self.log_probs.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
@@ -28,18 +22,11 @@ class Categorical:
 
 
 class DiagGaussian:
-    """Diagonal Gaussian over ``[B, 2*d]`` inputs (means, then log stds); actions are float32 ``[B, d]``."""
+    """Diagonal Gaussian over ``[B, 2*d]`` inputs (means, then log stds), for the loss; actions are float32 ``[B, d]``."""
 
     def __init__(self, inputs: torch.Tensor) -> None:
         self.mean, self.log_std = torch.chunk(inputs, 2, dim=-1)
         self.std = self.log_std.exp()
-
-    def sample(self, generator: torch.Generator | None = None) -> torch.Tensor:
-        noise = torch.randn(self.mean.shape, generator=generator, dtype=self.mean.dtype, device=self.mean.device)
-        return self.mean + self.std * noise
-
-    def deterministic_sample(self) -> torch.Tensor:
-        return self.mean
 
     def logp(self, actions: torch.Tensor) -> torch.Tensor:
         z = (actions - self.mean) / self.std

@@ -21,10 +21,10 @@ from typing import Any, Callable, Literal, Optional
 import gymnasium as gym
 import numpy as np
 import torch
-from pydantic import Field
+from pydantic import Field, field_validator
 from torch.nn import functional as F
 
-from rltune.trainers._algorithm import OffPolicyAlgorithm, OffPolicyLearner
+from rltune.trainers._algorithm import OffPolicyAlgorithm, OffPolicyLearner, ReplaySettings
 from rltune.trainers._config import TrainerConfig, _Strict
 from rltune.trainers._models import QModel
 from rltune.trainers._policy import Policy
@@ -52,8 +52,19 @@ DISCOUNTS = "discounts"
 class ReplayBufferConfig(_Strict):
     """The replay buffer (RLlib's ``replay_buffer_config``)."""
 
-    type: Literal["ReplayBuffer", "MultiAgentReplayBuffer"] = Field("ReplayBuffer", description="Uniform replay.")
+    type: Literal["ReplayBuffer"] = Field("ReplayBuffer", description="Uniform replay, one buffer per policy id.")
     capacity: int = Field(50_000, ge=1, description="Transitions kept; the oldest are overwritten.")
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _multi_agent_is_the_same_buffer(cls, value: Any) -> Any:
+        # RLlib's DQN default, and older rltune configs, checkpoints and study specs carry it: it
+        # meant nothing more than the one buffer per policy id every rltune replay keeps, so accept it.
+        if value == "MultiAgentReplayBuffer":
+            logger.warning("replay_buffer_config.type: 'MultiAgentReplayBuffer' is the same as 'ReplayBuffer' in "
+                           "rltune (one buffer per policy id); it is ignored, write 'ReplayBuffer'")
+            return "ReplayBuffer"
+        return value
 
 
 class EpsilonGreedyConfig(_Strict):
@@ -111,7 +122,7 @@ class DQNPolicy(Policy):
             actions = q_values.argmax(axis=1)
         else:
             with torch.inference_mode():
-                actions = self.model(self.obs_tensor(obs)).argmax(dim=-1).cpu().numpy()
+                actions = self.inference_forward(self.obs_tensor(obs)).argmax(dim=-1).cpu().numpy()
         if explore:
             n = len(actions)
             rolls = self.rng.random(n)
@@ -182,7 +193,6 @@ class DQNLearner(OffPolicyLearner):
             stats, _ = self.sgd_step(*(c[rows] for c in columns), with_stats=i == num_steps - 1)
             if stats is not None:
                 last_stats = stats
-        self.policy.weights_changed()
         total_loss, mean_q, mean_td_error = last_stats.tolist()  # one device sync per draw, for the last step's stats
         return {"total_loss": total_loss, "mean_q": mean_q, "mean_td_error": mean_td_error, "cur_lr": lr}
 
@@ -232,6 +242,18 @@ class DQNAlgorithm(OffPolicyAlgorithm):
 
     policy_class = DQNPolicy
     learner_class = DQNLearner
+    cfg: DQNConfig
+
+    def replay_settings(self) -> ReplaySettings:
+        cfg = self.cfg
+        return ReplaySettings(
+            capacity=cfg.replay_buffer_config.capacity,
+            learning_starts=cfg.learning_starts,
+            target_update_freq=cfg.target_network_update_freq,
+            min_steps_per_iteration=cfg.min_sample_timesteps_per_iteration,
+            training_intensity=cfg.training_intensity,
+            store_buffer_in_checkpoints=cfg.store_buffer_in_checkpoints,
+        )
 
     def round_stats(self, policy_id: str) -> dict[str, float]:
         return {"cur_epsilon": self.policies[policy_id].epsilon, **super().round_stats(policy_id)}  # type: ignore[attr-defined]

@@ -7,13 +7,15 @@ clipping and the learning-rate schedule. An algorithm subclasses it with
 its loss and :meth:`Learner.update`, which turns a training batch into
 gradient steps and returns the learner stats.
 
-Invariants: ``update`` changes the policy's model in place and tells the
-policy so (``weights_changed``); ``get_state``/``set_state`` round-trip
+Invariants: ``update`` changes the policy's model in place, and the base
+bumps the policy's ``weights_version`` after every ``update`` of every
+subclass (no algorithm calls it); ``get_state``/``set_state`` round-trip
 everything a checkpoint needs besides the policy weights.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, ClassVar, Hashable, Optional
 
 import numpy as np
@@ -36,6 +38,11 @@ class Learner:
     """
 
     adam_eps: ClassVar[float] = 1e-8  # torch's default
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "update" in cls.__dict__:
+            cls.update = _bumps_weights_version(cls.__dict__["update"])  # type: ignore[method-assign]
 
     def __init__(self, policy: Policy, cfg: TrainerConfig, rng: np.random.Generator) -> None:
         self.policy = policy
@@ -105,3 +112,16 @@ class Learner:
         self.set_extra_state(values, tensors)
         if "optimizer" in tensors:
             self.flat_params.load_optimizer_state(self.optimizer, tensors["optimizer"])
+
+
+def _bumps_weights_version(update: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
+    """``update`` followed by a bump of the policy's ``weights_version`` (its steps changed the weights in place)."""
+
+    @functools.wraps(update)
+    def wrapper(self: Learner, *args: Any, **kwargs: Any) -> dict[str, float]:
+        try:
+            return update(self, *args, **kwargs)
+        finally:
+            self.policy.weights_changed()
+
+    return wrapper

@@ -9,25 +9,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from rltune.trainers._activations import ACTIVATIONS
 from rltune.trainers._config import ModelConfig
 from rltune.trainers._numpy_mlp import NumpyMLP
-
-ACTIVATIONS: dict[str, type[nn.Module]] = {
-    "tanh": nn.Tanh,
-    "relu": nn.ReLU,
-    "elu": nn.ELU,
-    "swish": nn.SiLU,
-    "linear": nn.Identity,
-}
-
-
-_ACTIVATION_FNS = {
-    nn.Tanh: torch.tanh,
-    nn.ReLU: torch.relu,
-    nn.ELU: torch.nn.functional.elu,
-    nn.SiLU: torch.nn.functional.silu,
-    nn.Identity: lambda x: x,
-}
 
 
 def _linear(in_size: int, out_size: int, gain: float) -> nn.Linear:
@@ -44,7 +28,7 @@ def mlp(in_size: int, hiddens: list[int], activation: str) -> tuple[nn.Sequentia
     layers: list[nn.Module] = []
     size = in_size
     for hidden in hiddens:
-        layers += [_linear(size, hidden, math.sqrt(2)), ACTIVATIONS[activation]()]
+        layers += [_linear(size, hidden, math.sqrt(2)), ACTIVATIONS[activation].module()]
         size = hidden
     return nn.Sequential(*layers), size
 
@@ -90,12 +74,11 @@ class ActorCriticModel(nn.Module):
         The policy and value networks run as one chain of layers (see
         :meth:`_fused_layers`): half the kernel launches per step with separate
         networks. The fused weights are rebuilt after :meth:`invalidate_fused`,
-        which the policy calls whenever weights may have changed
-        (``set_weights``, the start of every sampled fragment, after every
-        learner update).
+        which the policy calls, before using this path, when its
+        ``weights_version`` grew since the last use.
         """
         layers = self._fused_layers()
-        activation = _ACTIVATION_FNS[ACTIVATIONS[self.activation]]
+        activation = ACTIVATIONS[self.activation].torch_fn
         x = obs
         for i, (weight, bias) in enumerate(layers):
             x = torch.nn.functional.linear(x, weight, bias)

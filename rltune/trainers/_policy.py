@@ -8,6 +8,7 @@ postprocessing (GAE for PPO, n-step for DQN).
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import gymnasium as gym
@@ -29,7 +30,15 @@ class Policy:
     Invariants: ``compute_actions`` takes preprocessed observations ``[B, obs_size]``
     and returns actions ``[B, *action_shape]`` plus extra columns of length B;
     ``get_weights`` returns CPU numpy arrays that ``set_weights`` of the same
-    policy class in any process accepts.
+    policy class in any process accepts; ``weights_version`` grows whenever the
+    model's weights change (a learner update, ``set_weights``, any
+    ``model.load_state_dict`` such as a restore), and the model's optional
+    fast paths are re-copied lazily when it has grown since they were built.
+
+    A model must implement ``forward`` alone (what the algorithm's loss
+    calls). It may opt in to faster rollouts with ``forward_inference``
+    (torch, same outputs) and ``numpy_forward`` (numpy rows), whose caches of
+    the weights ``invalidate_fused`` drops (see ``_models.py``).
     """
 
     def __init__(
@@ -56,7 +65,10 @@ class Policy:
         # Exploration noise (action sampling, epsilon) comes from this generator; checkpoints save its state.
         self.rng = np.random.default_rng(seed)
         self.global_timestep = 0
+        self.weights_version = 0
+        self._fast_paths_version = 0  # the weights_version the model's fast-path caches were built from
         self.model = self.make_model().to(self.device)
+        self.model.register_load_state_dict_post_hook(_BumpOnLoad(self))
 
     # -- to implement -------------------------------------------------------------
     def make_model(self) -> nn.Module:
@@ -85,17 +97,38 @@ class Policy:
         forward = getattr(self.model, "numpy_forward", None)
         if forward is None or self.device.type != "cpu" or len(obs) > MAX_NUMPY_ROWS:
             return None
+        self._sync_fast_paths()
         return forward(np.ascontiguousarray(obs, dtype=np.float32))
 
+    def inference_forward(self, obs: torch.Tensor) -> Any:
+        """The model's outputs for sampling: its ``forward_inference`` where it has one, else ``forward``.
+
+        Call under ``torch.inference_mode``.
+        """
+        forward = getattr(self.model, "forward_inference", None)
+        if forward is None:
+            return self.model(obs)
+        self._sync_fast_paths()
+        return forward(obs)
+
     def weights_changed(self) -> None:
-        """Tell the policy its model's parameters changed (drops caches derived from them)."""
-        invalidate = getattr(self.model, "invalidate_fused", None)
-        if invalidate is not None:
-            invalidate()
+        """Note that the model's weights changed in place (bumps ``weights_version``).
+
+        Learner updates, ``set_weights`` and ``load_state_dict`` do this
+        themselves; call it only after editing parameters by hand.
+        """
+        self.weights_version += 1
+
+    def _sync_fast_paths(self) -> None:
+        """Drop the model's fast-path caches if the weights changed since they were built."""
+        if self._fast_paths_version != self.weights_version:
+            invalidate = getattr(self.model, "invalidate_fused", None)
+            if invalidate is not None:
+                invalidate()
+            self._fast_paths_version = self.weights_version
 
     def compute_single_action(self, obs: Any, explore: bool = False) -> Any:
         """The env action for one raw observation (deterministic unless ``explore``)."""
-        self.weights_changed()
         actions, _ = self.compute_actions(self.preprocessor(obs)[None], explore=explore)
         return self.to_env_actions(actions)[0]
 
@@ -113,9 +146,37 @@ class Policy:
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
         """Load weights from :meth:`get_weights` (of any process)."""
-        self.model.load_state_dict({k: torch.as_tensor(v) for k, v in weights.items()})
-        self.weights_changed()
+        self.model.load_state_dict({k: torch.as_tensor(v) for k, v in weights.items()})  # bumps weights_version
 
     def set_global_timestep(self, timestep: int) -> None:
         """The trainer's total sampled timesteps (drives exploration schedules)."""
         self.global_timestep = timestep
+
+
+class _BumpOnLoad:
+    """``load_state_dict`` post-hook of a policy's model: bumps the policy's ``weights_version``.
+
+    It holds the policy weakly (no reference cycle) and checks the module is
+    still the policy's model. A deep copy of the model alone (a target
+    network) gets a hook of no policy; a deep copy or a pickle of the whole
+    policy, a hook of the copy.
+    """
+
+    def __init__(self, policy: Policy | None) -> None:
+        self.policy = weakref.ref(policy) if policy is not None else _no_policy
+
+    def __call__(self, module: nn.Module, incompatible_keys: Any) -> None:
+        policy = self.policy()
+        if policy is not None and policy.model is module:
+            policy.weights_changed()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _BumpOnLoad:
+        policy = self.policy()
+        return _BumpOnLoad(memo.get(id(policy)) if policy is not None else None)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _BumpOnLoad, (self.policy(),)
+
+
+def _no_policy() -> None:
+    return None

@@ -109,7 +109,7 @@ class PPOPolicy(Policy):
                 dist_inputs = log_softmax(dist_inputs)
         else:
             with torch.inference_mode():
-                dist_inputs, values = self.model.forward_inference(self.obs_tensor(obs))
+                dist_inputs, values = self.inference_forward(self.obs_tensor(obs))
                 if not self.is_continuous:
                     dist_inputs = torch.log_softmax(dist_inputs, dim=-1)
                 dist_inputs, values = dist_inputs.cpu().numpy(), values.cpu().numpy()
@@ -123,7 +123,9 @@ class PPOPolicy(Policy):
     def values(self, obs: np.ndarray) -> np.ndarray:
         """V(s) for a batch of preprocessed observations."""
         with torch.inference_mode():
-            return self.model.value(self.obs_tensor(obs)).cpu().numpy()
+            value = getattr(self.model, "value", None)  # optional: a model's forward gives the values too
+            values = value(self.obs_tensor(obs)) if value is not None else self.model(self.obs_tensor(obs))[1]
+            return values.cpu().numpy()
 
     def postprocess_trajectory(self, batch: SampleBatch) -> SampleBatch:
         values = batch[VF_PREDS]
@@ -260,7 +262,6 @@ class PPOLearner(Learner):
                     stat_sums[:6] += stats
                     stat_sums[6] += grad_norm
                     stat_steps += 1
-        self.policy.weights_changed()
         return self._stats(stat_sums.cpu().numpy() / max(stat_steps, 1), batch, lr, clip, entropy_coeff, steps)
 
     def _stats(

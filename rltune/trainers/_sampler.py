@@ -145,7 +145,6 @@ class VectorSampler:
         if self._obs is None:
             self.reset_all()
         policy = self.policy
-        policy.weights_changed()  # the learner may have updated the weights in place since the last fragment
         pre = policy.preprocessor
         n = self.num_envs
         obs = self._obs

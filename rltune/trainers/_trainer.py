@@ -330,7 +330,6 @@ class Trainer(CheckpointMixin, EvaluationMixin):
             "policy_reward_mean": {},
             **self.sample_source.metrics(),
         }
-        result.update(outcome.extra)
         return result
 
     # -- policies and inference ---------------------------------------------------------

@@ -161,7 +161,6 @@ class CheckpointMixin:
         with ckpt.loading(checkpoint_path, f"{ckpt.TENSORS_FILE} entry 'policies'"):
             for pid, policy in self.workers.local_worker.policy_map.items():
                 policy.model.load_state_dict(state.weights[pid])
-                policy.weights_changed()
                 if pid in state.policy_rngs:
                     policy.rng.bit_generator.state = state.policy_rngs[pid]
         algorithm_part = f"the algorithm state (metadata field 'algorithm_state', {ckpt.TENSORS_FILE} entry 'algorithm')"

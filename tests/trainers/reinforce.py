@@ -46,7 +46,6 @@ class REINFORCELearner(Learner):
         obs, actions, returns = (torch.from_numpy(batch[k]) for k in (OBS, ACTIONS, ADVANTAGES))
         returns = (returns - returns.mean()) / (returns.std() + 1e-8)
         stats, grad_norm = self.sgd_step(obs, actions, returns, with_stats=True)
-        self.policy.weights_changed()
         return {"cur_lr": lr, "total_loss": float(stats[0]), "grad_gnorm": float(grad_norm)}
 
 

@@ -275,3 +275,11 @@ def test_a_corrupt_replay_buffer_file_is_refused_and_the_trainer_keeps_its_own(t
         for key, value in other.get_policy().get_weights().items():
             np.testing.assert_array_equal(value, weights_before[key])
         assert other.iteration == 1
+
+
+def test_multi_agent_replay_buffer_is_accepted_as_the_same_buffer_with_a_warning(caplog):
+    """RLlib's DQN default and older rltune configs name it; rltune keeps one buffer per policy id anyway."""
+    with caplog.at_level("WARNING", logger="rltune.trainers._dqn"):
+        cfg = DQNConfig.model_validate({"replay_buffer_config": {"type": "MultiAgentReplayBuffer", "capacity": 10}})
+    assert cfg.replay_buffer_config.type == "ReplayBuffer"
+    assert "MultiAgentReplayBuffer" in caplog.text and "ignored" in caplog.text

@@ -81,3 +81,17 @@ def test_a_policy_acts_alike_on_few_rows_numpy_and_many_rows_torch(algo):
             np.testing.assert_allclose(value, many_extras[key][:5], rtol=1e-5, atol=1e-5)
     finally:
         trainer.stop()
+
+
+def test_one_activation_table_serves_the_config_and_every_path():
+    from typing import get_args
+
+    from rltune.trainers._activations import ACTIVATIONS
+    from rltune.trainers._config import ModelConfig as Config
+
+    assert set(get_args(Config.model_fields["fcnet_activation"].annotation)) == set(ACTIVATIONS)
+    x = np.linspace(-30, 30, 61, dtype=np.float32)[None]
+    for name, activation in ACTIVATIONS.items():
+        expected = activation.module()(torch.from_numpy(x)).numpy()
+        np.testing.assert_allclose(activation.torch_fn(torch.from_numpy(x)).numpy(), expected, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(activation.numpy_fn(x.copy()), expected, rtol=1e-5, atol=1e-6, err_msg=name)
