@@ -4,6 +4,8 @@ No processes, no storage: the runner reads a result (:func:`read_result`),
 reports :attr:`Reading.value` to Optuna, then asks :func:`decide` whether the
 trial goes on. When the trial's process is done, :func:`final_state` says what
 Optuna is told. A scheduler (PBT and others, later) plugs in here.
+``rltune train`` asks :func:`read_result` and :func:`decide` too, in its own
+process (:class:`rltune.orchestrator._trial.LocalDecider`).
 """
 
 from __future__ import annotations
@@ -43,9 +45,12 @@ class Decision:
         return ("stop", self.reason, self.checkpoint) if self.stop else CONTINUE
 
 
-def read_result(result: dict[str, Any], metric: str, stop: StopCriteria) -> Reading:
-    """The metric's value in ``result`` and the ``stop`` criterion it meets, or why the study cannot go on."""
-    found = lookup(result, metric)
+def read_result(result: dict[str, Any], metric: str | None, stop: StopCriteria) -> Reading:
+    """The metric's value in ``result`` and the ``stop`` criterion it meets, or why the study cannot go on.
+
+    ``metric`` None: a trial of no study (``rltune train``), read for its stop criteria only.
+    """
+    found = None if metric is None else lookup(result, metric)
     if found is MISSING:
         keys = flatten_keys(result)
         close = difflib.get_close_matches(metric, keys, n=1, cutoff=0.5)

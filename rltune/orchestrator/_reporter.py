@@ -17,7 +17,9 @@ A function trainable is ``fn(config, reporter)``::
 
 ``reporter(**result)`` sends one result to the orchestrator and waits for its
 decision: it returns to go on, or raises :class:`TrialStopped` when the trial
-ends (a stop criterion met, pruned, Ctrl-C). ``TrialStopped`` is a
+ends (a stop criterion met, pruned, Ctrl-C). ``rltune train`` runs the same
+Reporter in its own process, with a local ``decide`` in place of the
+orchestrator (:class:`rltune.orchestrator._trial.LocalDecider`). ``TrialStopped`` is a
 ``BaseException`` so that ``except Exception`` in user code does not swallow
 it; catch it only to write a last checkpoint (``stop.checkpoint`` says whether
 one is wanted), then re-raise or return. ``fn(config)`` with one argument
@@ -39,7 +41,7 @@ import shutil
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from rltune._atomic_dir import leftover_path, recover_leftovers, replace_dir
 from rltune._trial_files import CHECKPOINT_PREFIX, RESULT_FILE, json_safe, list_checkpoints
@@ -65,14 +67,20 @@ class Reporter:
         conn: Connection | None,
         *,
         trial_dir: str | os.PathLike[str],
-        trial_number: int = 0,
+        trial_number: int | None = 0,
         seed: int | None = None,
         restored_checkpoint: str | None = None,
         start_iteration: int = 0,
         checkpoint_freq: int = 0,
         keep_checkpoints_num: int | None = None,
+        decide: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
+        """``decide(result)``: the answer to each result; default: the orchestrator's over ``conn``.
+
+        ``trial_number`` None: a trial of no study, whose results carry no ``trial_number``.
+        """
         self._conn = conn
+        self._decide = decide if decide is not None else self._ask_orchestrator
         self.trial_dir = Path(trial_dir)
         self.trial_number = trial_number
         self.seed = seed
@@ -99,20 +107,25 @@ class Reporter:
         result.setdefault("time_this_iter_s", now - self._last)
         result.setdefault("time_total_s", now - self._start)
         result.setdefault("timestamp", now)
-        result.setdefault("trial_number", self.trial_number)
+        if self.trial_number is not None:
+            result.setdefault("trial_number", self.trial_number)
         self._last = now
         self._results.write(json.dumps(json_safe(result), allow_nan=True) + "\n")
         self._results.flush()
         self._checkpoint_wanted = bool(self.checkpoint_freq) and self.iteration % self.checkpoint_freq == 0
-        if self._conn is None:
-            return
-        self._conn.send_bytes(_dumps(("result", result)))
-        decision = _loads(self._conn.recv_bytes())
+        decision = self._decide(result)
         if decision[0] == "stop":
             self._checkpoint_wanted = self._checkpoint_wanted or bool(decision[2])
             raise TrialStopped(decision[1], self._checkpoint_wanted)
 
     report = __call__
+
+    def _ask_orchestrator(self, result: dict[str, Any]) -> Any:
+        """The answer of the orchestrator at the other end of the socket (none: go on)."""
+        if self._conn is None:
+            return ("continue",)
+        self._conn.send_bytes(_dumps(("result", result)))
+        return _loads(self._conn.recv_bytes())
 
     @property
     def should_checkpoint(self) -> bool:

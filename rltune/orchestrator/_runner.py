@@ -49,13 +49,14 @@ from typing import Any
 from rltune.env._shipping import collect_env_registrations
 from rltune.errors import ConfigError
 from rltune.orchestrator import _trial_host as host
-from rltune.orchestrator._decision import decide, final_state, read_result
+from rltune.orchestrator._decision import decide, read_result
 from rltune.orchestrator._events import ERROR_FILE, Observer
 from rltune.orchestrator._ownership import Heartbeats, fail_stale_trials
-from rltune.orchestrator._reporter import json_safe, latest_checkpoint
+from rltune.orchestrator._reporter import latest_checkpoint
 from rltune.orchestrator._spec import StudyPlan
 from rltune.orchestrator._study_lock import StudyLock
 from rltune.orchestrator._study_setup import StudySetup, study_dir_of
+from rltune.orchestrator._trial_end import TrialEnding
 from rltune.orchestrator._trial_host import ActiveTrial, TrialEnd
 from rltune.orchestrator._trial_setup import TrialSetup
 
@@ -66,11 +67,12 @@ STOP_GRACE_S = 120.0  # after Ctrl-C, trials get this long to finish their itera
 SHARED_POLL_S = 1.0  # an idle worker of a shared study looks for work (and stale trials) this often
 
 
-class StudyRunner(StudySetup, TrialSetup):
+class StudyRunner(StudySetup, TrialSetup, TrialEnding):
     """Runs one study to its end (or until interrupted); see the module docstring.
 
     Its parts: :class:`StudySetup` (open, create or join the study, resume
     discovery), :class:`TrialSetup` (the next trial, its config and seed),
+    :class:`TrialEnding` (a trial's end told to Optuna, or left to resume),
     :mod:`._trial_host` (trial processes), :mod:`._ownership` (heartbeats,
     stale trials) and :mod:`._decision` (what a result means). Observers
     (:class:`~rltune.orchestrator._events.Observer`: the display, MLflow
@@ -366,74 +368,6 @@ class StudyRunner(StudySetup, TrialSetup):
             return
         self._emit("trial_result", a)
 
-    def _done(self, a: ActiveTrial) -> None:
-        """The trainable returned (or stopped when told to): record the trial's end."""
-        host.reap(a)
-        if a.outcome == "interrupted":
-            self._finish_interrupted(a)
-            return
-        end = final_state(a.outcome, a.reason, a.last_result, self.spec.metric)
-        if a.outcome != "error":
-            self._record_progress(a)
-        if end.state == "FAIL":
-            self._tell_fail(a, end.error)
-            return
-        if end.state == "COMPLETE":
-            a.reason = a.reason or "returned"
-        self._tell(a, end.state, end.value)
-
-    def _record_progress(self, a: ActiveTrial) -> None:
-        if a.last_result is not None:
-            a.trial.set_user_attr("last_result", _storable(a.last_result))
-        if a.checkpoint:
-            a.trial.set_user_attr("checkpoint", a.checkpoint)
-
-    def _tell(self, a: ActiveTrial, state: str, value: float | None) -> None:
-        from optuna.trial import TrialState
-
-        import optuna
-
-        self._retire(a)
-        try:
-            if state == "COMPLETE":
-                self.study.tell(a.trial, value)
-            else:
-                self.study.tell(a.trial, state=getattr(TrialState, state))
-        except optuna.exceptions.UpdateFinishedTrialError:
-            self._taken_over(a)  # shared storage: failed as stale by another worker, retried there
-            return
-        self.ended.append(TrialEnd(a.number, state, value, a.reason))
-        self._emit("trial_ended", a, state, value)
-
-    def _tell_fail(self, a: ActiveTrial, error: str) -> None:
-        self._record_progress(a)
-        a.trial.set_user_attr("error", error[-8000:])
-        a.reason = error.strip().splitlines()[-1] if error.strip() else "failed"
-        self._tell(a, "FAIL", None)
-
-    def _finish_interrupted(self, a: ActiveTrial) -> None:
-        """Leave the trial RUNNING in storage, resumable from its latest checkpoint."""
-        host.reap(a)
-        self._record_progress(a)
-        a.trial.set_user_attr("interrupted", True)
-        self._retire(a)
-        self.ended.append(TrialEnd(a.number, "INTERRUPTED", None, a.reason))
-        self._emit("trial_ended", a, "INTERRUPTED", None)
-
-    def _release(self, a: ActiveTrial) -> None:
-        """A trial asked but never started stays RUNNING; mark it so that resume takes it."""
-        try:
-            a.trial.set_user_attr("interrupted", True)
-            a.trial.set_user_attr("owner", None)
-        except Exception:  # storage errors at shutdown must not hide the original one
-            logger.debug("could not release trial %d", a.number, exc_info=True)
-
-    def _retire(self, a: ActiveTrial) -> None:
-        a.finished = True
-        if a in self.active:
-            self.active.remove(a)
-        host.close_conn(a)
-
     # -- failures -------------------------------------------------------------------------
     def _failed(self, a: ActiveTrial, error: str) -> None:
         """The trainable raised, the process crashed or timed out: retry from the checkpoint, or FAIL."""
@@ -494,19 +428,3 @@ class StudyRunner(StudySetup, TrialSetup):
         self._emit("message", message)
         self.ended.append(TrialEnd(a.number, "FAIL", None, "stale: retried by another worker"))
         self._emit("trial_lost", a)
-
-
-def _storable(result: dict[str, Any]) -> dict[str, Any]:
-    """A result as a trial user attr: JSON-safe, without the per-episode lists (hist_stats)."""
-    slim = {k: v for k, v in result.items() if k != "hist_stats"}
-    return _nan_to_none(json_safe(slim))
-
-
-def _nan_to_none(value: Any) -> Any:
-    if isinstance(value, float) and value != value:
-        return None
-    if isinstance(value, dict):
-        return {k: _nan_to_none(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_nan_to_none(v) for v in value]
-    return value

@@ -1,4 +1,4 @@
-"""One trial of a trainer: its directory, its results, its stop criteria and checkpoints.
+"""``rltune train``'s trial: its directory, and a study trial's loop run in this process.
 
 A trial directory holds::
 
@@ -6,7 +6,13 @@ A trial directory holds::
     result.json            one JSON line per iteration: the whole result dict (NaN written as NaN)
     checkpoint_000010/     checkpoints (``checkpoint_freq``, ``checkpoint_at_end``, Ctrl-C)
 
-:func:`run_trial` prints nothing; it reports each result to ``on_result``
+:func:`run_local` runs :func:`rltune.orchestrator._trial_process.train_loop`,
+the loop of every trainer trial of a study, with a
+:class:`~rltune.orchestrator._reporter.Reporter` that asks a
+:class:`LocalDecider` (the study's :func:`~rltune.orchestrator._decision.decide`
+on the stop criteria and Ctrl-C) instead of an orchestrator over a socket. So
+result.json, checkpoint_freq, checkpoint_at_end and Ctrl-C behave as in a
+study's trial. It prints nothing; it reports each result to ``on_result``
 and returns a :class:`TrialOutcome`.
 """
 
@@ -14,16 +20,18 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
 from rltune._results_dir import default_results_dir
-from rltune.orchestrator._stop import StopCriteria, StopReason
-
-PARAMS_FILE = "params.json"
-RESULT_FILE = "result.json"
+from rltune._trial_files import PARAMS_FILE, RESULT_FILE, json_safe  # noqa: F401 - others import them from here
+from rltune.orchestrator._decision import Decision, decide, read_result
+from rltune.orchestrator._reporter import Reporter, TrialStopped, latest_checkpoint
+from rltune.orchestrator._stop import StopCriteria
 
 
 @dataclass
@@ -33,8 +41,38 @@ class TrialOutcome:
     trial_dir: Path
     last_result: dict[str, Any] | None = None
     checkpoint: str | None = None
-    stop_reason: StopReason | None = None
+    stop_reason: str | None = None  # the stop criterion met, e.g. "training_iteration = 2 >= 2"
     interrupted: bool = False
+
+
+class LocalDecider:
+    """The answer to each result of a trial that no orchestrator runs: :func:`decide`, in the trial's process.
+
+    ``stopping`` (set by Ctrl-C) stops the trial at its next result with a
+    checkpoint, as a study stops its trials. A stop key the first result lacks
+    raises its :class:`~rltune.errors.ConfigError` (the result is written by then).
+    """
+
+    def __init__(self, stop: StopCriteria, *, checkpoint_at_end: bool = False,
+                 on_result: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.stop = stop
+        self.checkpoint_at_end = checkpoint_at_end
+        self.on_result = on_result
+        self.stopping = False
+        self.last_result: dict[str, Any] | None = None
+        self.decision = Decision()  # the last one
+
+    def __call__(self, result: dict[str, Any]) -> Any:
+        """The message the orchestrator would send for ``result``: ``decision.message()``."""
+        self.last_result = result
+        if self.on_result is not None:
+            self.on_result(result)
+        reading = read_result(result, None, self.stop)
+        if reading.error is not None:
+            raise reading.error
+        self.decision = decide(reading, iteration=int(result.get("training_iteration") or 0),
+                               stopping=self.stopping, checkpoint_at_end=self.checkpoint_at_end, should_prune=None)
+        return self.decision.message()
 
 
 def make_trial_dir(results_dir: str | os.PathLike[str] | None, name: str) -> Path:
@@ -57,7 +95,7 @@ def default_trial_name(algorithm: str, env_name: str) -> str:
     return f"{algorithm}_{env_name.replace('/', '_').replace(':', '_')}_{stamp}"
 
 
-def run_trial(
+def run_local(
     trainer: Any,
     trial_dir: Path,
     *,
@@ -65,45 +103,60 @@ def run_trial(
     checkpoint_freq: int = 0,
     checkpoint_at_end: bool = False,
     on_result: Callable[[dict[str, Any]], None] | None = None,
+    on_interrupt: Callable[[], None] | None = None,
 ) -> TrialOutcome:
     """Train ``trainer`` in ``trial_dir`` until a stop criterion is met (or forever without one).
 
-    On KeyboardInterrupt: save a checkpoint (if an iteration completed) and
-    return with ``interrupted=True``. The trainer is stopped in every case;
-    errors (an unknown stop key after the first iteration, an env failing)
-    propagate after that.
+    Ctrl-C (SIGINT, when called in the main thread): the current iteration
+    ends, is checkpointed, and the trial stops, as a study's trials do;
+    ``on_interrupt`` is called from the signal handler (keep it to one
+    unbuffered write). A second Ctrl-C stops at once, keeping the checkpoints
+    saved so far. Either way the outcome is ``interrupted``. The trainer is
+    stopped in every case; errors (an unknown stop key after the first
+    iteration, an env failing) propagate after that.
     """
-    from rltune.trainers._checkpoint import json_safe
+    from rltune.orchestrator._trial_process import train_loop
 
-    trainer.logdir = trial_dir
-    (trial_dir / PARAMS_FILE).write_text(json.dumps(json_safe(trainer.config), indent=2, sort_keys=True) + "\n")
+    decider = LocalDecider(stop, checkpoint_at_end=checkpoint_at_end, on_result=on_result)
     outcome = TrialOutcome(trial_dir)
-    saved_at = -1
-
-    def save() -> None:
-        nonlocal saved_at
-        if trainer.iteration > 0 and trainer.iteration != saved_at:
-            outcome.checkpoint = trainer.save()
-            saved_at = trainer.iteration
-
+    reporter: Reporter | None = None
+    previous = _on_ctrl_c(decider, on_interrupt)
     try:
-        with open(trial_dir / RESULT_FILE, "a") as results:
-            try:
-                while outcome.stop_reason is None:
-                    result = trainer.train()
-                    outcome.last_result = result
-                    results.write(json.dumps(json_safe(result)) + "\n")
-                    results.flush()
-                    if on_result is not None:
-                        on_result(result)
-                    outcome.stop_reason = stop.check(result)
-                    if checkpoint_freq and trainer.iteration % checkpoint_freq == 0:
-                        save()
-                if checkpoint_at_end:
-                    save()
-            except KeyboardInterrupt:
-                outcome.interrupted = True
-                save()
+        (trial_dir / PARAMS_FILE).write_text(json.dumps(json_safe(trainer.config), indent=2, sort_keys=True) + "\n")
+        reporter = Reporter(None, trial_dir=trial_dir, trial_number=None, checkpoint_freq=checkpoint_freq,
+                            decide=decider)
+        train_loop(trainer, reporter)  # stops the trainer
+    except TrialStopped:
+        outcome.interrupted = decider.decision.outcome == "interrupted"
+        outcome.stop_reason = None if outcome.interrupted else decider.decision.note
+    except KeyboardInterrupt:  # the second Ctrl-C
+        outcome.interrupted = True
     finally:
-        trainer.stop()
+        if previous is not _NOT_INSTALLED:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+        if reporter is not None:
+            reporter.close()
+        else:  # train_loop did not start
+            trainer.stop()
+    outcome.last_result = decider.last_result
+    found = latest_checkpoint(trial_dir)
+    outcome.checkpoint = found[1] if found else None
     return outcome
+
+
+_NOT_INSTALLED = object()
+
+
+def _on_ctrl_c(decider: LocalDecider, on_interrupt: Callable[[], None] | None) -> Any:
+    """Make SIGINT stop the trial after its iteration (a second one: at once); the handler it replaced."""
+    if threading.current_thread() is not threading.main_thread():
+        return _NOT_INSTALLED
+
+    def handler(signum: int, frame: Any) -> None:
+        if decider.stopping:
+            raise KeyboardInterrupt
+        decider.stopping = True
+        if on_interrupt is not None:
+            on_interrupt()
+
+    return signal.signal(signal.SIGINT, handler)

@@ -95,11 +95,22 @@ def run(conn: Connection | None, init: dict[str, Any]) -> int:
 
 
 def run_trainer(ref: Any, config: dict[str, Any], reporter: Reporter) -> None:
-    """The loop of a rltune Trainer as a function trainable: train, report, checkpoint when due or asked."""
+    """A rltune Trainer (a name or class) as a function trainable: build it and run :func:`train_loop`."""
     from rltune.trainers import get_trainer_class
 
     cls = get_trainer_class(ref) if isinstance(ref, str) else ref
-    trainer = cls(config=config, results_dir=str(reporter.trial_dir))
+    train_loop(cls(config=config, results_dir=str(reporter.trial_dir)), reporter)
+
+
+def train_loop(trainer: Any, reporter: Reporter) -> None:
+    """The loop of a Trainer's trial: train, report, checkpoint when due or asked; stops the trainer at the end.
+
+    One loop for a study's trial process and ``rltune train`` alike: they
+    differ only in the reporter's ``decide`` (the orchestrator's answer, or
+    :class:`rltune.orchestrator._trial.LocalDecider`). It ends by raising
+    :class:`TrialStopped` (after the checkpoint the stop asked for) or the
+    trainer's error.
+    """
     try:
         trainer.logdir = reporter.trial_dir
         if reporter.restored_checkpoint:

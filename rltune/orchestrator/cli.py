@@ -216,7 +216,7 @@ def _source(args: argparse.Namespace) -> str:
 
 def _train(args: argparse.Namespace) -> int:
     from rltune.orchestrator._stop import StopCriteria
-    from rltune.orchestrator._trial import default_trial_name, make_trial_dir, run_trial
+    from rltune.orchestrator._trial import default_trial_name, make_trial_dir, run_local
     from rltune.trainers import get_trainer_class
 
     spec = _train_spec(args)
@@ -245,13 +245,14 @@ def _train(args: argparse.Namespace) -> int:
     print(f"{trainer.name} on {trainer.env_spec.name}: trial dir {trial_dir}", flush=True)
     if not stop:
         print("no stop criteria (--stop): training until Ctrl-C", flush=True)
-    outcome = run_trial(
+    outcome = run_local(
         trainer,
         trial_dir,
         stop=stop,
         checkpoint_freq=spec.checkpoint_freq or 0,
         checkpoint_at_end=bool(spec.checkpoint_at_end),
         on_result=_print_result,
+        on_interrupt=_say_stopping,
     )
     last = outcome.last_result or {}
     done = f"iteration {last.get('training_iteration', 0)}, {last.get('timesteps_total', 0):,} timesteps"
@@ -265,6 +266,15 @@ def _train(args: argparse.Namespace) -> int:
         print("checkpoint: none saved (use --checkpoint-at-end or --checkpoint-freq N)")
     print(f"trial dir:  {outcome.trial_dir} (params.json, result.json)", flush=True)
     return EXIT_INTERRUPTED if outcome.interrupted else 0
+
+
+def _say_stopping() -> None:
+    """The first Ctrl-C of ``rltune train`` (called in the signal handler: one unbuffered write, never print)."""
+    message = b"rltune train: interrupted: checkpointing after the current iteration (Ctrl-C again to stop at once)\n"
+    try:
+        os.write(sys.stderr.fileno(), message)
+    except (OSError, ValueError):  # no real stderr (captured): the final lines say it all the same
+        pass
 
 
 def _print_result(result: dict[str, Any]) -> None:

@@ -1,0 +1,109 @@
+"""How a trial's end is recorded: told to Optuna, or left RUNNING to resume; the runner's active list.
+
+:class:`TrialEnding` is a part of :class:`rltune.orchestrator._runner.StudyRunner`
+(its state lives there): the trainable returned or was stopped
+(:meth:`~TrialEnding._done`, after :func:`._decision.final_state`), failed for
+good (``_tell_fail``), or was interrupted (``_finish_interrupted``: it stays
+RUNNING, resumable from its latest checkpoint). Each end drops the trial from
+the active list (``_retire``) and tells the observers ``trial_ended``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from rltune.orchestrator import _trial_host as host
+from rltune.orchestrator._decision import final_state
+from rltune.orchestrator._reporter import json_safe
+from rltune.orchestrator._trial_host import ActiveTrial, TrialEnd
+
+logger = logging.getLogger(__name__)
+
+
+class TrialEnding:
+    """Ending trials for :class:`~rltune.orchestrator._runner.StudyRunner` (a part of it: its attributes are the runner's)."""
+
+    def _done(self, a: ActiveTrial) -> None:
+        """The trainable returned (or stopped when told to): record the trial's end."""
+        host.reap(a)
+        if a.outcome == "interrupted":
+            self._finish_interrupted(a)
+            return
+        end = final_state(a.outcome, a.reason, a.last_result, self.spec.metric)
+        if a.outcome != "error":
+            self._record_progress(a)
+        if end.state == "FAIL":
+            self._tell_fail(a, end.error)
+            return
+        if end.state == "COMPLETE":
+            a.reason = a.reason or "returned"
+        self._tell(a, end.state, end.value)
+
+    def _record_progress(self, a: ActiveTrial) -> None:
+        if a.last_result is not None:
+            a.trial.set_user_attr("last_result", _storable(a.last_result))
+        if a.checkpoint:
+            a.trial.set_user_attr("checkpoint", a.checkpoint)
+
+    def _tell(self, a: ActiveTrial, state: str, value: float | None) -> None:
+        from optuna.trial import TrialState
+
+        import optuna
+
+        self._retire(a)
+        try:
+            if state == "COMPLETE":
+                self.study.tell(a.trial, value)
+            else:
+                self.study.tell(a.trial, state=getattr(TrialState, state))
+        except optuna.exceptions.UpdateFinishedTrialError:
+            self._taken_over(a)  # shared storage: failed as stale by another worker, retried there
+            return
+        self.ended.append(TrialEnd(a.number, state, value, a.reason))
+        self._emit("trial_ended", a, state, value)
+
+    def _tell_fail(self, a: ActiveTrial, error: str) -> None:
+        self._record_progress(a)
+        a.trial.set_user_attr("error", error[-8000:])
+        a.reason = error.strip().splitlines()[-1] if error.strip() else "failed"
+        self._tell(a, "FAIL", None)
+
+    def _finish_interrupted(self, a: ActiveTrial) -> None:
+        """Leave the trial RUNNING in storage, resumable from its latest checkpoint."""
+        host.reap(a)
+        self._record_progress(a)
+        a.trial.set_user_attr("interrupted", True)
+        self._retire(a)
+        self.ended.append(TrialEnd(a.number, "INTERRUPTED", None, a.reason))
+        self._emit("trial_ended", a, "INTERRUPTED", None)
+
+    def _release(self, a: ActiveTrial) -> None:
+        """A trial asked but never started stays RUNNING; mark it so that resume takes it."""
+        try:
+            a.trial.set_user_attr("interrupted", True)
+            a.trial.set_user_attr("owner", None)
+        except Exception:  # storage errors at shutdown must not hide the original one
+            logger.debug("could not release trial %d", a.number, exc_info=True)
+
+    def _retire(self, a: ActiveTrial) -> None:
+        a.finished = True
+        if a in self.active:
+            self.active.remove(a)
+        host.close_conn(a)
+
+
+def _storable(result: dict[str, Any]) -> dict[str, Any]:
+    """A result as a trial user attr: JSON-safe, without the per-episode lists (hist_stats)."""
+    slim = {k: v for k, v in result.items() if k != "hist_stats"}
+    return _nan_to_none(json_safe(slim))
+
+
+def _nan_to_none(value: Any) -> Any:
+    if isinstance(value, float) and value != value:
+        return None
+    if isinstance(value, dict):
+        return {k: _nan_to_none(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nan_to_none(v) for v in value]
+    return value
