@@ -63,6 +63,8 @@ def _each_grid_point_once(study_file: Path) -> None:
 
 
 def test_a_second_orchestrator_of_a_running_study_is_refused_naming_the_first(study_file, tmp_path):
+    release = tmp_path / "release"  # the first study's trials wait for it after their first result
+    study_file.write_text(study_file.read_text() + f"  wait_for: {str(release)!r}\n")
     first = _tune(study_file)
     _wait_for_results(tmp_path / "results" / "locked" / "trial_00000", 1)
     second = _tune(study_file, "--resume")
@@ -74,6 +76,7 @@ def test_a_second_orchestrator_of_a_running_study_is_refused_naming_the_first(st
         tune.run(counter, config={"x": tune.grid_search([1, 2, 3])}, metric="score", name="locked",
                  results_dir=str(tmp_path / "results"), resume=True, verbose=0)
     assert raised.value.holder["pid"] == first.pid and raised.value.holder["host"] == socket.gethostname()
+    release.touch()
     out, err = first.communicate(timeout=120)
     assert first.returncode == 0, out + err
     _each_grid_point_once(study_file)  # the refused run added nothing

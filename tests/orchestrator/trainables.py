@@ -27,13 +27,18 @@ def _save(reporter, step: int) -> None:
 
 
 def counter(config, reporter):
-    """``steps`` iterations of ``score = x * step`` (plus ``noise``), ``sleep`` seconds each; records its pid."""
+    """``steps`` iterations of ``score = x * step`` (plus ``noise``), ``sleep`` seconds each; records its pid.
+
+    With ``wait_for`` (a path), every iteration after the first waits until that file exists.
+    """
     (reporter.trial_dir / f"pid_{os.getpid()}").write_text(str(os.getpid()))
     start = _start(reporter)
     with open(reporter.trial_dir / "starts.txt", "a") as f:
         f.write(f"{start}\n")
     for step in range(start, config.get("steps", 5)):
         time.sleep(config.get("sleep", 0.0))
+        while step > 0 and config.get("wait_for") and not os.path.exists(config["wait_for"]):
+            time.sleep(0.05)
         try:
             reporter(score=config.get("x", 1.0) * (step + 1) + config.get("noise", 0.0), step=step + 1)
         finally:
