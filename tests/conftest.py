@@ -1,4 +1,4 @@
-"""Fixtures of the orchestrator's and the tracking's tests (tests/orchestrator, tests/tracking)."""
+"""Fixtures of every test (``trainer_cls``) and of the orchestrator's and the tracking's tests (tests/orchestrator, tests/tracking)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import logging
 from pathlib import Path
 
 import pytest
+
+from trainer_params import TRAINERS
 
 _STUDY_TESTS = tuple(Path(__file__).parent / name for name in ("orchestrator", "tracking"))
 
@@ -31,3 +33,9 @@ def _no_mlflow_by_default(request, monkeypatch):
     """Studies in these tests skip MLflow unless marked ``tracked`` (tracking/, test_tune_tracking.py)."""
     if _study_test(request) and "tracked" not in request.keywords:
         monkeypatch.setenv("RLTUNE_TRACKING", "0")
+
+
+@pytest.fixture(scope="module", params=TRAINERS, ids=lambda cls: cls.__name__)
+def trainer_cls(request):
+    """Each trainer class in turn (PPO, DQN), for behaviour every trainer shares; configs from trainer_params.py."""
+    return request.param
