@@ -114,9 +114,10 @@ def test_restore_into_a_trainer_with_remote_workers(trainer_cls, trained_by):
     with trainer_cls(config={**config_of(trainer_cls), "num_workers": 1}, env=ContextEnv) as other:
         other.restore(path)
         assert_same_weights(other.get_policy().get_weights(), saved["weights"])
-        # Every rollout worker got the restored weights.
+        # Every rollout worker got the restored weights, and the timestep its exploration follows.
         for weights in other.foreach_worker(lambda w: w.get_policy().get_weights()):
             assert_same_weights(weights, saved["weights"])
+        assert other.foreach_worker(lambda w: w.get_policy().global_timestep) == [saved["global_timestep"]] * 2
         result = other.train()
         assert result["training_iteration"] == 3
         assert result["timesteps_total"] == 80 + 40
