@@ -34,8 +34,14 @@ CONFIG = {**SHARED, "train_batch_size": 40, "sgd_minibatch_size": 20, "num_sgd_i
 
 
 def config_of(trainer_cls) -> dict:
-    """The config of ``trainer_cls`` in these tests: 40 env steps (2 rounds) per iteration."""
-    return CONFIG if trainer_cls is PPO else {**SHARED, **iteration_config(trainer_cls, 40)}
+    """The config of ``trainer_cls`` in these tests: 40 env steps (2 rounds) per iteration.
+
+    DQN syncs its target network every 2 rounds: a checkpoint's target is a trained one, not the
+    initial weights a fresh trainer of the same seed already has.
+    """
+    if trainer_cls is PPO:
+        return CONFIG
+    return {**SHARED, **iteration_config(trainer_cls, 40), "target_network_update_freq": 40}
 
 
 def assert_same_weights(a: dict, b: dict) -> None:
@@ -60,8 +66,16 @@ def _train_and_save(trainer_cls, path: Path):
         "timesteps_total": trainer.timesteps_total,
         "state": _restorable_state(trainer),
         "global_timestep": trainer.get_policy().global_timestep,
+        "learner_modules": _learner_modules(trainer),
     }
     return trainer, path, saved
+
+
+def _learner_modules(trainer) -> dict:
+    """The weights of the torch modules a learner holds besides its policy's (DQN's target network), copied."""
+    learner = trainer.get_learner()
+    modules = {name: m for name, m in vars(learner).items() if isinstance(m, torch.nn.Module) and m is not learner.policy.model}
+    return {name: copy.deepcopy(m.state_dict()) for name, m in modules.items()}
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +116,7 @@ def test_restore_gives_identical_weights_and_continues_the_counters(trainer_cls,
         assert (fresh.iteration, fresh.timesteps_total) == (2, 80)
         # Optimizer, target networks, the algorithm's counters, RNGs and the exploration timestep too.
         _assert_same(saved["state"], _restorable_state(fresh))
+        _assert_same(saved["learner_modules"], _learner_modules(fresh))  # even if the saved state left them out
         assert fresh.get_policy().global_timestep == saved["global_timestep"]
         result = fresh.train()
         assert result["training_iteration"] == 3
