@@ -14,6 +14,7 @@ import math
 import pytest
 
 from rltune.callbacks._metrics import merge_hist_data, summarize_custom_metrics
+from rltune.trainers import PPO
 from trainer_params import iteration_config
 
 from .envs import RandomRewardEnv, WorkerMetrics
@@ -38,12 +39,16 @@ def assert_same_window_as_episode_stats(result: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def remote_results(trainer_cls, tmp_path_factory):
-    """Two iterations of 12 episodes (4 steps each, 2 per env); the metrics window is the last 12."""
-    trainer = trainer_cls(
+def remote_results(tmp_path_factory):
+    """Two iterations of 12 episodes (4 steps each, 2 per env); the metrics window is the last 12.
+
+    PPO only (worker processes cost seconds): DQN's custom metrics from remote workers are
+    tested in test_callbacks.py (``remote``), across sampling rounds in ``local_run`` below.
+    """
+    trainer = PPO(
         config={
             **TINY,
-            **iteration_config(trainer_cls, 48),
+            **iteration_config(PPO, 48),
             "num_workers": 2,
             "num_envs_per_worker": 3,
             "metrics_num_episodes_for_smoothing": 12,
