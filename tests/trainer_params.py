@@ -1,7 +1,7 @@
 """PPO and DQN side by side: tiny per-algorithm configs for tests of behaviour every trainer shares.
 
-Tests take the ``trainer_cls`` fixture (tests/conftest.py, one run per class
-in :data:`TRAINERS`) and build their config from the shared keys plus
+Tests take the ``trainer_cls`` fixture (tests/conftest.py: PPO, then DQN; a
+new algorithm is added there and here) and build their config from the shared keys plus
 :func:`iteration_config`, which gives each algorithm the same env steps per
 ``train()`` call (the same sampling rounds) and the cheapest update it has.
 """
@@ -11,8 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from rltune.trainers import DQN, PPO, Trainer
-
-TRAINERS: tuple[type[Trainer], ...] = (PPO, DQN)
 
 DQN_MINIBATCH = 8
 
