@@ -1,4 +1,4 @@
-"""Fixtures of the orchestrator's and the tracking's tests (tests/orchestrator, tests/tracking)."""
+"""Fixtures of every test (``trainer_cls``) and of the orchestrator's and the tracking's tests (tests/orchestrator, tests/tracking)."""
 
 from __future__ import annotations
 
@@ -31,3 +31,14 @@ def _no_mlflow_by_default(request, monkeypatch):
     """Studies in these tests skip MLflow unless marked ``tracked`` (tracking/, test_tune_tracking.py)."""
     if _study_test(request) and "tracked" not in request.keywords:
         monkeypatch.setenv("RLTUNE_TRACKING", "0")
+
+
+@pytest.fixture(scope="module", params=["PPO", "DQN"])
+def trainer_cls(request):
+    """Each trainer class in turn (PPO, DQN), for behaviour every trainer shares; configs from trainer_params.py.
+
+    By name, so that collecting tests that do not train imports no torch.
+    """
+    from rltune.trainers import get_trainer_class
+
+    return get_trainer_class(request.param)

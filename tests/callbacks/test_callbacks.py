@@ -12,6 +12,7 @@ import pytest
 from rltune.callbacks import DefaultCallbacks
 from rltune.errors import CallbackError, ConfigError
 from rltune.trainers import PPO
+from trainer_params import iteration_config
 
 from .envs import MODULE, ImportedMetric, TaskEnv, TaskMetrics, find_callbacks
 
@@ -29,11 +30,14 @@ HOOKS = (
 )
 TINY = {
     "rollout_fragment_length": 6,
-    "sgd_minibatch_size": 12,
-    "num_sgd_iter": 1,
     "model": {"fcnet_hiddens": [8]},
     "env_config": {"episode_len": 4, "task": 1},
 }
+
+
+def tiny(trainer_cls, steps: int = 12, **config) -> dict:
+    """TINY for ``trainer_cls``, sampling ``steps`` env steps per iteration, with ``config`` on top."""
+    return {**TINY, **iteration_config(trainer_cls, steps), **config}
 
 
 class Recorder(DefaultCallbacks):
@@ -84,18 +88,18 @@ def test_every_hook_takes_keyword_arguments_only_plus_kwargs():
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
+def recorded(trainer_cls, tmp_path_factory):
     """A local trainer (2 envs) trained 2 iterations, saved and restored; the calls its callbacks saw."""
     tmp = tmp_path_factory.mktemp("lifecycle")
-    config = {**TINY, "num_envs_per_worker": 2, "train_batch_size": 12, "callbacks": Recorder}
-    with PPO(config=config, env=TaskEnv, results_dir=tmp) as trainer:
+    config = tiny(trainer_cls, num_envs_per_worker=2, callbacks=Recorder)
+    with trainer_cls(config=config, env=TaskEnv, results_dir=tmp) as trainer:
         results = [trainer.train() for _ in range(2)]
         path = trainer.save(tmp / "checkpoint")
         trainer.restore(path)
         trainer_calls = list(trainer.callbacks.calls)
         worker_calls = trainer.foreach_worker(lambda w: list(w.callbacks.calls))[0]
         trainer_instance_is_worker_instance = trainer.callbacks is trainer.workers.local_worker.callbacks
-    with PPO.from_checkpoint(path, results_dir=tmp) as restored:
+    with trainer_cls.from_checkpoint(path, results_dir=tmp) as restored:
         restored_calls = list(restored.callbacks.calls)
     return {
         "results": results,
@@ -170,8 +174,8 @@ class FirstInOrder(DefaultCallbacks):
         ([f"{MODULE}:ImportedMetric", FirstInOrder], ["ImportedMetric", "FirstInOrder"]),
     ],
 )
-def test_callbacks_as_class_import_string_or_list_run_in_order(spec, order, tmp_path):
-    with PPO(config={**TINY, "train_batch_size": 12, "callbacks": spec}, env=TaskEnv, results_dir=tmp_path) as trainer:
+def test_callbacks_as_class_import_string_or_list_run_in_order(trainer_cls, spec, order, tmp_path):
+    with trainer_cls(config=tiny(trainer_cls, callbacks=spec), env=TaskEnv, results_dir=tmp_path) as trainer:
         result = trainer.train()
     assert result["order"] == order
     assert result["custom_metrics"]["imported_max"] == 100  # worker 0's episode hook ran
@@ -186,9 +190,9 @@ def test_callbacks_as_class_import_string_or_list_run_in_order(spec, order, tmp_
         (42, ["callbacks", "not a DefaultCallbacks subclass"]),
     ],
 )
-def test_invalid_callbacks_are_a_config_error_naming_them(spec, expected):
+def test_invalid_callbacks_are_a_config_error_naming_them(trainer_cls, spec, expected):
     with pytest.raises(ConfigError) as info:
-        PPO(config={"env": "CartPole-v1", "callbacks": spec})
+        trainer_cls(config={"env": "CartPole-v1", "callbacks": spec})
     for text in expected:
         assert text in str(info.value)
 
@@ -216,11 +220,10 @@ def raising_callbacks(hook: str) -> type:
         ("on_checkpoint_saved", "trainer process"),
     ],
 )
-def test_a_raising_hook_is_a_callback_error_naming_hook_and_place(hook, where, tmp_path):
+def test_a_raising_hook_is_a_callback_error_naming_hook_and_place(trainer_cls, hook, where, tmp_path):
     callbacks = raising_callbacks(hook)
     with pytest.raises(CallbackError) as info:
-        config = {**TINY, "train_batch_size": 12, "callbacks": callbacks}
-        with PPO(config=config, env=TaskEnv, results_dir=tmp_path) as trainer:
+        with trainer_cls(config=tiny(trainer_cls, callbacks=callbacks), env=TaskEnv, results_dir=tmp_path) as trainer:
             trainer.train()
             trainer.save(tmp_path / "checkpoint")
     message = str(info.value)
@@ -237,9 +240,9 @@ class ExplodingInWorker(DefaultCallbacks):
 
 
 def test_a_hook_raising_in_a_rollout_worker_is_a_callback_error_naming_hook_worker_and_episode(tmp_path):
-    config = {
-        **TINY, "num_workers": 1, "num_envs_per_worker": 1, "train_batch_size": 12, "callbacks": ExplodingInWorker
-    }
+    # PPO only (worker processes cost seconds): the error path is the rollout workers', which DQN samples through
+    # too; its remote hooks run in the `remote` fixture below.
+    config = tiny(PPO, num_workers=1, num_envs_per_worker=1, callbacks=ExplodingInWorker)
     with PPO(config=config, env=TaskEnv, results_dir=tmp_path) as trainer:
         with pytest.raises(CallbackError) as info:
             trainer.train()
@@ -282,22 +285,22 @@ class PerWorker(DefaultCallbacks):
 
 
 @pytest.fixture(scope="module")
-def remote(tmp_path_factory):
+def remote(trainer_cls, tmp_path_factory):
     """2 rollout workers x 3 envs, callbacks from this module, from a function and by import string; 2 iterations."""
 
     class DefinedInAFunction(DefaultCallbacks):  # not importable: shipped to the workers by value
         def on_episode_end(self, *, episode, **kwargs):
             episode.custom_metrics["local_class"] = 7 + episode.worker_index
 
-    config = {
-        **TINY,
-        "num_workers": 2,
-        "num_envs_per_worker": 3,
-        "rollout_fragment_length": 8,
-        "train_batch_size": 48,
-        "callbacks": [PerWorker, DefinedInAFunction, f"{MODULE}:ImportedMetric"],
-    }
-    with PPO(config=config, env=TaskEnv, results_dir=tmp_path_factory.mktemp("remote")) as trainer:
+    config = tiny(
+        trainer_cls,
+        48,
+        num_workers=2,
+        num_envs_per_worker=3,
+        rollout_fragment_length=8,
+        callbacks=[PerWorker, DefinedInAFunction, f"{MODULE}:ImportedMetric"],
+    )
+    with trainer_cls(config=config, env=TaskEnv, results_dir=tmp_path_factory.mktemp("remote")) as trainer:
         results = [trainer.train() for _ in range(2)]
         per_worker = trainer.foreach_worker(
             lambda w: (w.worker_index, os.getpid(), find_callbacks(w.callbacks, PerWorker).__dict__)

@@ -24,6 +24,7 @@ import pytest
 from rltune.callbacks import CurriculumCallback
 from rltune.errors import CheckpointError, ConfigError
 from rltune.trainers import PPO, register_env
+from trainer_params import iteration_config
 
 from .envs import MODULE, IterationTaskFn, PhaseSchedule, TaskEnv, TaskMetrics, find_callbacks, task_from_iteration
 
@@ -33,14 +34,16 @@ BASE = {
     "num_workers": 2,
     "num_envs_per_worker": 3,
     "rollout_fragment_length": 8,
-    "train_batch_size": 48,
-    "sgd_minibatch_size": 48,
-    "num_sgd_iter": 1,
     "model": {"fcnet_hiddens": [8]},
     "metrics_num_episodes_for_smoothing": 12,
     "env_config": {"episode_len": EPISODE_LEN},
     "seed": 0,
 }
+
+
+def base(trainer_cls) -> dict:
+    """BASE for ``trainer_cls``: 48 env steps (one round) per iteration."""
+    return {**BASE, **iteration_config(trainer_cls, 48)}
 
 
 def train(trainer, iterations: int) -> dict:
@@ -64,6 +67,8 @@ def assert_every_env_has(trainer, task: int, result: dict | None = None, places:
 
 
 # --- one trainer for ways 1-3 and for crashes, recreated workers, restore, evaluation ----------
+# PPO only: a dozen iterations on 2 worker processes, one killed. DQN runs ways 3 and 4, set_task
+# and tasks across checkpoints below (the task is pushed by the Trainer, not the algorithm).
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +80,7 @@ def task_fn():
 def trainer(task_fn, tmp_path_factory):
     t = PPO(
         config={
-            **BASE,
+            **base(PPO),
             "callbacks": [TaskMetrics, PhaseSchedule],
             "env_task_fn": task_fn,
             "restart_failed_sub_environments": True,
@@ -232,11 +237,11 @@ EXPECTED_PHASES = [0, 1, 1, 2, 2, 1, 1, 2, 2]
 
 
 @pytest.fixture(scope="module")
-def curriculum_run(tmp_path_factory):
+def curriculum_run(trainer_cls, tmp_path_factory):
     """Nine iterations of a CurriculumCallback run, then a checkpoint; the trainer is stopped."""
     results_dir = tmp_path_factory.mktemp("curriculum")
-    trainer = PPO(
-        config={**BASE, "env": f"{MODULE}:TaskEnv", "callbacks": f"{MODULE}:TaskMetrics", "curriculum": CURRICULUM},
+    trainer = trainer_cls(
+        config={**base(trainer_cls), "env": f"{MODULE}:TaskEnv", "callbacks": f"{MODULE}:TaskMetrics", "curriculum": CURRICULUM},
         results_dir=results_dir,
     )
     try:
@@ -272,9 +277,9 @@ def test_curriculum_callback_promotes_and_demotes_every_env_of_every_worker(curr
     assert curriculum_run["tasks"] == {place: 3 for place in PLACES}
 
 
-def test_curriculum_phase_and_tasks_survive_from_checkpoint(curriculum_run, tmp_path):
+def test_curriculum_phase_and_tasks_survive_from_checkpoint(trainer_cls, curriculum_run, tmp_path):
     # Into 1 worker x 3 envs (2 rounds of 24 steps per iteration: still 12 episodes of 4 steps).
-    trainer = PPO.from_checkpoint(curriculum_run["path"], config_overrides={"num_workers": 1}, results_dir=tmp_path)
+    trainer = trainer_cls.from_checkpoint(curriculum_run["path"], config_overrides={"num_workers": 1}, results_dir=tmp_path)
     places = [(1, v) for v in range(3)]
     try:
         assert_every_env_has(trainer, 3, places=places)
@@ -294,14 +299,16 @@ def test_curriculum_phase_and_tasks_survive_from_checkpoint(curriculum_run, tmp_
 LOCAL = {
     "num_envs_per_worker": 2,
     "rollout_fragment_length": 8,
-    "train_batch_size": 16,
-    "sgd_minibatch_size": 16,
-    "num_sgd_iter": 1,
     "model": {"fcnet_hiddens": [8]},
 }
 
 
-def test_env_task_fn_gets_result_env_and_context_and_sets_only_changes(tmp_path):
+def local(trainer_cls, **config) -> dict:
+    """LOCAL for ``trainer_cls``: 16 env steps (one round) per iteration, ``config`` on top."""
+    return {**LOCAL, **iteration_config(trainer_cls, 16), **config}
+
+
+def test_env_task_fn_gets_result_env_and_context_and_sets_only_changes(trainer_cls, tmp_path):
     seen = []
 
     def env_task_fn(result, env, env_context):
@@ -309,8 +316,8 @@ def test_env_task_fn_gets_result_env_and_context_and_sets_only_changes(tmp_path)
         seen.append((result["training_iteration"], type(env).__name__, *place))
         return 1 + result["training_iteration"] // 3
 
-    with PPO(
-        config={**LOCAL, "env_config": {"task": 1}, "env_task_fn": env_task_fn}, env=TaskEnv, results_dir=tmp_path
+    with trainer_cls(
+        config=local(trainer_cls, env_config={"task": 1}, env_task_fn=env_task_fn), env=TaskEnv, results_dir=tmp_path
     ) as trainer:
         tasks = [trainer.train()["curriculum_task"] for _ in range(7)]
         assert tasks == [1, 1, 2, 2, 2, 3, 3]
@@ -319,25 +326,26 @@ def test_env_task_fn_gets_result_env_and_context_and_sets_only_changes(tmp_path)
         assert len(seen) == 14
 
 
-def test_set_task_reaches_a_task_env_under_gymnasium_wrappers(tmp_path):
+def test_set_task_reaches_a_task_env_under_gymnasium_wrappers(trainer_cls, tmp_path):
     register_env("wrapped_task_env", lambda ctx: gym.wrappers.TimeLimit(TaskEnv(ctx), max_episode_steps=100))
-    with PPO(config={**LOCAL, "env": "wrapped_task_env"}, results_dir=tmp_path) as trainer:
+    with trainer_cls(config=local(trainer_cls, env="wrapped_task_env"), results_dir=tmp_path) as trainer:
         trainer.set_task(5)
         assert trainer.foreach_env(lambda env: env.unwrapped.get_task()) == [5, 5]
         assert trainer.get_tasks() == {(0, 0): 5, (0, 1): 5}
         assert trainer.train()["curriculum_task"] == 5
 
 
-def test_from_checkpoint_runs_an_env_task_fn_only_when_the_caller_gives_it(tmp_path):
+def test_from_checkpoint_runs_an_env_task_fn_only_when_the_caller_gives_it(trainer_cls, tmp_path):
     """A checkpoint is data: the env_task_fn it names is not run; given again in config_overrides, it is."""
-    with PPO(config={**LOCAL, "env_task_fn": task_from_iteration}, env=TaskEnv, results_dir=tmp_path) as trainer:
+    config = local(trainer_cls, env_task_fn=task_from_iteration)
+    with trainer_cls(config=config, env=TaskEnv, results_dir=tmp_path) as trainer:
         trainer.train()
         trainer.train()
         assert trainer.get_tasks() == {(0, 0): 102, (0, 1): 102}
         path = trainer.save(tmp_path / "checkpoint")
     with pytest.raises(CheckpointError, match="config key 'env_task_fn'.*config_overrides"):
-        PPO.from_checkpoint(path, results_dir=tmp_path)
-    restored = PPO.from_checkpoint(path, {"env_task_fn": task_from_iteration}, results_dir=tmp_path)
+        trainer_cls.from_checkpoint(path, results_dir=tmp_path)
+    restored = trainer_cls.from_checkpoint(path, {"env_task_fn": task_from_iteration}, results_dir=tmp_path)
     try:
         assert restored.get_tasks() == {(0, 0): 102, (0, 1): 102}
         assert restored.train()["curriculum_task"] == 103  # env_task_fn still runs after every iteration
@@ -526,10 +534,10 @@ def test_state_round_trip_continues_the_same_schedule():
         ({"phases": [{"task": 1}, {"task": 2}]}, ["curriculum", "phases[0]", "threshold"]),
     ],
 )
-def test_invalid_curriculum_block_is_a_config_error_naming_the_path(block, expected):
+def test_invalid_curriculum_block_is_a_config_error_naming_the_path(trainer_cls, block, expected):
     start = time.monotonic()
     with pytest.raises(ConfigError) as info:
-        PPO(config={"env": "CartPole-v1", "num_workers": 2, "curriculum": block})
+        trainer_cls(config={"env": "CartPole-v1", "num_workers": 2, "curriculum": block})
     assert time.monotonic() - start < 5  # rejected before any worker process starts
     message = str(info.value)
     for text in expected:
@@ -540,17 +548,17 @@ def test_invalid_curriculum_block_is_a_config_error_naming_the_path(block, expec
         assert text in str(direct.value)
 
 
-def test_every_problem_of_a_curriculum_block_is_reported_at_once():
+def test_every_problem_of_a_curriculum_block_is_reported_at_once(trainer_cls):
     block = {"phases": [{"task": 1, "threshold": 1, "patience": 0}, {"task": 2, "colour": "red"}]}
     with pytest.raises(ConfigError) as info:
-        PPO(config={"env": "CartPole-v1", "curriculum": block})
+        trainer_cls(config={"env": "CartPole-v1", "curriculum": block})
     problems = "\n".join(info.value.problems)
     assert "curriculum.phases.0.patience" in problems
     assert "curriculum.phases.1.colour" in problems
 
 
-def test_curriculum_must_be_a_mapping_and_env_task_fn_a_function():
+def test_curriculum_must_be_a_mapping_and_env_task_fn_a_function(trainer_cls):
     with pytest.raises(ConfigError, match="curriculum"):
-        PPO(config={"env": "CartPole-v1", "curriculum": [{"task": 1}]})
+        trainer_cls(config={"env": "CartPole-v1", "curriculum": [{"task": 1}]})
     with pytest.raises(ConfigError, match="env_task_fn"):
-        PPO(config={"env": "CartPole-v1", "env_task_fn": 3})
+        trainer_cls(config={"env": "CartPole-v1", "env_task_fn": 3})

@@ -15,13 +15,12 @@ import pytest
 
 from rltune.callbacks._metrics import merge_hist_data, summarize_custom_metrics
 from rltune.trainers import PPO
+from trainer_params import iteration_config
 
 from .envs import RandomRewardEnv, WorkerMetrics
 
 TINY = {
     "rollout_fragment_length": 8,
-    "sgd_minibatch_size": 48,
-    "num_sgd_iter": 1,
     "model": {"fcnet_hiddens": [8]},
     "callbacks": WorkerMetrics,
     "seed": 1,
@@ -41,13 +40,17 @@ def assert_same_window_as_episode_stats(result: dict) -> None:
 
 @pytest.fixture(scope="module")
 def remote_results(tmp_path_factory):
-    """Two iterations of 12 episodes (4 steps each, 2 per env); the metrics window is the last 12."""
+    """Two iterations of 12 episodes (4 steps each, 2 per env); the metrics window is the last 12.
+
+    PPO only (worker processes cost seconds): DQN's custom metrics from remote workers are
+    tested in test_callbacks.py (``remote``), across sampling rounds in ``local_run`` below.
+    """
     trainer = PPO(
         config={
             **TINY,
+            **iteration_config(PPO, 48),
             "num_workers": 2,
             "num_envs_per_worker": 3,
-            "train_batch_size": 48,
             "metrics_num_episodes_for_smoothing": 12,
             "env_config": {"episode_len": 4},
         },
@@ -102,23 +105,22 @@ def test_hist_data_of_this_iteration_goes_to_hist_stats(remote_results):
 
 # --- the window, in one process ---------------------------------------------------------------
 
-# 2 envs, episodes of 12 steps, 8 steps per iteration: episodes end in iterations 2, 3, 5, 6
-# (two each), none in iterations 1 and 4. The metrics window is the last 3 episodes.
+# 2 envs, episodes of 12 steps, 8 steps per iteration in 2 rounds of 4: episodes end in iterations
+# 2, 3, 5, 6 (two each), none in iterations 1 and 4. The metrics window is the last 3 episodes.
 LOCAL = {
     **TINY,
     "num_envs_per_worker": 2,
-    "train_batch_size": 16,
-    "sgd_minibatch_size": 16,
+    "rollout_fragment_length": 4,
     "metrics_num_episodes_for_smoothing": 3,
     "env_config": {"episode_len": 12},
 }
 
 
 @pytest.fixture(scope="module")
-def local_run(tmp_path_factory):
+def local_run(trainer_cls, tmp_path_factory):
     """Six iterations of the local trainer, with a checkpoint after iteration 3."""
     tmp = tmp_path_factory.mktemp("local")
-    with PPO(config=LOCAL, env=RandomRewardEnv, results_dir=tmp) as trainer:
+    with trainer_cls(config={**LOCAL, **iteration_config(trainer_cls, 16)}, env=RandomRewardEnv, results_dir=tmp) as trainer:
         results = []
         for _ in range(6):
             results.append(trainer.train())
@@ -141,10 +143,10 @@ def test_an_iteration_without_finished_episodes_keeps_the_custom_metrics(local_r
     assert results[3]["custom_metrics"] == results[2]["custom_metrics"]
 
 
-def test_custom_metrics_window_survives_a_checkpoint(local_run, tmp_path):
+def test_custom_metrics_window_survives_a_checkpoint(trainer_cls, local_run, tmp_path):
     """After from_checkpoint, the custom metrics summarise the restored window, like episode_reward_mean does."""
     results, path = local_run
-    with PPO.from_checkpoint(path, results_dir=tmp_path) as trainer:
+    with trainer_cls.from_checkpoint(path, results_dir=tmp_path) as trainer:
         result = trainer.train()  # fresh envs: no episode ends in this iteration
     assert result["episodes_this_iter"] == 0
     assert result["episode_reward_mean"] == pytest.approx(results[2]["episode_reward_mean"], rel=1e-9)

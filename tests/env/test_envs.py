@@ -12,17 +12,22 @@ import pytest
 
 from rltune.env import EnvContext, register_env
 from rltune.errors import EnvError
-from rltune.trainers import PPO
+from rltune.trainers import DQN, PPO
+from trainer_params import iteration_config
 
 from trainers.envs import CountingEnv, FailingEnv, ObsOutsideSpaceEnv, ResetReturnsObsOnlyEnv
 
-TINY = {
-    "rollout_fragment_length": 10,
-    "train_batch_size": 20,
-    "sgd_minibatch_size": 10,
-    "num_sgd_iter": 1,
-    "model": {"fcnet_hiddens": [8]},
-}
+def tiny(trainer_cls, **config) -> dict:
+    """A tiny config of ``trainer_cls``: 20 env steps (2 fragments of 10) per iteration, ``config`` on top."""
+    minibatch = 10 if trainer_cls is PPO else None
+    return {"rollout_fragment_length": 10, "model": {"fcnet_hiddens": [8]}, **iteration_config(trainer_cls, 20, minibatch=minibatch), **config}
+
+
+# Tests on remote workers run on PPO only (worker processes cost seconds): the env checks and
+# restarts are the rollout workers', the same for every algorithm; their local twins run on both.
+LOCAL_BOTH_REMOTE_PPO = pytest.mark.parametrize(
+    "trainer_cls, num_workers", [(PPO, 0), (DQN, 0), (PPO, 1)], ids=["PPO-local", "DQN-local", "PPO-remote"]
+)
 
 
 # --- EnvContext ---------------------------------------------------------------------
@@ -65,9 +70,9 @@ def test_env_context_survives_pickling(roundtrip):
         (ObsOutsideSpaceEnv, "not within the observation space"),
     ],
 )
-def test_env_breaking_the_gym_api_is_named_with_the_rule(env_cls, rule):
+def test_env_breaking_the_gym_api_is_named_with_the_rule(trainer_cls, env_cls, rule):
     with pytest.raises(EnvError) as info:
-        PPO(config=TINY, env=env_cls)
+        trainer_cls(config=tiny(trainer_cls), env=env_cls)
     message = str(info.value)
     assert env_cls.__name__ in message
     assert "worker 0" in message
@@ -77,38 +82,38 @@ def test_env_breaking_the_gym_api_is_named_with_the_rule(env_cls, rule):
 
 def test_env_checker_error_from_a_remote_worker_names_that_worker():
     with pytest.raises(EnvError) as info:
-        PPO(config={**TINY, "num_workers": 1}, env=ObsOutsideSpaceEnv)
+        PPO(config=tiny(PPO, num_workers=1), env=ObsOutsideSpaceEnv)
     message = str(info.value)
     assert "ObsOutsideSpaceEnv" in message and "worker 1" in message
     assert "not within the observation space" in message
 
 
-def test_disable_env_checking_skips_the_check():
+def test_disable_env_checking_skips_the_check(trainer_cls):
     # The obs is out of its Box bounds, which the checker rejects but training tolerates.
-    with PPO(config={**TINY, "disable_env_checking": True}, env=ObsOutsideSpaceEnv) as trainer:
+    with trainer_cls(config=tiny(trainer_cls, disable_env_checking=True), env=ObsOutsideSpaceEnv) as trainer:
         result = trainer.train()
     assert result["timesteps_total"] == 20
 
 
-def test_reset_returning_obs_only_still_fails_clearly_without_the_checker():
-    with PPO(config={**TINY, "disable_env_checking": True}, env=ResetReturnsObsOnlyEnv) as trainer:
+def test_reset_returning_obs_only_still_fails_clearly_without_the_checker(trainer_cls):
+    with trainer_cls(config=tiny(trainer_cls, disable_env_checking=True), env=ResetReturnsObsOnlyEnv) as trainer:
         with pytest.raises(EnvError) as info:
             trainer.train()
     message = str(info.value)
     assert "ResetReturnsObsOnlyEnv" in message and "reset()" in message and "(obs, info)" in message
 
 
-def test_a_valid_env_passes_the_checker():
-    with PPO(config=TINY, env=CountingEnv) as trainer:
+def test_a_valid_env_passes_the_checker(trainer_cls):
+    with trainer_cls(config=tiny(trainer_cls), env=CountingEnv) as trainer:
         assert trainer.train()["episode_len_mean"] == 5
 
 
 # --- envs that raise while stepping ----------------------------------------------------
 
 
-def _failing_config(num_workers: int, restart: bool) -> dict:
+def _failing_config(trainer_cls, num_workers: int, restart: bool) -> dict:
     return {
-        **TINY,
+        **tiny(trainer_cls),
         "num_workers": num_workers,
         "num_envs_per_worker": 2,
         # The checker steps the env itself; keep it out so that the step count is exact.
@@ -118,9 +123,9 @@ def _failing_config(num_workers: int, restart: bool) -> dict:
     }
 
 
-@pytest.mark.parametrize("num_workers", [0, 1], ids=["local", "remote"])
-def test_restart_failed_sub_environments_rebuilds_the_env_and_goes_on(num_workers):
-    with PPO(config=_failing_config(num_workers, restart=True), env=FailingEnv) as trainer:
+@LOCAL_BOTH_REMOTE_PPO
+def test_restart_failed_sub_environments_rebuilds_the_env_and_goes_on(trainer_cls, num_workers):
+    with trainer_cls(config=_failing_config(trainer_cls, num_workers, restart=True), env=FailingEnv) as trainer:
         worker = num_workers  # the worker that owns the envs: 0 (local) or 1
         first = trainer.train()
         assert first["timesteps_this_iter"] == 20
@@ -138,9 +143,9 @@ def test_restart_failed_sub_environments_rebuilds_the_env_and_goes_on(num_worker
         assert second["num_env_restarts"] == 2  # a running total
 
 
-@pytest.mark.parametrize("num_workers", [0, 1], ids=["local", "remote"])
-def test_env_raising_in_step_without_restart_names_env_and_worker(num_workers):
-    with PPO(config=_failing_config(num_workers, restart=False), env=FailingEnv) as trainer:
+@LOCAL_BOTH_REMOTE_PPO
+def test_env_raising_in_step_without_restart_names_env_and_worker(trainer_cls, num_workers):
+    with trainer_cls(config=_failing_config(trainer_cls, num_workers, restart=False), env=FailingEnv) as trainer:
         with pytest.raises(EnvError) as info:
             trainer.train()
     message = str(info.value)
@@ -150,33 +155,33 @@ def test_env_raising_in_step_without_restart_names_env_and_worker(num_workers):
     assert "restart_failed_sub_environments" in message  # the way out is named
 
 
-def test_env_raising_in_reset_is_rebuilt_too():
-    config = _failing_config(0, restart=True)
+def test_env_raising_in_reset_is_rebuilt_too(trainer_cls):
+    config = _failing_config(trainer_cls, 0, restart=True)
     # reset 1 starts the first episode; reset 2 follows its end after 3 steps.
     config["env_config"] = {"fail_in": "reset", "fail_at": 2, "episode_len": 3}
-    with PPO(config=config, env=FailingEnv) as trainer:
+    with trainer_cls(config=config, env=FailingEnv) as trainer:
         result = trainer.train()
         assert result["timesteps_this_iter"] == 20
         assert trainer.foreach_env_with_context(lambda env, ctx: ctx.recreated) == [True, True]
         assert result["episode_len_mean"] == 3
 
 
-def test_env_raising_in_reset_without_restart_names_the_method():
-    config = _failing_config(0, restart=False)
+def test_env_raising_in_reset_without_restart_names_the_method(trainer_cls):
+    config = _failing_config(trainer_cls, 0, restart=False)
     config["env_config"] = {"fail_in": "reset", "fail_at": 2, "episode_len": 3}
-    with PPO(config=config, env=FailingEnv) as trainer:
+    with trainer_cls(config=config, env=FailingEnv) as trainer:
         with pytest.raises(EnvError) as info:
             trainer.train()
     message = str(info.value)
     assert "FailingEnv" in message and "worker 0" in message and "reset()" in message and "boom in reset 2" in message
 
 
-def test_registered_gym_id_breaking_the_api_is_named_with_the_rule():
+def test_registered_gym_id_breaking_the_api_is_named_with_the_rule(trainer_cls):
     env_id = f"RltuneOldApi{uuid.uuid4().hex[:6]}-v0"
     gym.register(env_id, entry_point=f"{__package__}.gym_plugin:make_old_api")
     try:
         with pytest.raises(EnvError) as info:
-            PPO(config=TINY, env=env_id)
+            trainer_cls(config=tiny(trainer_cls), env=env_id)
     finally:
         gym.registry.pop(env_id, None)
     message = str(info.value)
@@ -190,15 +195,15 @@ class ObsOnlyResetFixed(gym.Wrapper):
         return self.env.reset(seed=seed, options=options), {}
 
 
-def test_a_wrapper_that_fixes_the_api_passes_the_checker():
+def test_a_wrapper_that_fixes_the_api_passes_the_checker(trainer_cls):
     # The checker looks at the env as the sampler will step it: with its wrappers.
     name = f"fixed-{uuid.uuid4().hex[:6]}"
     register_env(name, lambda ctx: ObsOnlyResetFixed(ResetReturnsObsOnlyEnv(ctx)))
-    with PPO(config=TINY, env=name) as trainer:
+    with trainer_cls(config=tiny(trainer_cls), env=name) as trainer:
         assert trainer.train()["episode_len_mean"] == 5
 
 
-def test_disable_env_checking_leaves_out_gymnasiums_passive_checker_too():
+def test_disable_env_checking_leaves_out_gymnasiums_passive_checker_too(trainer_cls):
     def wrappers(env):
         names = []
         while isinstance(env, gym.Wrapper):
@@ -206,7 +211,7 @@ def test_disable_env_checking_leaves_out_gymnasiums_passive_checker_too():
             env = env.env
         return names
 
-    with PPO(config={**TINY, "disable_env_checking": True}, env="CartPole-v1") as trainer:
+    with trainer_cls(config=tiny(trainer_cls, disable_env_checking=True), env="CartPole-v1") as trainer:
         (names,) = trainer.workers.foreach_env(wrappers)
     assert "PassiveEnvChecker" not in names and "TimeLimit" in names
 
@@ -236,11 +241,11 @@ class NoDefaultsResetEnv(CountingEnv):
         return super().reset(seed=seed, options=options)
 
 
-@pytest.mark.parametrize("num_workers", [0, 1], ids=["local", "remote"])
-def test_an_env_wrapping_another_by_composition_trains(num_workers, caplog):
+@LOCAL_BOTH_REMOTE_PPO
+def test_an_env_wrapping_another_by_composition_trains(trainer_cls, num_workers, caplog):
     # It has no np_random of its own: gymnasium's seeding checks fail; that is a warning, not an error.
     with caplog.at_level("WARNING", logger="rltune.env._build"):
-        with PPO(config={**TINY, "num_workers": num_workers}, env=MultiEnv) as trainer:
+        with trainer_cls(config=tiny(trainer_cls, num_workers=num_workers), env=MultiEnv) as trainer:
             result = trainer.train()
     assert result["timesteps_this_iter"] == 20
     if num_workers == 0:
@@ -248,9 +253,9 @@ def test_an_env_wrapping_another_by_composition_trains(num_workers, caplog):
                    for r in caplog.records)
 
 
-def test_an_env_whose_reset_has_no_defaults_trains_and_evaluates():
-    config = {**TINY, "evaluation_duration": 2, "seed": 3}
-    with PPO(config=config, env=NoDefaultsResetEnv) as trainer:
+def test_an_env_whose_reset_has_no_defaults_trains_and_evaluates(trainer_cls):
+    config = tiny(trainer_cls, evaluation_duration=2, seed=3)
+    with trainer_cls(config=config, env=NoDefaultsResetEnv) as trainer:
         assert trainer.train()["episode_len_mean"] == 5
         assert trainer.evaluate()["evaluation"]["episode_len_mean"] == 5
 
@@ -264,6 +269,6 @@ class BadObsAfterSeededResetEnv(CountingEnv):
         return (obs - 100.0 if seed is not None else obs), info
 
 
-def test_api_breaks_found_by_the_seeding_check_stay_errors():
+def test_api_breaks_found_by_the_seeding_check_stay_errors(trainer_cls):
     with pytest.raises(EnvError, match="not within the observation space"):
-        PPO(config=TINY, env=BadObsAfterSeededResetEnv)
+        trainer_cls(config=tiny(trainer_cls), env=BadObsAfterSeededResetEnv)

@@ -17,21 +17,31 @@ import torch
 from rltune.callbacks import DefaultCallbacks
 from rltune.errors import CheckpointError
 from rltune.trainers import PPO, Trainer
+from trainer_params import iteration_config, steps_per_iteration
 from rltune.trainers import _checkpoint as ckpt
 
 from .checkpoints import reseal
 from .envs import ContextEnv
 
-CONFIG = {
+SHARED = {
     "num_envs_per_worker": 2,
     "rollout_fragment_length": 10,
-    "train_batch_size": 40,
-    "sgd_minibatch_size": 20,
-    "num_sgd_iter": 2,
     "model": {"fcnet_hiddens": [16]},
     "seed": 3,
     "lr": 1e-3,
 }
+CONFIG = {**SHARED, "train_batch_size": 40, "sgd_minibatch_size": 20, "num_sgd_iter": 2}  # PPO's
+
+
+def config_of(trainer_cls) -> dict:
+    """The config of ``trainer_cls`` in these tests: 40 env steps (2 rounds) per iteration.
+
+    DQN syncs its target network every 2 rounds: a checkpoint's target is a trained one, not the
+    initial weights a fresh trainer of the same seed already has.
+    """
+    if trainer_cls is PPO:
+        return CONFIG
+    return {**SHARED, **iteration_config(trainer_cls, 40), "target_network_update_freq": 40}
 
 
 def assert_same_weights(a: dict, b: dict) -> None:
@@ -44,53 +54,85 @@ def weights_differ(a: dict, b: dict) -> bool:
     return any(not np.array_equal(a[k], b[k]) for k in a)
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A PPO trained for 2 iterations, its checkpoint, and what it held when saved."""
-    trainer = PPO(config=CONFIG, env=ContextEnv)
+def _train_and_save(trainer_cls, path: Path):
+    """A ``trainer_cls`` trained for 2 iterations, its checkpoint, and what it held when saved."""
+    trainer = trainer_cls(config=config_of(trainer_cls), env=ContextEnv)
     for _ in range(2):
         trainer.train()
-    path = trainer.save(tmp_path_factory.mktemp("ckpt") / "checkpoint")
+    path = trainer.save(path)
     saved = {
         "weights": trainer.get_policy().get_weights(),
         "iteration": trainer.iteration,
         "timesteps_total": trainer.timesteps_total,
+        "state": _restorable_state(trainer),
+        "global_timestep": trainer.get_policy().global_timestep,
+        "learner_modules": _learner_modules(trainer),
     }
+    return trainer, path, saved
+
+
+def _learner_modules(trainer) -> dict:
+    """The weights of the torch modules a learner holds besides its policy's (DQN's target network), copied."""
+    learner = trainer.get_learner()
+    modules = {name: m for name, m in vars(learner).items() if isinstance(m, torch.nn.Module) and m is not learner.policy.model}
+    return {name: copy.deepcopy(m.state_dict()) for name, m in modules.items()}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A PPO trained for 2 iterations, its checkpoint, and what it held when saved (the file-format tests)."""
+    trainer, path, saved = _train_and_save(PPO, tmp_path_factory.mktemp("ckpt") / "checkpoint")
     yield trainer, path, saved
     trainer.stop()
 
 
-def test_save_returns_a_directory_with_the_documented_files(trained):
-    _, path, _ = trained
+@pytest.fixture(scope="module")
+def trained_by(trainer_cls, trained, tmp_path_factory):
+    """``trained`` for each trainer class (the round-trip tests every trainer must pass)."""
+    if trainer_cls is PPO:
+        yield trained
+        return
+    trainer, path, saved = _train_and_save(trainer_cls, tmp_path_factory.mktemp("ckpt") / "checkpoint")
+    yield trainer, path, saved
+    trainer.stop()
+
+
+def test_save_returns_a_directory_with_the_documented_files(trainer_cls, trained_by):
+    _, path, _ = trained_by
     path = Path(path)
     assert path.is_dir()
     assert {"rltune_checkpoint.json", "state.pt"} <= set(os.listdir(path))
     metadata = json.loads((path / "rltune_checkpoint.json").read_text())
-    assert metadata["algorithm"] == "PPO"
+    assert metadata["algorithm"] == trainer_cls.name
     assert metadata["iteration"] == 2 and metadata["timesteps_total"] == 80
 
 
-def test_restore_gives_identical_weights_and_continues_the_counters(trained):
-    _, path, saved = trained
-    with PPO(config=CONFIG, env=ContextEnv) as fresh:
+def test_restore_gives_identical_weights_and_continues_the_counters(trainer_cls, trained_by):
+    _, path, saved = trained_by
+    with trainer_cls(config=config_of(trainer_cls), env=ContextEnv) as fresh:
         assert weights_differ(fresh.get_policy().get_weights(), saved["weights"])  # so the restore has work to do
         fresh.restore(path)
         assert_same_weights(fresh.get_policy().get_weights(), saved["weights"])
         assert (fresh.iteration, fresh.timesteps_total) == (2, 80)
+        # Optimizer, target networks, the algorithm's counters, RNGs and the exploration timestep too.
+        _assert_same(saved["state"], _restorable_state(fresh))
+        _assert_same(saved["learner_modules"], _learner_modules(fresh))  # even if the saved state left them out
+        assert fresh.get_policy().global_timestep == saved["global_timestep"]
         result = fresh.train()
         assert result["training_iteration"] == 3
         assert result["timesteps_total"] == 120
         assert weights_differ(fresh.get_policy().get_weights(), saved["weights"])
 
 
-def test_restore_into_a_trainer_with_remote_workers(trained):
-    _, path, saved = trained
-    with PPO(config={**CONFIG, "num_workers": 1}, env=ContextEnv) as other:
+def test_restore_into_a_trainer_with_remote_workers(trainer_cls, trained_by):
+    _, path, saved = trained_by
+    with trainer_cls(config={**config_of(trainer_cls), "num_workers": 1}, env=ContextEnv) as other:
         other.restore(path)
         assert_same_weights(other.get_policy().get_weights(), saved["weights"])
-        # Every rollout worker got the restored weights.
+        # Every rollout worker got the restored weights, and the timestep its exploration follows.
         for weights in other.foreach_worker(lambda w: w.get_policy().get_weights()):
             assert_same_weights(weights, saved["weights"])
+        assert other.foreach_worker(lambda w: w.get_policy().global_timestep) == [saved["global_timestep"]] * 2
         result = other.train()
         assert result["training_iteration"] == 3
         assert result["timesteps_total"] == 80 + 40
@@ -98,22 +140,22 @@ def test_restore_into_a_trainer_with_remote_workers(trained):
             assert_same_weights(weights, other.get_policy().get_weights())
 
 
-def test_from_checkpoint_rebuilds_the_algorithm_with_overrides(trained):
-    _, path, saved = trained
+def test_from_checkpoint_rebuilds_the_algorithm_with_overrides(trainer_cls, trained_by):
+    _, path, saved = trained_by
     restored = Trainer.from_checkpoint(path, {"lr": 5e-4})
     try:
-        assert isinstance(restored, PPO)
+        assert type(restored) is trainer_cls
         assert restored.config["lr"] == 5e-4
         assert restored.config["model"]["fcnet_hiddens"] == [16]
-        assert restored.config["train_batch_size"] == 40
+        assert steps_per_iteration(trainer_cls, restored.config) == 40
         assert_same_weights(restored.get_policy().get_weights(), saved["weights"])
         assert restored.train()["training_iteration"] == 3
     finally:
         restored.stop()
 
 
-def test_saving_twice_to_the_same_dir_replaces_it_atomically(trained, tmp_path):
-    trainer, _, _ = trained
+def test_saving_twice_to_the_same_dir_replaces_it_atomically(trainer_cls, trained_by, tmp_path):
+    trainer, _, _ = trained_by
     target = tmp_path / "ckpt"
     first = trainer.save(target)
     trainer.train()
@@ -123,13 +165,13 @@ def test_saving_twice_to_the_same_dir_replaces_it_atomically(trained, tmp_path):
     assert metadata["iteration"] == trainer.iteration
     # No temporary or old directories are left next to the checkpoint.
     assert sorted(os.listdir(tmp_path)) == ["ckpt"]
-    with PPO(config=CONFIG, env=ContextEnv) as fresh:
+    with trainer_cls(config=config_of(trainer_cls), env=ContextEnv) as fresh:
         fresh.restore(target)
         assert_same_weights(fresh.get_policy().get_weights(), trainer.get_policy().get_weights())
 
 
-def test_save_without_a_dir_writes_a_numbered_checkpoint_in_the_results_dir(tmp_path):
-    with PPO(config=CONFIG, env=ContextEnv, results_dir=tmp_path) as trainer:
+def test_save_without_a_dir_writes_a_numbered_checkpoint_in_the_results_dir(trainer_cls, tmp_path):
+    with trainer_cls(config=config_of(trainer_cls), env=ContextEnv, results_dir=tmp_path) as trainer:
         trainer.train()
         path = Path(trainer.save())
     assert path.name == "checkpoint_000001"
@@ -160,11 +202,11 @@ def test_a_save_that_fails_midway_keeps_the_old_checkpoint(trained, tmp_path, mo
     assert {name: (target / name).read_bytes() for name in os.listdir(target)} == before
 
 
-def test_from_checkpoint_asks_for_config_values_it_could_not_save(tmp_path):
+def test_from_checkpoint_asks_for_config_values_it_could_not_save(trainer_cls, tmp_path):
     def creator(ctx):  # a local function: cannot be saved as an import string
         return ContextEnv(ctx)
 
-    with PPO(config=CONFIG, env=creator) as trainer:
+    with trainer_cls(config=config_of(trainer_cls), env=creator) as trainer:
         trainer.train()
         path = trainer.save(tmp_path / "ckpt")
         weights = trainer.get_policy().get_weights()
@@ -281,27 +323,29 @@ def test_dqn_checkpoint_into_ppo(fresh, tmp_path):
         restored.stop()
 
 
-def test_checkpoint_of_an_incompatible_model(trained, tmp_path):
-    _, path, _ = trained
-    with PPO(config={**CONFIG, "model": {"fcnet_hiddens": [32, 32]}}, env=ContextEnv) as bigger:
+def test_checkpoint_of_an_incompatible_model(trainer_cls, trained_by, tmp_path):
+    _, path, _ = trained_by
+    with trainer_cls(config={**config_of(trainer_cls), "model": {"fcnet_hiddens": [32, 32]}}, env=ContextEnv) as bigger:
         with pytest.raises(CheckpointError) as info:
             bigger.restore(path)
     message = str(info.value)
     assert str(path) in message and "does not fit" in message
 
 
-def test_failed_restore_leaves_the_trainer_unchanged(trained):
+def test_failed_restore_leaves_the_trainer_unchanged(trainer_cls, trained_by):
     """A CheckpointError from restore() must not leave a half-loaded model behind."""
-    _, path, _ = trained
-    with PPO(config={**CONFIG, "model": {"fcnet_hiddens": [32]}}, env=ContextEnv) as other:
+    _, path, _ = trained_by
+    with trainer_cls(config={**config_of(trainer_cls), "model": {"fcnet_hiddens": [32]}}, env=ContextEnv) as other:
         other.train()
         before = other.get_policy().get_weights()
+        state = _restorable_state(other)
         with pytest.raises(CheckpointError):
             other.restore(path)
         after = other.get_policy().get_weights()
         assert other.iteration == 1
         changed = sorted(k for k in before if not np.array_equal(before[k], after[k]))
         assert changed == [], f"a failed restore overwrote {changed}"
+        _assert_same(state, _restorable_state(other))  # target networks and counters too
 
 
 def test_after_restore_training_still_moves_the_weights_through_the_flat_tensor(tmp_path):

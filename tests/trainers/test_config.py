@@ -44,9 +44,9 @@ PPO_KEYS = [
 ]
 
 
-def _error(config: dict) -> ConfigError:
+def _error(config: dict, trainer_cls=PPO) -> ConfigError:
     with pytest.raises(ConfigError) as info:
-        PPO(config=config, env="CartPole-v1")
+        trainer_cls(config=config, env="CartPole-v1")
     return info.value
 
 
@@ -71,12 +71,12 @@ def test_unknown_key_names_the_key_and_the_closest_valid_one(config, path, sugge
     assert isinstance(error, ValueError)  # ConfigError is also a ValueError
 
 
-def test_unknown_key_far_from_any_gives_no_bogus_suggestion():
-    error = _error({"zzzzqqqq": 1})
+def test_unknown_key_far_from_any_gives_no_bogus_suggestion(trainer_cls):
+    error = _error({"zzzzqqqq": 1}, trainer_cls)
     assert "zzzzqqqq" in str(error) and "did you mean" not in str(error)
 
 
-def test_every_problem_is_listed_by_its_path():
+def test_every_problem_is_listed_by_its_path(trainer_cls):
     error = _error(
         {
             "lr_": 1e-3,
@@ -84,7 +84,8 @@ def test_every_problem_is_listed_by_its_path():
             "num_workers": -1,
             "model": {"fcnet_activation": "sigmoid", "fcnet_hiddens": [8, 0]},
             "train_batch_size": "many",
-        }
+        },
+        trainer_cls,
     )
     assert len(error.problems) == 6
     message = str(error)
@@ -105,34 +106,34 @@ def test_use_gae_without_critic_is_refused():
     assert "use_critic" in str(error)
 
 
-def test_unknown_evaluation_config_key():
-    error = _error({"evaluation_config": {"lrr": 0.1}})
+def test_unknown_evaluation_config_key(trainer_cls):
+    error = _error({"evaluation_config": {"lrr": 0.1}}, trainer_cls)
     assert "evaluation_config" in str(error) and "lrr" in str(error)
 
 
-def test_config_must_be_a_mapping():
+def test_config_must_be_a_mapping(trainer_cls):
     with pytest.raises(ConfigError, match="mapping"):
-        PPO.validate([("lr", 0.1)])
+        trainer_cls.validate([("lr", 0.1)])
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only error")
-def test_num_gpus_without_cuda_is_a_clear_config_error():
-    error = _error({"num_gpus": 1})
+def test_num_gpus_without_cuda_is_a_clear_config_error(trainer_cls):
+    error = _error({"num_gpus": 1}, trainer_cls)
     message = str(error)
     assert "num_gpus" in message and "cuda" in message.lower()
     assert "num_gpus: 0" in message  # the fix
 
 
-def test_config_errors_are_raised_before_any_worker_starts(monkeypatch):
+def test_config_errors_are_raised_before_any_worker_starts(trainer_cls, monkeypatch):
     from rltune.trainers import _worker_set
 
     def no_workers(*args, **kwargs):
         raise AssertionError("a WorkerSet was built for an invalid config")
 
     monkeypatch.setattr(_worker_set.WorkerSet, "__init__", no_workers)
-    _error({"num_workers": 2, "lr_": 1})
+    _error({"num_workers": 2, "lr_": 1}, trainer_cls)
     if not torch.cuda.is_available():
-        _error({"num_workers": 2, "num_gpus": 1})
+        _error({"num_workers": 2, "num_gpus": 1}, trainer_cls)
 
 
 # --- defaults --------------------------------------------------------------------------------

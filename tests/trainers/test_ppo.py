@@ -1,4 +1,8 @@
-"""PPO end to end: results, learning on CartPole, determinism, inference and evaluation."""
+"""PPO end to end: results, learning on CartPole, determinism, inference and evaluation.
+
+The tests of what every trainer does (episode stats, determinism, evaluation, stop) take
+``trainer_cls`` and run on DQN too.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from gymnasium import spaces
 
 from rltune.errors import RLTuneError
 from rltune.trainers import PPO
+from trainer_params import iteration_config
 
 from .envs import ContextEnv, CountingEnv, IndexLengthEnv, SeedLogEnv
 
@@ -22,6 +27,16 @@ TINY = {
     "model": {"fcnet_hiddens": [16]},
     "seed": 0,
 }
+
+
+
+def tiny(trainer_cls, steps: int = 40, **config) -> dict:
+    """TINY for ``trainer_cls`` (``steps`` env steps per iteration), ``config`` on top."""
+    if trainer_cls is PPO:
+        return {**TINY, "train_batch_size": steps, **config}
+    shared = {k: v for k, v in TINY.items() if k not in ("train_batch_size", "sgd_minibatch_size", "num_sgd_iter")}
+    return {**shared, **iteration_config(trainer_cls, steps), **config}
+
 
 CARTPOLE_FAST = {
     "num_workers": 0,
@@ -76,10 +91,10 @@ def test_result_has_the_documented_keys(cartpole):
     assert result["time_this_iter_s"] > 0 and result["time_total_s"] >= result["time_this_iter_s"]
 
 
-def test_episode_stats_and_counters_on_a_known_env():
-    # 2 envs x 10 steps per round; train_batch_size 50 needs 3 rounds = 60 steps an iteration.
-    config = {**TINY, "train_batch_size": 50, "env_config": {"episode_len": 4}}
-    with PPO(config=config, env=CountingEnv) as trainer:
+def test_episode_stats_and_counters_on_a_known_env(trainer_cls):
+    # 2 envs x 10 steps per round; 50 steps need 3 rounds = 60 steps an iteration.
+    config = tiny(trainer_cls, 50, env_config={"episode_len": 4})
+    with trainer_cls(config=config, env=CountingEnv) as trainer:
         first = trainer.train()
         second = trainer.train()
     assert first["timesteps_total"] == 60 and second["timesteps_total"] == 120
@@ -93,8 +108,8 @@ def test_episode_stats_and_counters_on_a_known_env():
     assert second["episodes_this_iter"] == 2 * (60 // 4) - 2 * (30 // 4)
 
 
-def test_first_result_without_finished_episodes_is_nan_not_an_error():
-    with PPO(config={**TINY, "env_config": {"episode_len": 1000}}, env=ContextEnv) as trainer:
+def test_first_result_without_finished_episodes_is_nan_not_an_error(trainer_cls):
+    with trainer_cls(config=tiny(trainer_cls, env_config={"episode_len": 1000}), env=ContextEnv) as trainer:
         result = trainer.train()
     assert result["episodes_this_iter"] == 0
     assert math.isnan(result["episode_reward_mean"])
@@ -114,34 +129,36 @@ def test_ppo_learns_cartpole():
     assert returns[-1] > 3 * first
 
 
-def _run(config, iterations=2):
-    with PPO(config=config, env="CartPole-v1") as trainer:
+def _run(config, iterations=2, trainer_cls=PPO):
+    with trainer_cls(config=config, env="CartPole-v1") as trainer:
         results = [trainer.train() for _ in range(iterations)]
         weights = trainer.get_policy().get_weights()
     return results, weights
 
 
 def _comparable(result):
+    stats = result["info"]["learner"]["default_policy"]
     return (
         result["episode_reward_mean"],
         result["episodes_this_iter"],
         result["timesteps_total"],
-        result["info"]["learner"]["default_policy"]["total_loss"],
-        result["info"]["learner"]["default_policy"]["kl"],
+        stats["total_loss"],
+        stats.get("kl"),  # PPO's
+        stats.get("mean_q"),  # DQN's
     )
 
 
-def test_same_seed_same_results():
-    results_a, weights_a = _run(TINY)
-    results_b, weights_b = _run(TINY)
+def test_same_seed_same_results(trainer_cls):
+    results_a, weights_a = _run(tiny(trainer_cls), trainer_cls=trainer_cls)
+    results_b, weights_b = _run(tiny(trainer_cls), trainer_cls=trainer_cls)
     assert [_comparable(r) for r in results_a] == [_comparable(r) for r in results_b]
     for key in weights_a:
         np.testing.assert_array_equal(weights_a[key], weights_b[key])
 
 
-def test_other_seed_other_results():
-    _, weights_a = _run(TINY, iterations=1)
-    _, weights_b = _run({**TINY, "seed": 1}, iterations=1)
+def test_other_seed_other_results(trainer_cls):
+    _, weights_a = _run(tiny(trainer_cls), iterations=1, trainer_cls=trainer_cls)
+    _, weights_b = _run(tiny(trainer_cls, seed=1), iterations=1, trainer_cls=trainer_cls)
     assert any(not np.array_equal(weights_a[k], weights_b[k]) for k in weights_a)
 
 
@@ -190,9 +207,9 @@ def test_evaluate_returns_an_evaluation_dict_and_leaves_training_counters_alone(
     assert result["timesteps_total"] == counters[1] + 40
 
 
-def test_evaluate_does_not_change_what_training_does():
-    config = {**TINY, "env_config": {"episode_len": 6}}
-    with PPO(config=config, env=CountingEnv) as plain, PPO(config=config, env=CountingEnv) as evaluated:
+def test_evaluate_does_not_change_what_training_does(trainer_cls):
+    config = tiny(trainer_cls, env_config={"episode_len": 6})
+    with trainer_cls(config=config, env=CountingEnv) as plain, trainer_cls(config=config, env=CountingEnv) as evaluated:
         plain.train()
         evaluated.train()
         evaluated.evaluate(2)
@@ -200,29 +217,29 @@ def test_evaluate_does_not_change_what_training_does():
         assert _comparable(a) == _comparable(b)
 
 
-def test_evaluation_config_reaches_the_evaluation_env():
-    config = {**TINY, "env_config": {"episode_len": 3}, "evaluation_config": {"env_config": {"episode_len": 9}}}
-    with PPO(config=config, env=CountingEnv) as trainer:
+def test_evaluation_config_reaches_the_evaluation_env(trainer_cls):
+    config = tiny(trainer_cls, env_config={"episode_len": 3}, evaluation_config={"env_config": {"episode_len": 9}})
+    with trainer_cls(config=config, env=CountingEnv) as trainer:
         evaluation = trainer.evaluate(2)["evaluation"]
         assert evaluation["episode_len_mean"] == 9
         assert trainer.train()["episode_len_mean"] == 3
 
 
-def test_evaluation_takes_each_envs_share_of_whole_episodes():
+def test_evaluation_takes_each_envs_share_of_whole_episodes(trainer_cls):
     # Env 0 ends an episode every 2 steps, env 1 every 20: the first 4 episodes to end would all
     # be env 0's 2-step ones. Each env contributes its share instead.
-    config = {**TINY, "num_envs_per_worker": 2, "evaluation_duration": 4}
-    with PPO(config=config, env=IndexLengthEnv) as trainer:
+    config = tiny(trainer_cls, num_envs_per_worker=2, evaluation_duration=4)
+    with trainer_cls(config=config, env=IndexLengthEnv) as trainer:
         evaluation = trainer.evaluate()["evaluation"]
         assert sorted(evaluation["hist_stats"]["episode_reward"]) == [2.0, 2.0, 20.0, 20.0]
         assert evaluation["episode_reward_mean"] == 11.0
         assert sorted(trainer.evaluate(3)["evaluation"]["hist_stats"]["episode_reward"]) == [2.0, 2.0, 20.0]
 
 
-def test_evaluation_interval_puts_evaluation_stats_in_every_result():
-    config = {**TINY, "env_config": {"episode_len": 6}, "evaluation_interval": 3, "evaluation_duration": 3,
-              "evaluation_config": {"env_config": {"episode_len": 9}}}
-    with PPO(config=config, env=CountingEnv) as trainer:
+def test_evaluation_interval_puts_evaluation_stats_in_every_result(trainer_cls):
+    config = tiny(trainer_cls, env_config={"episode_len": 6}, evaluation_interval=3, evaluation_duration=3,
+                  evaluation_config={"env_config": {"episode_len": 9}})
+    with trainer_cls(config=config, env=CountingEnv) as trainer:
         results = [trainer.train() for _ in range(4)]
     # Iteration 1 evaluates (so that every result has a value), then every 3rd iteration.
     assert [r["evaluation"]["episodes_this_iter"] for r in results] == [3, 0, 3, 0]
@@ -243,9 +260,9 @@ def test_evaluation_envs_get_seeds_and_a_worker_index_of_their_own():
     assert not {seed for _, _, seed in evaluation} & remote_seeds
 
 
-def test_a_callback_editing_the_evaluation_does_not_change_the_carried_one():
-    config = {**TINY, "evaluation_interval": 5, "evaluation_duration": 2}
-    with PPO(config=config, env=CountingEnv) as trainer:
+def test_a_callback_editing_the_evaluation_does_not_change_the_carried_one(trainer_cls):
+    config = tiny(trainer_cls, evaluation_interval=5, evaluation_duration=2)
+    with trainer_cls(config=config, env=CountingEnv) as trainer:
         first = trainer.train()
         first["evaluation"]["hist_stats"]["episode_reward"].append(-1.0)
         first["evaluation"]["episode_reward_mean"] = -1.0
@@ -257,21 +274,21 @@ def test_no_evaluation_key_without_evaluation_interval(cartpole):
     assert "evaluation" not in cartpole.train()
 
 
-def test_checkpoint_keeps_the_latest_evaluation(tmp_path):
-    config = {**TINY, "env_config": {"episode_len": 4}, "evaluation_interval": 2, "evaluation_duration": 2}
-    with PPO(config=config, env=CountingEnv) as trainer:
+def test_checkpoint_keeps_the_latest_evaluation(trainer_cls, tmp_path):
+    config = tiny(trainer_cls, env_config={"episode_len": 4}, evaluation_interval=2, evaluation_duration=2)
+    with trainer_cls(config=config, env=CountingEnv) as trainer:
         trainer.train()
         trainer.train()
         path = trainer.save(tmp_path / "ckpt")
-    with PPO(config=config, env=CountingEnv) as restored:
+    with trainer_cls(config=config, env=CountingEnv) as restored:
         restored.restore(path)
         result = restored.train()  # iteration 3: no evaluation runs, the restored one is carried
     assert result["evaluation"]["episode_reward_mean"] == 4.0
     assert result["evaluation"]["episodes_this_iter"] == 0
 
 
-def test_stopped_trainer_refuses_to_train():
-    trainer = PPO(config=TINY, env="CartPole-v1")
+def test_stopped_trainer_refuses_to_train(trainer_cls):
+    trainer = trainer_cls(config=tiny(trainer_cls), env="CartPole-v1")
     trainer.stop()
     with pytest.raises(RLTuneError, match="stopped"):
         trainer.train()

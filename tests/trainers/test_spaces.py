@@ -1,4 +1,8 @@
-"""Observation and action spaces: what trains as-is, what is refused with a clear SpaceError."""
+"""Observation and action spaces: what trains as-is, what is refused with a clear SpaceError.
+
+Observation spaces are every trainer's (``trainer_cls``: PPO and DQN); action spaces differ
+by algorithm (DQN takes Discrete only: tests/trainers/test_dqn.py), so their tests are PPO's.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from gymnasium import spaces
 
 from rltune.errors import SpaceError
 from rltune.trainers import PPO
+from trainer_params import iteration_config
 from rltune.trainers._spaces import ObsPreprocessor
 
 from .envs import BoxActionEnv, GridWorld, SpaceEnv, make_space
@@ -23,6 +28,14 @@ TINY = {
 }
 
 
+def tiny(trainer_cls, steps: int = 24, **config) -> dict:
+    """TINY for ``trainer_cls`` (``steps`` env steps per iteration), ``config`` on top."""
+    if trainer_cls is PPO:
+        return {**TINY, "train_batch_size": steps, **config}
+    shared = {k: v for k, v in TINY.items() if k not in ("train_batch_size", "sgd_minibatch_size", "num_sgd_iter")}
+    return {**shared, **iteration_config(trainer_cls, steps), **config}
+
+
 @pytest.mark.parametrize(
     "name, flat_size",
     [
@@ -36,8 +49,8 @@ TINY = {
         ("dict", 3 + 2 + 2 + 2),
     ],
 )
-def test_observation_space_trains(name, flat_size):
-    with PPO(config={**TINY, "env_config": {"space": name}}, env=SpaceEnv) as trainer:
+def test_observation_space_trains(trainer_cls, name, flat_size):
+    with trainer_cls(config=tiny(trainer_cls, env_config={"space": name}), env=SpaceEnv) as trainer:
         policy = trainer.get_policy()
         assert policy.preprocessor.size == flat_size
         for i in (1, 2):
@@ -60,10 +73,10 @@ def test_discrete_obs_is_one_hot():
     assert batch.dtype == np.float32
 
 
-def test_grid_world_with_discrete_cell_obs_trains_as_is():
+def test_grid_world_with_discrete_cell_obs_trains_as_is(trainer_cls):
     size = 4
-    config = {**TINY, "env_config": {"size": size}, "num_envs_per_worker": 4, "rollout_fragment_length": 16, "train_batch_size": 64}
-    with PPO(config=config, env=GridWorld) as trainer:
+    config = tiny(trainer_cls, 64, env_config={"size": size}, num_envs_per_worker=4, rollout_fragment_length=16)
+    with trainer_cls(config=config, env=GridWorld) as trainer:
         assert trainer.get_policy().preprocessor.size == size * size
         for _ in range(3):
             result = trainer.train()
@@ -74,9 +87,9 @@ def test_grid_world_with_discrete_cell_obs_trains_as_is():
 
 
 @pytest.mark.parametrize("name, space_name", [("text", "Text"), ("sequence", "Sequence"), ("graph", "Graph")])
-def test_unsupported_observation_space_gives_space_error_naming_it(name, space_name):
+def test_unsupported_observation_space_gives_space_error_naming_it(trainer_cls, name, space_name):
     with pytest.raises(SpaceError) as info:
-        PPO(config={**TINY, "env_config": {"space": name}}, env=SpaceEnv)
+        trainer_cls(config=tiny(trainer_cls, env_config={"space": name}), env=SpaceEnv)
     message = str(info.value)
     assert space_name in message
     assert "not supported" in message

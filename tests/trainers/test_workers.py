@@ -15,7 +15,8 @@ import pytest
 from gymnasium import spaces
 
 from rltune.errors import ConfigError, WorkerError
-from rltune.trainers import PPO, EnvContext
+from rltune.trainers import DQN, PPO, EnvContext
+from trainer_params import iteration_config
 
 from .envs import ContextEnv, FailingEnv
 
@@ -24,7 +25,13 @@ TINY = {
     "sgd_minibatch_size": 10,
     "num_sgd_iter": 1,
     "model": {"fcnet_hiddens": [8]},
-}
+}  # PPO's
+
+
+def tiny(trainer_cls, steps: int, **config) -> dict:
+    """A tiny config of ``trainer_cls`` sampling ``steps`` env steps per iteration, ``config`` on top."""
+    shared = {"rollout_fragment_length": 10, "model": {"fcnet_hiddens": [8]}}
+    return {**shared, **iteration_config(trainer_cls, steps, minibatch=10 if trainer_cls is PPO else None), **config}
 ENV_CONFIG = {"alpha": 1, "name": "grid", "nested": {"k": [1, 2]}}
 
 
@@ -59,10 +66,10 @@ def worker_summary(worker):
 
 
 @pytest.fixture(scope="module")
-def trainer():
+def trainer(trainer_cls):
     """2 rollout workers x 3 envs, shared by the read-only tests of this module."""
-    t = PPO(
-        config={**TINY, "num_workers": 2, "num_envs_per_worker": 3, "train_batch_size": 60, "env_config": ENV_CONFIG},
+    t = trainer_cls(
+        config=tiny(trainer_cls, 60, num_workers=2, num_envs_per_worker=3, env_config=ENV_CONFIG),
         env=ContextEnv,
     )
     yield t
@@ -161,19 +168,17 @@ def test_trainer_set_weights_reaches_every_worker_at_once(trainer):
 # --- lazy spaces: the trainer process builds no env when it has workers ---------------------------
 
 
-@pytest.mark.parametrize("spaces_in_config", [False, True], ids=["spaces-from-worker", "spaces-in-config"])
-def test_trainer_process_builds_no_env_with_remote_workers(tmp_path, spaces_in_config):
-    config = {
-        **TINY,
-        "num_workers": 1,
-        "num_envs_per_worker": 2,
-        "train_batch_size": 20,
-        "env_config": {"record_dir": str(tmp_path)},
-    }
+@pytest.mark.parametrize(
+    "trainer_cls, spaces_in_config",
+    [(PPO, False), (PPO, True), (DQN, False)],  # DQN's replay buffer and target network are built from the spaces too
+    ids=["PPO-spaces-from-worker", "PPO-spaces-in-config", "DQN-spaces-from-worker"],
+)
+def test_trainer_process_builds_no_env_with_remote_workers(tmp_path, trainer_cls, spaces_in_config):
+    config = tiny(trainer_cls, 20, num_workers=1, num_envs_per_worker=2, env_config={"record_dir": str(tmp_path)})
     obs_space = spaces.Box(0.0, 1000.0, (3,), np.float32)
     if spaces_in_config:
         config.update(observation_space=obs_space, action_space=spaces.Discrete(2))
-    with PPO(config=config, env=ContextEnv) as trainer:
+    with trainer_cls(config=config, env=ContextEnv) as trainer:
         trainer.train()
         worker_pid = trainer.workers.remote_workers[0].pid
         policy = trainer.get_policy()
@@ -186,15 +191,18 @@ def test_trainer_process_builds_no_env_with_remote_workers(tmp_path, spaces_in_c
     assert sorted((int(p[1]), int(p[2])) for p in built) == [(1, 0), (1, 1)]
 
 
-def test_spaces_in_config_with_a_local_worker():
+def test_spaces_in_config_with_a_local_worker(trainer_cls):
     obs_space = spaces.Box(0.0, 1000.0, (3,), np.float32)
-    config = {**TINY, "train_batch_size": 20, "observation_space": obs_space, "action_space": spaces.Discrete(2)}
-    with PPO(config=config, env=ContextEnv) as trainer:
+    config = tiny(trainer_cls, 20, observation_space=obs_space, action_space=spaces.Discrete(2))
+    with trainer_cls(config=config, env=ContextEnv) as trainer:
         assert trainer.get_policy().observation_space == obs_space
         assert trainer.train()["timesteps_total"] == 20
 
 
 # --- dead workers -------------------------------------------------------------------------
+# PPO only, like the process tests below (each starts worker processes: seconds): restarts and
+# stop() belong to the worker set, which every algorithm samples through; DQN's sampling, weight
+# syncs and env restarts on remote workers are tested above and in test_env_restarts_are_counted_in_results.
 
 
 def _assert_same_weights(a, b):
@@ -334,18 +342,20 @@ def test_torch_num_threads_caps_torch_and_numpy_blas_in_every_process():
         trainer.stop()
 
 
-@pytest.mark.parametrize("num_workers", [0, 2], ids=["local", "remote"])
-def test_env_restarts_are_counted_in_results(num_workers):
-    config = {
-        **TINY,
-        "num_workers": num_workers,
-        "num_envs_per_worker": 2,
-        "train_batch_size": 40,
-        "disable_env_checking": True,
-        "restart_failed_sub_environments": True,
-        "env_config": {"fail_in": "step", "fail_at": 4, "fail_once": True, "episode_len": 100},
-    }
-    with PPO(config=config, env=FailingEnv) as trainer:
+@pytest.mark.parametrize(
+    "trainer_cls, num_workers", [(PPO, 0), (DQN, 0), (PPO, 2)], ids=["PPO-local", "DQN-local", "PPO-remote"]
+)  # the count comes from the worker set, whichever algorithm samples: DQN's remote workers cost seconds for nothing new
+def test_env_restarts_are_counted_in_results(trainer_cls, num_workers):
+    config = tiny(
+        trainer_cls,
+        40,
+        num_workers=num_workers,
+        num_envs_per_worker=2,
+        disable_env_checking=True,
+        restart_failed_sub_environments=True,
+        env_config={"fail_in": "step", "fail_at": 4, "fail_once": True, "episode_len": 100},
+    )
+    with trainer_cls(config=config, env=FailingEnv) as trainer:
         first = trainer.train()
         # every env of every worker fails once: 2 (local) or 2 x 2 (remote), summed over workers
         assert first["num_env_restarts"] == 2 * max(1, num_workers)
