@@ -8,6 +8,7 @@ import pickle
 import socket
 import struct
 import subprocess
+import sys
 import threading
 from multiprocessing.connection import Connection
 from types import SimpleNamespace
@@ -19,7 +20,7 @@ from rltune import _ipc
 from rltune._ipc import (
     CLOUDPICKLE, Call, Channel, ChannelClosed, CheckpointSaved, Closed, CloseTracking, Continue, Done, DrawPlots,
     EndTrial, EnvCheckFailed, Failed, LogCheckpoint, LogCurve, LogFiles, LogLine, LogModel, LogResult, OpenTrial,
-    Reconcile, RemoteError, Reply, Result, Shutdown, Stop, TrackingInit, UpdateBest,
+    PICKLE_OR_CLOUDPICKLE, Reconcile, RemoteError, Reply, Result, Shutdown, Stop, TrackingInit, UpdateBest,
 )
 from rltune.orchestrator._child import spawn as spawn_trial_child
 
@@ -108,6 +109,9 @@ def test_cloudpickle_carries_functions_that_plain_pickle_cannot():
         assert call.fn(None, *call.args) == 7
         with pytest.raises((pickle.PicklingError, AttributeError)):
             _ipc.PICKLE(Call(lambda w: w))
+        # a worker's replies: plain pickle where it can (the fast path of the batches), else cloudpickle
+        assert PICKLE_OR_CLOUDPICKLE(Reply({"steps": 128})) == _ipc.PICKLE(Reply({"steps": 128}))
+        assert pickle.loads(PICKLE_OR_CLOUDPICKLE(Reply(lambda: offset))).value() == 3
     finally:
         left.close()
         right.close()
@@ -194,3 +198,19 @@ def test_an_exception_that_does_not_unpickle_travels_as_a_runtime_error():
     assert type(message.exception) is RuntimeError and "Picky: 1/2" in str(message.exception)
     plain = _ipc.remote_error(ValueError("v"), "tb")
     assert type(plain.exception) is ValueError
+
+
+def test_calls_carry_functions_of_the_users_main_by_value():
+    # plain pickle would name ``__main__.fn``, which the worker's ``__main__`` (rltune's -c stub) lacks
+    main = sys.modules["__main__"]
+
+    def fn(worker):
+        return "ran"
+
+    fn.__module__, fn.__qualname__ = "__main__", "_rltune_test_fn"
+    main._rltune_test_fn = fn
+    try:
+        data = CLOUDPICKLE(Call(fn))
+    finally:
+        del main._rltune_test_fn
+    assert pickle.loads(data).fn(None) == "ran"

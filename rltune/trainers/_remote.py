@@ -23,8 +23,8 @@ from typing import Any, Callable
 
 import cloudpickle
 
-from rltune._ipc import (CLOUDPICKLE, Call, Channel, ChannelClosed, Reply, Shutdown, receive_init, remote_error,
-                         send_init, spawn)
+from rltune._ipc import (CLOUDPICKLE, PICKLE_OR_CLOUDPICKLE, Call, Channel, ChannelClosed, Reply, Shutdown,
+                         receive_init, remote_error, send_init, spawn)
 from rltune.errors import RLTuneError, WorkerError
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def setup_process(log_level: str, torch_num_threads: int | None) -> None:
 def worker_entry(fd: int) -> None:
     """Entry point of a worker process (``python -c``): read sys.path and the init payload, then serve."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    channel, payload = receive_init(fd, CLOUDPICKLE)
+    channel, payload = receive_init(fd, PICKLE_OR_CLOUDPICKLE)
     _worker_main(channel, payload)
 
 
