@@ -59,8 +59,8 @@ def _cloudpickle_dumps(message: Any) -> bytes:
 
 
 def _pickle_or_cloudpickle_dumps(message: Any) -> bytes:
-    # Plain pickle writes the same bytes as cloudpickle for what it pickles by reference, several times
-    # faster on the rollout workers' batches. Only for a child's replies: its __main__ is rltune's
+    # What plain pickle can carry it pickles by reference, as cloudpickle would, without cloudpickle's
+    # Python-level hook on every object of a batch. Only for a child's replies: its __main__ is rltune's
     # ``-c`` stub, whereas in the user's process plain pickle would send functions of the user's
     # __main__ by reference, which the child cannot import.
     try:

@@ -214,3 +214,31 @@ def test_calls_carry_functions_of_the_users_main_by_value():
     finally:
         del main._rltune_test_fn
     assert pickle.loads(data).fn(None) == "ran"
+
+
+def test_the_trial_side_of_the_channel_reports_waits_and_stops(tmp_path):
+    from rltune.orchestrator._reporter import Reporter, TrialStopped
+
+    trial_end, host_end = _pair()
+    reporter = Reporter(trial_end, trial_dir=tmp_path, checkpoint_freq=0)
+    try:
+        host_end.send(Continue())  # answered before it is asked: the reporter reads it after sending
+        reporter(score=1.0, fn=lambda: 0)  # a value plain pickle cannot carry: the result's JSON form goes
+        first = host_end.receive()
+        assert isinstance(first, Result) and first.result["score"] == 1.0 and first.result["training_iteration"] == 1
+        assert isinstance(first.result["fn"], (str, type(None)))
+        host_end.send(Stop("pruned", True))
+        with pytest.raises(TrialStopped) as info:
+            reporter(score=2.0)
+        assert (info.value.reason, info.value.checkpoint) == ("pruned", True)
+        assert host_end.receive().result["score"] == 2.0
+        with reporter.checkpoint_dir() as d:
+            (tmp_path / d / "state").write_text("x")
+        saved = host_end.receive()
+        assert saved == CheckpointSaved(str(tmp_path / "checkpoint_000002"), 2)
+        host_end.close()
+        with pytest.raises(ChannelClosed):  # the orchestrator is gone
+            reporter(score=3.0)
+    finally:
+        reporter.close()
+        trial_end.close()
