@@ -14,11 +14,12 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from rltune._ipc import Continue, Stop
 from rltune._metrics import MISSING, finite, flatten_keys, lookup
 from rltune.errors import ConfigError
 from rltune.orchestrator._stop import StopCriteria
 
-CONTINUE = ("continue",)
+CONTINUE = Continue()
 
 
 @dataclass(frozen=True)
@@ -40,9 +41,9 @@ class Decision:
     outcome: str | None = None  # "complete" | "pruned" | "interrupted" | "error"; None while it goes on
     note: str | None = None  # the trial's reason as shown and recorded
 
-    def message(self) -> tuple[Any, ...]:
-        """The message to the trial process: ``("continue",)`` or ``("stop", reason, checkpoint)``."""
-        return ("stop", self.reason, self.checkpoint) if self.stop else CONTINUE
+    def message(self) -> Continue | Stop:
+        """The message to the trial process: ``Continue()`` or ``Stop(reason, want_checkpoint)``."""
+        return Stop(self.reason, self.checkpoint) if self.stop else CONTINUE
 
 
 def read_result(result: dict[str, Any], metric: str | None, stop: StopCriteria) -> Reading:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import subprocess
 import sys
 import tempfile
 from typing import Any
 
+from rltune._ipc import ChannelClosed, Done, EnvCheckFailed
 from rltune.env._shipping import collect_env_registrations, install_env_registrations
 from rltune.errors import ConfigError, EnvError, RLTuneError
 from rltune.orchestrator._child import receive_init, send_init, spawn
@@ -73,13 +73,15 @@ def check_study_envs(plan: Any, *, timeout_s: float = CHECK_TIMEOUT_S) -> None:
     with tempfile.TemporaryFile() as out:
         proc, conn = spawn("rltune.orchestrator._env_check:check_entry", stdout=out)
         send_init(conn, payload)
+        answer: Done | EnvCheckFailed | str = "timeout"
         try:
-            answer = pickle.loads(conn.recv_bytes()) if conn.poll(timeout_s) else ("timeout",)
-        except (EOFError, OSError):
-            answer = ("crashed",)
+            if conn.poll(timeout_s):
+                answer = conn.receive()
+        except ChannelClosed:
+            answer = "crashed"
         finally:
             conn.close()
-            if proc.poll() is None and answer[0] == "timeout":
+            if proc.poll() is None and answer == "timeout":
                 proc.kill()
             try:
                 proc.wait(timeout=30)
@@ -91,19 +93,20 @@ def check_study_envs(plan: Any, *, timeout_s: float = CHECK_TIMEOUT_S) -> None:
     _raise_for(answer, candidates, proc.returncode, tail, timeout_s)
 
 
-def _raise_for(answer: tuple[Any, ...], candidates: list[dict[str, Any]], code: int | None, tail: list[str],
-               timeout_s: float) -> None:
+def _raise_for(answer: Done | EnvCheckFailed | str, candidates: list[dict[str, Any]], code: int | None,
+               tail: list[str], timeout_s: float) -> None:
+    """Raise what the child's ``answer`` says (or ``"timeout"``, ``"crashed"``: it said nothing)."""
     env = candidates[0]["env"]
-    if answer[0] == "ok":
+    if isinstance(answer, Done):
         return
-    if answer[0] == "timeout":
+    if answer == "timeout":
         raise EnvError(f"building and checking env {env!r} took longer than {timeout_s:g} s (before the study's "
                        "first trial): does its constructor or reset() hang?")
-    if answer[0] == "crashed":
+    if not isinstance(answer, EnvCheckFailed):  # "crashed"
         output = ("; its last output: " + " | ".join(tail)) if tail else ""
         raise EnvError(f"the process that builds env {env!r} before the study's first trial died (exit code "
                        f"{code}) without a word: a crash in the env's code?{output}")
-    _, kind, when, problems = answer
+    kind, when, problems = answer.kind, answer.when, answer.problems
     suffix = f" (when {when})" if when else ""
     if kind == "ConfigError":
         raise ConfigError([f"{p}{suffix}" for p in problems], where="env")
@@ -113,7 +116,7 @@ def _raise_for(answer: tuple[Any, ...], candidates: list[dict[str, Any]], code: 
 def check_entry(fd: int) -> None:
     """The child process: read ``sys.path`` and the candidates, build and check each env, answer, exit."""
     conn, payload = receive_init(fd)
-    answer: tuple[Any, ...] = ("ok",)
+    answer: Done | EnvCheckFailed = Done()
     try:
         import cloudpickle
 
@@ -122,13 +125,15 @@ def check_entry(fd: int) -> None:
         for candidate in init["candidates"]:
             problem = _build_one(candidate)
             if problem is not None:
-                answer = ("error", problem[0], candidate["when"], problem[1])
+                answer = EnvCheckFailed(problem[0], candidate["when"], problem[1])
                 break
     except BaseException as exc:  # noqa: BLE001 - e.g. a creator pickled by value that does not unpickle here
-        answer = ("error", "EnvError", "", [f"the env could not be sent to a trial process ({type(exc).__name__}: "
-                                            f"{exc})"])
+        answer = EnvCheckFailed("EnvError", "", [f"the env could not be sent to a trial process "
+                                                 f"({type(exc).__name__}: {exc})"])
     try:
-        conn.send_bytes(pickle.dumps(answer))
+        conn.send(answer)
+    except ChannelClosed:
+        pass
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -39,11 +39,11 @@ import math
 import os
 import shutil
 import time
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from rltune._atomic_dir import leftover_path, recover_leftovers, replace_dir
+from rltune._ipc import Channel, ChannelClosed, CheckpointSaved, Continue, Result, Stop
 from rltune._trial_files import CHECKPOINT_PREFIX, RESULT_FILE, json_safe, list_checkpoints
 
 
@@ -64,7 +64,7 @@ class Reporter:
 
     def __init__(
         self,
-        conn: Connection | None,
+        conn: Channel | None,
         *,
         trial_dir: str | os.PathLike[str],
         trial_number: int | None = 0,
@@ -114,18 +114,23 @@ class Reporter:
         self._results.flush()
         self._checkpoint_wanted = bool(self.checkpoint_freq) and self.iteration % self.checkpoint_freq == 0
         decision = self._decide(result)
-        if decision[0] == "stop":
-            self._checkpoint_wanted = self._checkpoint_wanted or bool(decision[2])
-            raise TrialStopped(decision[1], self._checkpoint_wanted)
+        if isinstance(decision, Stop):
+            self._checkpoint_wanted = self._checkpoint_wanted or bool(decision.want_checkpoint)
+            raise TrialStopped(decision.reason, self._checkpoint_wanted)
 
     report = __call__
 
-    def _ask_orchestrator(self, result: dict[str, Any]) -> Any:
-        """The answer of the orchestrator at the other end of the socket (none: go on)."""
+    def _ask_orchestrator(self, result: dict[str, Any]) -> Continue | Stop:
+        """The answer of the orchestrator at the other end of the channel (none: go on)."""
         if self._conn is None:
-            return ("continue",)
-        self._conn.send_bytes(_dumps(("result", result)))
-        return _loads(self._conn.recv_bytes())
+            return Continue()
+        try:
+            self._conn.send(Result(result))
+        except ChannelClosed:
+            raise
+        except Exception:  # noqa: BLE001 - a value that does not pickle: send the result's JSON form
+            self._conn.send(Result(json_safe(result)))
+        return self._conn.receive()
 
     @property
     def should_checkpoint(self) -> bool:
@@ -165,7 +170,7 @@ class Reporter:
             for old in list_checkpoints(self.trial_dir)[: -self.keep_checkpoints_num]:
                 shutil.rmtree(old[1], ignore_errors=True)
         if self._conn is not None:
-            self._conn.send_bytes(_dumps(("checkpoint", str(final), self.iteration)))
+            self._conn.send(CheckpointSaved(str(final), self.iteration))
         return str(final)
 
     def close(self) -> None:
@@ -216,18 +221,3 @@ def scalars(result: dict[str, Any], prefix: str = "") -> dict[str, float | int |
                 out[name] = safe
     return out
 
-
-def _dumps(message: Any) -> bytes:
-    import pickle
-
-    try:
-        return pickle.dumps(message)
-    except Exception:  # a result value that does not pickle: send its JSON form
-        kind, *rest = message
-        return pickle.dumps((kind, *[json_safe(r) for r in rest]))
-
-
-def _loads(data: bytes) -> Any:
-    import pickle
-
-    return pickle.loads(data)

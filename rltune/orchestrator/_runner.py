@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import signal
 import threading
 import time
@@ -46,6 +45,7 @@ import uuid
 from multiprocessing.connection import wait
 from typing import Any
 
+from rltune._ipc import ChannelClosed, CheckpointSaved, Done, Failed, Result
 from rltune.env._shipping import collect_env_registrations
 from rltune.errors import ConfigError
 from rltune.orchestrator import _trial_host as host
@@ -323,27 +323,26 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
     # -- messages -------------------------------------------------------------------------
     def _drain(self, a: ActiveTrial) -> None:
         while a.conn is not None and not a.finished:
+            if not a.conn.poll():
+                return
             try:
-                if not a.conn.poll():
-                    return
-                message = pickle.loads(a.conn.recv_bytes())
-            except (EOFError, OSError):
+                message = a.conn.receive()
+            except ChannelClosed:
                 self._crashed(a)
                 return
             except Exception as exc:  # a result that does not unpickle here
                 self._failed(a, f"a message of the trial could not be read: {exc!r}")
                 return
-            kind = message[0]
-            if kind == "result":
-                self._on_result(a, message[1])
-            elif kind == "checkpoint":
-                a.checkpoint, a.checkpoint_iteration = message[1], message[2]
+            if isinstance(message, Result):
+                self._on_result(a, message.result)
+            elif isinstance(message, CheckpointSaved):
+                a.checkpoint, a.checkpoint_iteration = message.path, message.iteration
                 a.trial.set_user_attr("checkpoint", a.checkpoint)
                 self._emit("checkpoint_saved", a)
-            elif kind == "done":
+            elif isinstance(message, Done):
                 self._done(a)
-            elif kind == "error":
-                self._failed(a, message[1])
+            elif isinstance(message, Failed):
+                self._failed(a, message.traceback)
 
     def _on_result(self, a: ActiveTrial, result: dict[str, Any]) -> None:
         """Report the result's metric to Optuna and answer the trial with :func:`._decision.decide`."""

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import cloudpickle
 
+from rltune._ipc import Channel, ChannelClosed, Continue, Stop
 from rltune.errors import ConfigError
 from rltune.orchestrator._child import send_init, spawn
 from rltune.orchestrator._stop import StopCriteria
@@ -43,7 +42,7 @@ class ActiveTrial:
     cpus: int
     stop: StopCriteria
     proc: subprocess.Popen | None = None
-    conn: Connection | None = None
+    conn: Channel | None = None
     attempt_start: float = 0.0
     started: float = field(default_factory=time.time)
     last_result: dict[str, Any] | None = None
@@ -90,20 +89,17 @@ def start_process(a: ActiveTrial, init: dict[str, Any]) -> None:
     send_init(a.conn, payload)
 
 
-def send(a: ActiveTrial, message: tuple[Any, ...]) -> None:
+def send(a: ActiveTrial, message: Continue | Stop) -> None:
     """Answer the trial (a broken socket is seen as a crash when it is read)."""
     try:
-        a.conn.send_bytes(pickle.dumps(message))
-    except (BrokenPipeError, OSError):
+        a.conn.send(message)
+    except ChannelClosed:
         pass
 
 
 def close_conn(a: ActiveTrial) -> None:
     if a.conn is not None:
-        try:
-            a.conn.close()
-        except OSError:
-            pass
+        a.conn.close()
         a.conn = None
 
 

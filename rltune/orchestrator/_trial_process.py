@@ -3,15 +3,16 @@
 The orchestrator (:mod:`rltune.orchestrator._trial_host`) starts
 ``python -c "...; trial_entry(fd)"`` with a connected socket, sends
 ``sys.path`` and a cloudpickled init dict (the trainable, its config, the
-trial directory, the checkpoint to restore). The trial then sends, in order:
+trial directory, the checkpoint to restore). The trial then sends, in order
+(the messages of :mod:`rltune._ipc`):
 
-- ``("result", result)`` after every iteration, and waits for
-  ``("continue",)`` or ``("stop", reason, want_checkpoint)``;
-- ``("checkpoint", path, iteration)`` when a checkpoint is committed;
-- ``("done",)`` when the trainable returns or was stopped, or
-  ``("error", traceback_text)`` when it raised; then it exits.
+- ``Result(result)`` after every iteration, and waits for
+  ``Continue()`` or ``Stop(reason, want_checkpoint)``;
+- ``CheckpointSaved(path, iteration)`` when a checkpoint is committed;
+- ``Done()`` when the trainable returns or was stopped, or
+  ``Failed(traceback)`` when it raised; then it exits.
 
-A crash (segfault, ``os._exit``) ends the process without ``done``: the
+A crash (segfault, ``os._exit``) ends the process without ``Done``: the
 orchestrator sees the socket close and the exit code. Subprocess rather
 than multiprocessing: the user's script is never re-imported, so it needs
 no ``if __name__ == "__main__"`` guard. The trial ignores SIGINT (the
@@ -22,17 +23,16 @@ if the orchestrator dies (its parent pid changes), so it never outlives it.
 from __future__ import annotations
 
 import os
-import pickle
 import random
 import signal
 import sys
 import threading
 import time
 import traceback
-from multiprocessing.connection import Connection
 from typing import Any
 
 from rltune._imports import import_object
+from rltune._ipc import Channel, ChannelClosed, Done, Failed
 from rltune.env._shipping import install_env_registrations
 from rltune.orchestrator import _reporter
 from rltune.orchestrator._child import receive_init
@@ -49,7 +49,7 @@ def trial_entry(fd: int) -> None:
 
         init = cloudpickle.loads(payload)
     except BaseException:
-        _send(conn, ("error", "the trial could not be unpickled:\n" + traceback.format_exc()))
+        _send(conn, Failed("the trial could not be unpickled:\n" + traceback.format_exc()))
         os._exit(1)
     code = run(conn, init)
     sys.stdout.flush()
@@ -57,7 +57,7 @@ def trial_entry(fd: int) -> None:
     os._exit(code)
 
 
-def run(conn: Connection | None, init: dict[str, Any]) -> int:
+def run(conn: Channel | None, init: dict[str, Any]) -> int:
     """Run one trial attempt; the exit status of the process (0: done or stopped, 1: the trainable raised)."""
     restore = init.get("restore")
     start_iteration = int(init.get("start_iteration") or 0)
@@ -86,11 +86,11 @@ def run(conn: Connection | None, init: dict[str, Any]) -> int:
     except TrialStopped:
         pass
     except BaseException:
-        _send(conn, ("error", traceback.format_exc()))
+        _send(conn, Failed(traceback.format_exc()))
         return 1
     finally:
         reporter.close()
-    _send(conn, ("done",))
+    _send(conn, Done())
     return 0
 
 
@@ -151,12 +151,12 @@ def _seed_everything(seed: int | None) -> None:
         sys.modules["torch"].manual_seed(seed)
 
 
-def _send(conn: Connection | None, message: Any) -> None:
+def _send(conn: Channel | None, message: Done | Failed) -> None:
     if conn is None:
         return
     try:
-        conn.send_bytes(pickle.dumps(message))
-    except (BrokenPipeError, OSError):
+        conn.send(message)
+    except ChannelClosed:
         pass
 
 

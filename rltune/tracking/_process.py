@@ -5,7 +5,8 @@ store, HTTP to a server, matplotlib for the plots, a policy exported as a
 pyfunc model) are Python-heavy. On a thread of the orchestrator they hold its
 GIL, and every trial waits on the orchestrator after each result (the
 pruner's decision), so every iteration of every trial paid for them. In a
-process they cost the orchestrator one pickled message per call, and the
+process they cost the orchestrator one pickled message per call (the
+messages of :mod:`rltune._ipc`), and the
 orchestrator never imports mlflow (nor torch, for the policy export) at all.
 
 The orchestrator side, :class:`TrackingProcess`, offers what the study's
@@ -40,18 +41,18 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import queue
-import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Mapping
 
+from rltune._ipc import (Channel, ChannelClosed, Closed, CloseTracking, DrawPlots, EndTrial, LogCheckpoint, LogCurve,
+                         LogFiles, LogLine, LogModel, LogResult, OpenTrial, PICKLE, Reconcile, TrackingInit, UpdateBest,
+                         spawn)
 from rltune._trial_files import json_safe
 from rltune.tracking._failures import Failures
 from rltune.tracking._keys import flatten_params
@@ -71,7 +72,7 @@ class TrialHandle:
 
     def log_result(self, result: Mapping[str, Any]) -> None:
         """Every numeric entry of ``result`` at ``step = training_iteration`` (see ``TrialTracker.log_result``)."""
-        self._owner._post("result", self.number, dict(result), int(time.time() * 1000))
+        self._owner._post(LogResult(self.number, dict(result), int(time.time() * 1000)))
 
     def log_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Upload a checkpoint directory as ``checkpoints/<name>`` (hard-linked copy taken now)."""
@@ -79,7 +80,7 @@ class TrialHandle:
         copy = self._owner._copy(f"checkpoint {path.name} of trial {self.number}",
                                  lambda: snapshot(path, self._owner.staging_tag))
         if copy is not None:
-            self._owner._post("checkpoint", self.number, str(copy), path.name)
+            self._owner._post(LogCheckpoint(self.number, str(copy), path.name))
 
     def log_files(self, *paths: str | os.PathLike[str]) -> None:
         """Upload files (``params.json``, ``result.json``, ``error.txt``; missing ones skipped), copied now."""
@@ -90,11 +91,11 @@ class TrialHandle:
                                    lambda: snapshot_files(files, self._owner.staging_tag, files[0].parent))
         if copied is not None:
             staging, copies = copied
-            self._owner._post("files", self.number, str(staging), [str(c) for c in copies])
+            self._owner._post(LogFiles(self.number, str(staging), [str(c) for c in copies]))
 
     def log_learning_curve(self) -> None:
         """The learning-curve PNG of the results logged so far."""
-        self._owner._post("curve", self.number)
+        self._owner._post(LogCurve(self.number))
 
     def log_policy_model(self, checkpoint: str | os.PathLike[str]) -> None:
         """The policy of ``checkpoint`` as an MLflow pyfunc model (exported in the tracking process)."""
@@ -102,7 +103,7 @@ class TrialHandle:
         copy = self._owner._copy(f"the policy model of trial {self.number}",
                                  lambda: snapshot(path, self._owner.staging_tag))
         if copy is not None:
-            self._owner._post("model", self.number, str(copy))
+            self._owner._post(LogModel(self.number, str(copy)))
 
 
 class TrackingProcess:
@@ -153,21 +154,16 @@ class TrackingProcess:
         self._closed = False
         self._last_plots = time.monotonic()
         self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        parent_sock, child_sock = socket.socketpair()
-        child_fd = child_sock.fileno()
         out = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c",
-                 f"from rltune.tracking._server import tracking_entry; tracking_entry({child_fd})"],
-                pass_fds=(child_fd,), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                start_new_session=True,  # Ctrl-C goes to the orchestrator, which closes the tracking in order
+            self.proc, channel = spawn(
+                "rltune.tracking._server:tracking_entry", stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                new_session=True,  # Ctrl-C goes to the orchestrator, which closes the tracking in order
             )
         finally:
-            child_sock.close()
             if out is not subprocess.DEVNULL:
                 out.close()
-        self.conn: Connection | None = Connection(parent_sock.detach())
+        self.conn: Channel | None = channel
         self._sender = threading.Thread(target=self._send_loop, name="rltune-tracking-send", daemon=True)
         self._sender.start()
         init = {
@@ -185,18 +181,19 @@ class TrackingProcess:
             "trial_options": dict(trial_options or {}),
             "policy_model": defaults_of is not None,
         }
-        self._post("init", init)
+        self._post(TrackingInit(init))
 
     # -- messages to the process -----------------------------------------------------------
-    def _post(self, *message: Any) -> None:
+    def _post(self, message: Any) -> None:
+        """Queue ``message`` (pickled now, in the caller's thread) for the sender thread."""
         if self._lost is not None:
-            self._record("tracking", f"{message[0]} (the tracking process is gone: {self._lost})")
+            self._record("tracking", f"{message.kind} (the tracking process is gone: {self._lost})")
             return
         try:
-            data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+            data = PICKLE(message)
         except Exception as exc:  # noqa: BLE001 - e.g. a result holding a lambda: that call is not recorded
-            self._record(message[0], f"{message[0]} of trial {message[1] if len(message) > 1 else '?'} "
-                                     f"(cannot be sent: {exc!r})")
+            self._record(message.kind, f"{message.kind} of trial {getattr(message, 'number', '?')} "
+                                       f"(cannot be sent: {exc!r})")
             return
         self._outbox.put(data)
 
@@ -207,7 +204,7 @@ class TrackingProcess:
                 return
             try:
                 self.conn.send_bytes(data)
-            except (OSError, ValueError):
+            except ChannelClosed:
                 self._lose("it stopped reading (it ended)")
                 return
 
@@ -246,20 +243,20 @@ class TrackingProcess:
     def poll(self) -> None:
         """Between trial events: log the tracking process's warnings; notice when it died."""
         while self.conn is not None and self._lost is None:
+            if not self.conn.poll():
+                break
             try:
-                if not self.conn.poll():
-                    break
-                message = pickle.loads(self.conn.recv_bytes())
-            except (EOFError, OSError):
+                message = self.conn.receive()
+            except ChannelClosed:
                 self._lose("its connection closed")
                 break
             self._handle_reply(message)
         if self._lost is None and self.proc.poll() is not None:
             self._lose("it exited")
 
-    def _handle_reply(self, message: tuple[Any, ...]) -> None:
-        if message[0] == "log":
-            logger.log(message[1], "%s", message[2])
+    def _handle_reply(self, message: Any) -> None:
+        if isinstance(message, LogLine):
+            logger.log(message.level, "%s", message.text)
 
     # -- the tracker's interface -----------------------------------------------------------
     def open_trial(self, trial_number: int, params: Mapping[str, Any], key_params: Mapping[str, Any],
@@ -267,16 +264,16 @@ class TrackingProcess:
         """Create (or reopen, for a resumed trial) the trial's nested run; the handle to log into it."""
         # as text: a config may hold what pickle cannot carry (lambdas) or the tracking process cannot
         # import (classes of the user's __main__)
-        self._post("open", trial_number, flatten_params(params), json_safe(dict(key_params)), trial_options)
+        self._post(OpenTrial(trial_number, flatten_params(params), json_safe(dict(key_params)), trial_options))
         return TrialHandle(self, trial_number)
 
     def end_trial(self, run: TrialHandle, state: str, *, reason: str | None = None, error: str | None = None) -> None:
         """End the trial's run in ``state`` (COMPLETE, PRUNED, FAIL, INTERRUPTED), with why and the traceback."""
-        self._post("end", run.number, state, reason, error)
+        self._post(EndTrial(run.number, state, reason, error))
 
     def update_best(self, trial_number: int, value: float, params: Mapping[str, Any]) -> None:
         """The best trial so far, on the parent run."""
-        self._post("best", trial_number, float(value), dict(params))
+        self._post(UpdateBest(trial_number, float(value), dict(params)))
 
     def refresh_study_plots(self, study: Any, *, final: bool = True) -> None:
         """Redraw trials.csv and Optuna's plots from a copy of the trials (throttled unless ``final``)."""
@@ -290,7 +287,7 @@ class TrackingProcess:
         except Exception as exc:  # noqa: BLE001 - an unreadable study storage: nothing to draw
             self._record("plots", f"the study's trials (for the plots): {exc!r}")
             return
-        self._post("plots", trials, directions)
+        self._post(DrawPlots(trials, directions))
 
     def reconcile(self, study: Any, *, finished_only: bool = False) -> None:
         """Bring every trial's run in line with its directory and Optuna's state (only with ``study_dir``).
@@ -305,7 +302,7 @@ class TrackingProcess:
         except Exception as exc:  # noqa: BLE001 - an unreadable study storage
             self._record("reconcile", f"the study's trials (to reconcile): {exc!r}")
             return
-        self._post("reconcile", trials, finished_only)
+        self._post(Reconcile(trials, finished_only))
 
     def close(self, *, interrupted: bool = False) -> None:
         """End the parent run (KILLED when interrupted), wait for the queue (at most ``drain_timeout_s``).
@@ -316,7 +313,7 @@ class TrackingProcess:
         if self._closed:
             return
         self._closed = True
-        self._post("close", interrupted)
+        self._post(CloseTracking(interrupted))
         self._outbox.put(None)
         deadline = time.monotonic() + self.drain_timeout_s
         closed = False
@@ -331,13 +328,13 @@ class TrackingProcess:
                     if self.proc.poll() is not None:
                         self._lose("it exited before closing")
                     continue
-                message = pickle.loads(self.conn.recv_bytes())
-            except (EOFError, OSError):
+                message = self.conn.receive()
+            except ChannelClosed:
                 self._lose("its connection closed before closing")
                 break
-            if message[0] == "closed":
+            if isinstance(message, Closed):
                 closed = True
-                self._failures.merge(message[1], message[2])
+                self._failures.merge(message.unrecorded, message.failure_counts)
                 break
             self._handle_reply(message)
         self._stop_process(wait=closed)
@@ -354,10 +351,7 @@ class TrackingProcess:
             self.proc.kill()
             self.proc.wait()
         if self.conn is not None:
-            try:
-                self.conn.close()
-            except OSError:
-                pass
+            self.conn.close()
             self.conn = None
 
     def summary(self) -> str | None:

@@ -12,10 +12,11 @@ import pickle
 import sys
 import time
 from collections import deque
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Mapping
 
+from rltune._ipc import (Channel, ChannelClosed, Closed, CloseTracking, DrawPlots, EndTrial, LogCheckpoint, LogCurve,
+                         LogFiles, LogLine, LogModel, LogResult, OpenTrial, Reconcile, UpdateBest)
 from rltune.tracking._keys import flatten_params
 from rltune.tracking._staging import remove, remove_staging
 
@@ -30,13 +31,13 @@ NICE = 19
 class _Forward(logging.Handler):
     """Sends the tracker's warnings to the orchestrator, which logs them where the user looks."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Channel) -> None:
         super().__init__(logging.WARNING)
         self.conn = conn
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self.conn.send_bytes(pickle.dumps(("log", record.levelno, record.getMessage())))
+            self.conn.send(LogLine(record.levelno, record.getMessage()))
         except Exception:  # noqa: BLE001 - the orchestrator is gone; the message stays in tracking.log
             pass
 
@@ -73,10 +74,10 @@ def tracking_entry(fd: int) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _lower_priority()
-    conn = Connection(fd)
+    conn = Channel.from_fd(fd)
     try:
-        kind, init = pickle.loads(conn.recv_bytes())
-    except (EOFError, OSError):
+        init = conn.receive().options  # TrackingInit
+    except ChannelClosed:
         os._exit(1)
     sys.path[:] = init["sys_path"]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -106,7 +107,7 @@ def tracking_entry(fd: int) -> None:
     os._exit(code)
 
 
-def _take_lock(study_dir: Path, conn: Connection, received: list[bytes]) -> tuple[Any, bool]:
+def _take_lock(study_dir: Path, conn: Channel, received: list[bytes]) -> tuple[Any, bool]:
     """The study's tracking lock (the open lock file, or None), and whether the orchestrator is still there.
 
     While a tracking process of a killed orchestrator finishes its queue,
@@ -135,10 +136,10 @@ def _take_lock(study_dir: Path, conn: Connection, received: list[bytes]) -> tupl
         try:
             if conn.poll(0.2):
                 for _ in range(1000):  # then the lock again, however fast messages come
-                    received.append(conn.recv_bytes())
+                    received.append(conn.receive_bytes())
                     if not conn.poll():
                         break
-        except (EOFError, OSError):
+        except ChannelClosed:
             return lock, False
 
 
@@ -163,7 +164,7 @@ def _warm_up() -> None:
 class _Server:
     """The tracking process's loop: messages in order per trial, queued results batched."""
 
-    def __init__(self, conn: Connection, tracker: Any, defaults_of: bytes | None = None, *,
+    def __init__(self, conn: Channel, tracker: Any, defaults_of: bytes | None = None, *,
                  study_dir: Path | None = None, trial_options: Mapping[str, Any] | None = None,
                  policy_model: bool = False) -> None:
         self.conn = conn
@@ -174,16 +175,16 @@ class _Server:
         self._defaults_of = defaults_of
         self._defaults: dict[str, Any] | None = None
         self.trials: dict[int, Any] = {}
-        self.pending: deque[tuple[Any, ...]] = deque()
+        self.pending: deque[Any] = deque()  # messages of rltune._ipc
 
     def _receive(self, block: bool) -> bool:
         """Move what the orchestrator sent into ``pending``; False at EOF (the orchestrator is gone)."""
         try:
             if block and not self.pending:
-                self._unpickle(self.conn.recv_bytes())
+                self._unpickle(self.conn.receive_bytes())
             while self.conn.poll():
-                self._unpickle(self.conn.recv_bytes())
-        except (EOFError, OSError):
+                self._unpickle(self.conn.receive_bytes())
+        except ChannelClosed:
             return False
         return True
 
@@ -208,19 +209,19 @@ class _Server:
                 self.tracker.close(interrupted=True)
                 return 0
             message = self.pending.popleft()
-            if message[0] == "close":
+            if isinstance(message, CloseTracking):
                 # the orchestrator logs the summary of what was lost; the tracker's own would repeat it
                 _detach_forwarding()
-                self.tracker.close(interrupted=bool(message[1]))
+                self.tracker.close(interrupted=bool(message.interrupted))
                 try:
-                    self.conn.send_bytes(pickle.dumps(("closed", self.tracker.unrecorded, self.tracker.failure_counts)))
-                except OSError:
+                    self.conn.send(Closed(self.tracker.unrecorded, self.tracker.failure_counts))
+                except ChannelClosed:
                     pass
                 return 0
             try:
                 self._handle(message)
             except Exception:  # noqa: BLE001 - a bug here must not end the tracking of the study
-                logging.getLogger(__name__).exception("tracking message %r failed", message[0])
+                logging.getLogger(__name__).exception("tracking message %r failed", getattr(message, "kind", message))
 
     def _trainer_defaults(self) -> dict[str, Any]:
         """The trainer's default config (logged under the trial's own keys); {} for a function trainable."""
@@ -242,56 +243,51 @@ class _Server:
         taken, kept = [], deque()
         while self.pending:
             message = self.pending.popleft()
-            if message[0] == "result" and message[1] == number:
-                taken.append((message[2], message[3]))
+            if isinstance(message, LogResult) and message.number == number:
+                taken.append((message.result, message.timestamp_ms))
                 continue
             kept.append(message)
-            if len(message) > 1 and message[1] == number:
+            if getattr(message, "number", None) == number:
                 break
         kept.extend(self.pending)
         self.pending = kept
         return taken
 
-    def _handle(self, message: tuple[Any, ...]) -> None:
-        kind = message[0]
-        if kind == "open":
-            _, number, params, key_params, options = message
-            params = {**flatten_params(self._trainer_defaults()), **params}
-            self.trials[number] = self.tracker.open_trial(number, params, key_params, **options)
-        elif kind == "result":
-            number = message[1]
-            batch = [(message[2], message[3]), *self._take_results(number)]
-            self.trials[number].log_results([r for r, _ in batch], timestamp_ms=batch[-1][1])
-        elif kind == "checkpoint":
-            _, number, copy, name = message
+    def _handle(self, message: Any) -> None:
+        if isinstance(message, OpenTrial):
+            params = {**flatten_params(self._trainer_defaults()), **message.params}
+            self.trials[message.number] = self.tracker.open_trial(message.number, params, message.key_params,
+                                                                  **message.options)
+        elif isinstance(message, LogResult):
+            batch = [(message.result, message.timestamp_ms), *self._take_results(message.number)]
+            self.trials[message.number].log_results([r for r, _ in batch], timestamp_ms=batch[-1][1])
+        elif isinstance(message, LogCheckpoint):
             try:
-                self.trials[number].log_checkpoint(copy, name=name)
+                self.trials[message.number].log_checkpoint(message.copy, name=message.name)
             finally:
-                remove(Path(copy))
-        elif kind == "files":
-            _, number, staging, copies = message
+                remove(Path(message.copy))
+        elif isinstance(message, LogFiles):
             try:
-                self.trials[number].log_files(*copies)
+                self.trials[message.number].log_files(*message.copies)
             finally:
-                remove(Path(staging))
-        elif kind == "curve":
-            self.trials[message[1]].log_learning_curve()
-        elif kind == "model":
-            _, number, copy = message
+                remove(Path(message.staging))
+        elif isinstance(message, LogCurve):
+            self.trials[message.number].log_learning_curve()
+        elif isinstance(message, LogModel):
             try:
-                self.trials[number].log_policy_model(copy)
+                self.trials[message.number].log_policy_model(message.copy)
             finally:
-                remove(Path(copy))
-        elif kind == "end":
-            _, number, state, reason, error = message
-            self.tracker.end_trial(self.trials.get(number), state, reason=reason, error=error)
-        elif kind == "best":
-            self.tracker.update_best(message[1], message[2], message[3])
-        elif kind == "reconcile":
+                remove(Path(message.copy))
+        elif isinstance(message, EndTrial):
+            self.tracker.end_trial(self.trials.get(message.number), message.state, reason=message.reason,
+                                   error=message.error)
+        elif isinstance(message, UpdateBest):
+            self.tracker.update_best(message.number, message.value, message.params)
+        elif isinstance(message, Reconcile):
             if self.study_dir is not None:
-                self.tracker.reconcile(message[1], self.study_dir, finished_only=bool(message[2]),
+                self.tracker.reconcile(message.trials, self.study_dir, finished_only=bool(message.finished_only),
                                        policy_model=self.policy_model, **self.trial_options)
-        elif kind == "plots":
-            if any(m[0] == "plots" for m in self.pending):
+        elif isinstance(message, DrawPlots):
+            if any(isinstance(m, DrawPlots) for m in self.pending):
                 return  # a newer copy of the trials is queued: draw that one
-            self.tracker.draw_study_plots(message[1], message[2])
+            self.tracker.draw_study_plots(message.trials, message.directions)

@@ -2,9 +2,11 @@
 
 The process is started with ``subprocess`` (not ``multiprocessing``'s spawn,
 which re-runs the user's ``__main__`` script and so demands an
-``if __name__ == "__main__"`` guard that RLlib users do not write). Messages are cloudpickled ``(fn_or_method_name, args, kwargs)`` so that
-lambdas and functions from ``__main__`` reach the worker; replies are
-``("ok", value)`` or ``("err", exception, traceback_text)``. A worker exits
+``if __name__ == "__main__"`` guard that RLlib users do not write), on a
+:class:`rltune._ipc.Channel`. Requests are cloudpickled :class:`~rltune._ipc.Call`
+messages (a method name or a function, so that lambdas and functions from
+``__main__`` reach the worker); replies are :class:`~rltune._ipc.Reply` or
+:class:`~rltune._ipc.RemoteError`. A worker exits
 when its pipe closes, so it never outlives the trainer (even after SIGKILL);
 it ignores SIGINT so that Ctrl-C is handled once, by the trainer.
 """
@@ -15,15 +17,14 @@ import logging
 import os
 import pickle
 import signal
-import socket
 import subprocess
-import sys
 import traceback
-from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 import cloudpickle
 
+from rltune._ipc import (CLOUDPICKLE, PICKLE_OR_CLOUDPICKLE, Call, Channel, ChannelClosed, Reply, Shutdown,
+                         receive_init, remote_error, send_init, spawn)
 from rltune.errors import RLTuneError, WorkerError
 
 logger = logging.getLogger(__name__)
@@ -76,20 +77,15 @@ def setup_process(log_level: str, torch_num_threads: int | None) -> None:
 def worker_entry(fd: int) -> None:
     """Entry point of a worker process (``python -c``): read sys.path and the init payload, then serve."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    conn = Connection(fd)
-    try:
-        sys.path[:] = pickle.loads(conn.recv_bytes())
-        payload = conn.recv_bytes()
-    except (EOFError, OSError):
-        return
-    _worker_main(conn, payload)
+    channel, payload = receive_init(fd, PICKLE_OR_CLOUDPICKLE)
+    _worker_main(channel, payload)
 
 
-def _worker_main(conn: Connection, payload: bytes) -> None:
+def _worker_main(channel: Channel, payload: bytes) -> None:
     try:
-        init = cloudpickle.loads(payload)
+        init = pickle.loads(payload)
     except BaseException as exc:
-        _reply_error(conn, exc)
+        _reply_error(channel, exc)
         return
     config = init["config"]
     setup_process(config.log_level, config.torch_num_threads)
@@ -98,41 +94,33 @@ def _worker_main(conn: Connection, payload: bytes) -> None:
     try:
         worker = RolloutWorker(**init)
     except BaseException as exc:
-        _reply_error(conn, exc)
+        _reply_error(channel, exc)
         return
-    conn.send_bytes(cloudpickle.dumps(("ok", None)))
-    while True:
-        try:
-            message = conn.recv_bytes()
-        except (EOFError, OSError):
-            break
-        fn, args, kwargs = cloudpickle.loads(message)
-        if fn is None:
-            worker.stop()
-            conn.send_bytes(cloudpickle.dumps(("ok", None)))
-            break
-        try:
-            value = getattr(worker, fn)(*args, **kwargs) if isinstance(fn, str) else fn(worker, *args, **kwargs)
-            reply = cloudpickle.dumps(("ok", value))
-        except BaseException as exc:
-            _reply_error(conn, exc)
-            continue
-        try:
-            conn.send_bytes(reply)
-        except (BrokenPipeError, OSError):
-            break
+    try:
+        channel.send(Reply(None))  # ready
+        while True:
+            message = channel.receive()
+            if isinstance(message, Shutdown):
+                worker.stop()
+                channel.send(Reply(None))
+                break
+            try:
+                fn = message.fn
+                value = getattr(worker, fn)(*message.args, **message.kwargs) if isinstance(fn, str) \
+                    else fn(worker, *message.args, **message.kwargs)
+                reply = channel.encode(Reply(value))
+            except BaseException as exc:
+                _reply_error(channel, exc)
+                continue
+            channel.send_bytes(reply)
+    except ChannelClosed:  # the trainer is gone: so is this worker
+        pass
 
 
-def _reply_error(conn: Connection, exc: BaseException) -> None:
-    text = traceback.format_exc()
+def _reply_error(channel: Channel, exc: BaseException) -> None:
     try:
-        payload = cloudpickle.dumps(("err", exc, text))
-        pickle.loads(payload)  # the exception must also unpickle on the other side
-    except Exception:
-        payload = cloudpickle.dumps(("err", RuntimeError(f"{type(exc).__name__}: {exc}"), text))
-    try:
-        conn.send_bytes(payload)
-    except (BrokenPipeError, OSError):
+        channel.send(remote_error(exc, traceback.format_exc()))
+    except ChannelClosed:
         pass
 
 
@@ -146,17 +134,11 @@ class RemoteWorker:
         self._start()
 
     def _start(self) -> None:
-        parent_sock, child_sock = socket.socketpair()
-        child_fd = child_sock.fileno()
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", f"from rltune.trainers._remote import worker_entry; worker_entry({child_fd})"],
-            pass_fds=(child_fd,),
+        self.process, self._channel = spawn(
+            "rltune.trainers._remote:worker_entry", encoder=CLOUDPICKLE,
             env=dict(os.environ, RLTUNE_WORKER_INDEX=str(self.worker_index)),
         )
-        child_sock.close()
-        self._conn = Connection(parent_sock.detach())
-        self._conn.send_bytes(pickle.dumps(list(sys.path)))
-        self._conn.send_bytes(self._payload)
+        send_init(self._channel, self._payload)
         self._pending = True  # the ready message
 
     def restart(self) -> None:
@@ -175,19 +157,19 @@ class RemoteWorker:
     def send(self, fn: str | Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """Ask the worker to run ``fn`` (a RolloutWorker method name, or ``fn(worker, ...)``)."""
         try:
-            self._conn.send_bytes(cloudpickle.dumps((fn, args, kwargs)))
-        except (BrokenPipeError, OSError) as exc:
+            self._channel.send(Call(fn, args, kwargs))
+        except ChannelClosed as exc:
             raise self._died() from exc
 
     def receive(self) -> Any:
         """The reply to the oldest request; raises the worker's own exception, or WorkerError if it died."""
         try:
-            status, *rest = pickle.loads(self._conn.recv_bytes())
-        except (EOFError, OSError) as exc:
+            reply = self._channel.receive()
+        except ChannelClosed as exc:
             raise self._died() from exc
-        if status == "ok":
-            return rest[0]
-        exc, text = rest
+        if isinstance(reply, Reply):
+            return reply.value
+        exc, text = reply.exception, reply.traceback
         if isinstance(exc, RLTuneError):
             raise exc
         raise WorkerError(
@@ -222,13 +204,13 @@ class RemoteWorker:
         """Ask the worker to close its envs and exit; kill it if it does not."""
         if self.is_alive():
             try:
-                if self._pending and self._conn.poll(timeout):
-                    self._conn.recv_bytes()  # the ready message
+                if self._pending and self._channel.poll(timeout):
+                    self._channel.receive_bytes()  # the ready message
                 self._pending = False
-                self._conn.send_bytes(cloudpickle.dumps((None, (), {})))
-                if self._conn.poll(timeout):
-                    self._conn.recv_bytes()
-            except (BrokenPipeError, EOFError, OSError):
+                self._channel.send(Shutdown())
+                if self._channel.poll(timeout):
+                    self._channel.receive_bytes()
+            except ChannelClosed:
                 pass
             try:
                 self.process.wait(timeout)
@@ -244,10 +226,7 @@ class RemoteWorker:
             self.process.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
             logger.warning("rollout worker %d (pid %d) did not exit after SIGKILL", self.worker_index, self.pid)
-        try:
-            self._conn.close()
-        except OSError:
-            pass
+        self._channel.close()
 
 
 class WorkerDiedError(WorkerError):

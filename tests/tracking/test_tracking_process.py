@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from rltune import tune
+from rltune._ipc import EndTrial, LogCheckpoint, LogResult
 from rltune.tracking import TrialTracker
 from rltune.tracking._server import _Server
 
@@ -94,17 +95,17 @@ def test_the_orchestrator_never_imports_mlflow(tmp_path, template_db):
 def test_queued_results_of_a_trial_are_taken_together_and_in_order():
     server = _Server(conn=None, tracker=None)
     server.pending = deque([
-        ("result", 1, {"training_iteration": 2}, 0),
-        ("result", 2, {"training_iteration": 1}, 0),
-        ("result", 1, {"training_iteration": 3}, 0),
-        ("checkpoint", 1, "/copy", "checkpoint_000003"),
-        ("result", 1, {"training_iteration": 4}, 0),  # after trial 1's checkpoint: not taken yet
-        ("end", 2, "COMPLETE", None, None),
+        LogResult(1, {"training_iteration": 2}, 0),
+        LogResult(2, {"training_iteration": 1}, 0),
+        LogResult(1, {"training_iteration": 3}, 0),
+        LogCheckpoint(1, "/copy", "checkpoint_000003"),
+        LogResult(1, {"training_iteration": 4}, 0),  # after trial 1's checkpoint: not taken yet
+        EndTrial(2, "COMPLETE", None, None),
     ])
     taken = server._take_results(1)
     assert [r["training_iteration"] for r, _ in taken] == [2, 3]
-    assert [m[0] for m in server.pending] == ["result", "checkpoint", "result", "end"]
-    assert [m[1] for m in server.pending] == [2, 1, 1, 2]
+    assert [m.kind for m in server.pending] == ["result", "checkpoint", "result", "end"]
+    assert [m.number for m in server.pending] == [2, 1, 1, 2]
 
 
 def test_several_results_are_logged_in_one_call_with_their_steps(tmp_path, template_db):

@@ -1,0 +1,397 @@
+"""How rltune's processes talk: one framing, typed messages, one error path.
+
+Three channels, each between a parent and a child process started with
+``subprocess`` (``python -c "from MODULE import FUNC; FUNC(fd)"`` with one end
+of a socket pair as ``fd``; never ``multiprocessing``'s spawn, which re-runs
+the user's ``__main__``):
+
+- a trainer and its **rollout workers** (``rltune.trainers._remote``):
+  :class:`Call` / :class:`Shutdown` in, :class:`Reply` / :class:`RemoteError` out;
+- the orchestrator and a **trial process** (``rltune.orchestrator._trial_process``),
+  and the env check before a study's first trial: :class:`Result`,
+  :class:`CheckpointSaved`, :class:`Done`, :class:`Failed` (and
+  :class:`EnvCheckFailed`) out, :class:`Continue` / :class:`Stop` in;
+- the orchestrator and the study's **tracking process**
+  (``rltune.tracking._process``): one message class per tracker call in,
+  :class:`LogLine` / :class:`Closed` out.
+
+Framing: a :class:`Channel` wraps a ``multiprocessing.connection.Connection``
+on the socket, whose ``send_bytes`` / ``recv_bytes`` prefix each frame with
+its length; a frame is one pickled message (``cloudpickle`` where functions
+of the user's ``__main__`` travel: :data:`CLOUDPICKLE` to the rollout workers,
+:data:`PICKLE_OR_CLOUDPICKLE` back). Before any
+message the parent sends two raw frames: its ``sys.path`` and the child's
+init payload (:func:`send_init`, :func:`receive_init`).
+
+One error path: a peer that closed its end, crashed or was killed is
+:class:`ChannelClosed` on the next send or receive, whatever the OS said
+(EOF, reset, broken pipe); a peer that reported an exception sends a message
+(:class:`RemoteError`, :class:`Failed`) that the receiving side turns into
+its own typed error in the one place that reads the channel.
+
+Messages are frozen dataclasses pickled by reference to this module: both
+ends run the same rltune (the child gets the parent's ``sys.path``), so no
+versioning is needed. Add fields at the end, with defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import IO, Any, Callable, ClassVar, Mapping
+
+Encoder = Callable[[Any], bytes]
+
+
+def _pickle_dumps(message: Any) -> bytes:
+    return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _cloudpickle_dumps(message: Any) -> bytes:
+    import cloudpickle  # only where callables travel (cloudpickle's output loads with plain pickle)
+
+    return cloudpickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _pickle_or_cloudpickle_dumps(message: Any) -> bytes:
+    # What plain pickle can carry it pickles by reference, as cloudpickle would, without cloudpickle's
+    # Python-level hook on every object of a batch. Only for a child's replies: its __main__ is rltune's
+    # ``-c`` stub, whereas in the user's process plain pickle would send functions of the user's
+    # __main__ by reference, which the child cannot import.
+    try:
+        return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - a lambda, a local class, a class that came by value: cloudpickle
+        return _cloudpickle_dumps(message)
+
+
+PICKLE: Encoder = _pickle_dumps  # plain data (results, tracking calls)
+CLOUDPICKLE: Encoder = _cloudpickle_dumps  # also functions and classes by value (calls to rollout workers)
+PICKLE_OR_CLOUDPICKLE: Encoder = _pickle_or_cloudpickle_dumps  # a rollout worker's replies
+
+
+class ChannelClosed(ConnectionError):
+    """The peer process closed its end of the channel, crashed or was killed (EOF, reset or broken pipe)."""
+
+
+# -- rollout workers -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Call:
+    """Run ``fn(*args, **kwargs)`` on the worker: ``fn`` a RolloutWorker method name, or ``fn(worker, ...)``."""
+
+    fn: str | Callable[..., Any]
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Shutdown:
+    """Close your envs, answer ``Reply(None)`` and exit."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the worker's call returned (also ``Reply(None)``: ready, after the worker was built)."""
+
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class RemoteError:
+    """The call (or building the worker) raised ``exception``; ``traceback`` is its text in the worker."""
+
+    exception: BaseException
+    traceback: str
+
+
+def remote_error(exc: BaseException, traceback_text: str) -> RemoteError:
+    """A :class:`RemoteError` that unpickles on the other side (else one carrying a RuntimeError in its place)."""
+    message = RemoteError(exc, traceback_text)
+    try:
+        pickle.loads(_cloudpickle_dumps(message))
+    except Exception:  # noqa: BLE001 - e.g. an exception whose __init__ needs other arguments
+        message = RemoteError(RuntimeError(f"{type(exc).__name__}: {exc}"), traceback_text)
+    return message
+
+
+# -- trial processes (and the env check) ---------------------------------------------------------
+@dataclass(frozen=True)
+class Result:
+    """One reported result of a trial; the trial then waits for :class:`Continue` or :class:`Stop`."""
+
+    result: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CheckpointSaved:
+    """The trial committed a checkpoint of ``iteration`` at ``path``."""
+
+    path: str
+    iteration: int
+
+
+@dataclass(frozen=True)
+class Done:
+    """The trainable returned or stopped when told to (the env check: every env built and passed)."""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The trainable raised; ``traceback`` is its text."""
+
+    traceback: str
+
+
+@dataclass(frozen=True)
+class Continue:
+    """The orchestrator's answer to a result: go on."""
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The orchestrator's answer to a result: end the trial (``want_checkpoint``: write a last one first)."""
+
+    reason: str
+    want_checkpoint: bool
+
+
+@dataclass(frozen=True)
+class EnvCheckFailed:
+    """The env check's answer when an env failed: ``kind`` "ConfigError" or "EnvError", ``when`` which config."""
+
+    kind: str
+    when: str
+    problems: list[str]
+
+
+# -- the tracking process --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TrackingInit:
+    """The first message to the tracking process: what it needs to open the study's tracker."""
+
+    kind: ClassVar[str] = "init"
+    options: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class OpenTrial:
+    kind: ClassVar[str] = "open"
+    number: int
+    params: dict[str, Any]
+    key_params: Any
+    options: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class LogResult:
+    kind: ClassVar[str] = "result"
+    number: int
+    result: dict[str, Any]
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class LogCheckpoint:
+    """Upload the checkpoint copy at ``copy`` as ``checkpoints/<name>``, then remove the copy."""
+
+    kind: ClassVar[str] = "checkpoint"
+    number: int
+    copy: str
+    name: str
+
+
+@dataclass(frozen=True)
+class LogFiles:
+    """Upload the file copies ``copies``, then remove their staging directory."""
+
+    kind: ClassVar[str] = "files"
+    number: int
+    staging: str
+    copies: list[str]
+
+
+@dataclass(frozen=True)
+class LogCurve:
+    kind: ClassVar[str] = "curve"
+    number: int
+
+
+@dataclass(frozen=True)
+class LogModel:
+    """Export the policy of the checkpoint copy at ``copy`` as a pyfunc model, then remove the copy."""
+
+    kind: ClassVar[str] = "model"
+    number: int
+    copy: str
+
+
+@dataclass(frozen=True)
+class EndTrial:
+    kind: ClassVar[str] = "end"
+    number: int
+    state: str
+    reason: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class UpdateBest:
+    kind: ClassVar[str] = "best"
+    number: int
+    value: float
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Reconcile:
+    kind: ClassVar[str] = "reconcile"
+    trials: list[Any]
+    finished_only: bool
+
+
+@dataclass(frozen=True)
+class DrawPlots:
+    kind: ClassVar[str] = "plots"
+    trials: list[Any]
+    directions: list[Any]
+
+
+@dataclass(frozen=True)
+class CloseTracking:
+    kind: ClassVar[str] = "close"
+    interrupted: bool
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """A warning of the tracking process, for the orchestrator's log."""
+
+    level: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Closed:
+    """The tracking process closed its tracker: what it could not record, and how many calls by kind."""
+
+    unrecorded: list[str]
+    failure_counts: dict[str, int]
+
+
+# -- the channel -------------------------------------------------------------------------------------
+class Channel:
+    """One end of a socket between two rltune processes: a pickled message per length-prefixed frame.
+
+    ``encoder`` pickles outgoing messages (:data:`PICKLE` or :data:`CLOUDPICKLE`);
+    incoming ones are read with ``pickle.loads``. Every OS error of the socket
+    is :class:`ChannelClosed`; an outgoing message that cannot be pickled raises
+    pickle's own error (nothing was sent). ``fileno()`` makes a channel usable
+    with ``multiprocessing.connection.wait``.
+    """
+
+    def __init__(self, conn: Connection, encoder: Encoder = PICKLE) -> None:
+        self.conn = conn
+        self.encode = encoder
+
+    @classmethod
+    def from_fd(cls, fd: int, encoder: Encoder = PICKLE) -> "Channel":
+        return cls(Connection(fd), encoder)
+
+    def send(self, message: Any) -> None:
+        """Send one message; ChannelClosed if the peer is gone."""
+        self.send_bytes(self.encode(message))
+
+    def send_bytes(self, data: bytes) -> None:
+        """Send one message already encoded (e.g. pickled on another thread than the sender's)."""
+        try:
+            self.conn.send_bytes(data)
+        except (OSError, EOFError, ValueError) as exc:  # ValueError: this end was closed
+            raise ChannelClosed(f"the peer process is gone ({type(exc).__name__}: {exc})") from exc
+
+    def receive_bytes(self) -> bytes:
+        """The next frame as it came; blocks. ChannelClosed if the peer is gone."""
+        try:
+            return self.conn.recv_bytes()
+        except (OSError, EOFError, ValueError) as exc:
+            raise ChannelClosed(f"the peer process is gone ({type(exc).__name__}: {exc})") from exc
+
+    def receive(self) -> Any:
+        """The next message; blocks. ChannelClosed if the peer is gone; a message that does not unpickle
+        here raises what ``pickle.loads`` raised."""
+        return pickle.loads(self.receive_bytes())
+
+    def poll(self, timeout: float | None = 0.0) -> bool:
+        """Whether a frame (or the peer's close, seen on the next receive) is there to read within ``timeout``."""
+        try:
+            return self.conn.poll(timeout)
+        except (OSError, EOFError, ValueError):
+            return True  # the next receive raises ChannelClosed
+
+    def fileno(self) -> int:
+        return self.conn.fileno()
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+
+
+# -- starting a child ----------------------------------------------------------------------------------
+def spawn(
+    entry: str,
+    *,
+    encoder: Encoder = PICKLE,
+    env: dict[str, str] | None = None,
+    stdout: IO[bytes] | int | None = None,
+    stderr: IO[bytes] | int | None = None,
+    stdin: IO[bytes] | int | None = None,
+    new_session: bool = False,
+) -> tuple[subprocess.Popen, Channel]:
+    """Start ``entry`` (``"pkg.module:function"``, called with the child's socket fd); its process and channel."""
+    module, _, function = entry.partition(":")
+    parent_sock, child_sock = socket.socketpair()
+    child_fd = child_sock.fileno()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", f"from {module} import {function}; {function}({child_fd})"],
+            pass_fds=(child_fd,), stdin=stdin, stdout=stdout, stderr=stderr,
+            start_new_session=new_session, env=env,
+        )
+    except BaseException:
+        parent_sock.close()
+        raise
+    finally:
+        child_sock.close()
+    return proc, Channel(Connection(parent_sock.detach()), encoder)
+
+
+def send_init(channel: Channel, payload: bytes) -> None:
+    """Hand the child this process's ``sys.path`` and ``payload`` (a child already gone is seen when read)."""
+    try:
+        channel.send_bytes(pickle.dumps(list(sys.path)))
+        channel.send_bytes(payload)
+    except ChannelClosed:
+        pass
+
+
+def receive_init(fd: int, encoder: Encoder = PICKLE) -> tuple[Channel, bytes]:
+    """In the child: its channel, with ``sys.path`` set as the parent's; the payload. Exits if the parent is gone."""
+    channel = Channel.from_fd(fd, encoder)
+    try:
+        sys.path[:] = pickle.loads(channel.receive_bytes())
+        return channel, channel.receive_bytes()
+    except ChannelClosed:
+        os._exit(1)
+
+
+__all__ = [
+    "CLOUDPICKLE", "Call", "Channel", "ChannelClosed", "CheckpointSaved", "Closed", "CloseTracking", "Continue",
+    "Done", "DrawPlots", "EndTrial", "EnvCheckFailed", "Failed", "LogCheckpoint", "LogCurve", "LogFiles",
+    "LogLine", "LogModel", "LogResult", "OpenTrial", "PICKLE", "PICKLE_OR_CLOUDPICKLE", "Reconcile", "RemoteError", "Reply", "Result",
+    "Shutdown", "Stop", "TrackingInit", "UpdateBest", "receive_init", "remote_error", "send_init", "spawn",
+]
