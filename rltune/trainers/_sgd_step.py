@@ -46,6 +46,7 @@ from torch import nn
 from rltune.errors import ConfigError
 from rltune.trainers._config import TrainerConfig
 from rltune.trainers import _torch_compat
+from rltune.trainers._compile_auto import AutoCompile, cxx_compiler, mark_compiled, step_fingerprint
 from rltune.trainers._flat_params import FlatParameters, clip_coefficient
 
 LossFn = Callable[..., tuple[torch.Tensor, Optional[torch.Tensor]]]
@@ -81,6 +82,7 @@ class SGDStep:
         trace_key: Optional[Callable[[], Hashable]] = None,
         compile_backend: Optional[str] = None,
         compile_mode: Optional[str] = None,
+        auto_compile: bool = False,
     ) -> None:
         if len(optimizer.param_groups) != 1 or optimizer.param_groups[0]["params"] != [flat_params.param]:
             raise ValueError("SGDStep needs an Adam optimizer over the flat parameter tensor alone")
@@ -103,17 +105,26 @@ class SGDStep:
         for name, module in self.frozen_modules.items():
             self._read_tensors[name] = dict(module.named_parameters()) | dict(module.named_buffers())
         self._compiled_steps: dict[Hashable, Callable[..., Any]] = {}
+        # auto_compile: eager until _compile_auto's rule says the run has been long enough.
+        self._auto = AutoCompile() if auto_compile and compile_backend is not None else None
+        self._switching = False  # compiled from now on, but the current update's scalars are still floats
         if compile_backend is not None:
             _check_backend(compile_backend, compile_mode)
 
     @property
     def compiled(self) -> bool:
-        """Whether steps run as compiled functions."""
-        return self.compile_backend is not None
+        """Whether steps run as compiled functions (with ``auto_compile``: from the update after the switch)."""
+        return self.compile_backend is not None and self._auto is None
 
     def __call__(self, *tensors: torch.Tensor, with_stats: bool = True) -> tuple[Optional[torch.Tensor], torch.Tensor]:
-        if self.compile_backend is None:
+        if not self.compiled:
+            if self._auto is not None and self._auto.due(lambda: self._fingerprint(tensors)):
+                self._auto, self._switching = None, True
             return self._eager_step(tensors, with_stats)
+        if self._switching:
+            if not all(isinstance(t, torch.Tensor) for t in tensors):
+                return self._eager_step(tensors, with_stats)
+            self._switching = False
         # The compiled step always computes its stats: in fused kernels they cost next to nothing,
         # and one graph serves every call.
         state = self._adam_state()
@@ -139,6 +150,7 @@ class SGDStep:
             raise TypeError(f"a compiled learner step takes tensors only (another value would be traced as a constant); got {kinds}")
         step, result = self._first_call(args, tensors)
         self._compiled_steps[key] = step
+        mark_compiled(self._fingerprint(tensors))
         return result
 
     # -- eager ----------------------------------------------------------------------------
@@ -210,6 +222,13 @@ class SGDStep:
             if self.private_trace:
                 raise self._backend_error("running", exc) from exc
             raise self._trace_error(exc) from exc
+
+    def _fingerprint(self, tensors: tuple[Any, ...]) -> str:
+        """What names this step's compiled graph in inductor's cache (``_compile_auto``)."""
+        loss = getattr(self.loss_fn, "__qualname__", type(self.loss_fn).__qualname__)
+        parts = [self.compile_backend, self.compile_mode, self.private_trace, repr(self.model), loss, self.trace_key(),
+                 self.grad_clip, repr(self.frozen_modules), self.flat_params.param.dtype]
+        return step_fingerprint(parts, tensors)
 
     def _check_reads_through_model_fn(self, tensors: tuple[torch.Tensor, ...]) -> None:
         """ConfigError when the loss reads the model's parameters other than through ``model_fn``.
@@ -370,7 +389,14 @@ def make_sgd_step(
     frozen_modules: Optional[dict[str, nn.Module]] = None,
     trace_key: Optional[Callable[[], Hashable]] = None,
 ) -> SGDStep:
-    """The learner step a trainer config asks for: compiled with ``torch_compile_learner``, else eager."""
+    """The learner step a trainer config asks for: ``torch_compile_learner`` True, False or auto (``_compile_auto``)."""
+    setting = cfg.torch_compile_learner
+    backend: Optional[str] = cfg.torch_compile_learner_dynamo_backend
+    if setting is False:
+        backend = None
+    elif setting == "auto" and backend == "inductor" and cxx_compiler() is None:
+        _check_backend(backend, cfg.torch_compile_learner_dynamo_mode)  # a bad key is an error whatever the machine
+        backend = None
     return SGDStep(
         model,
         flat_params,
@@ -379,6 +405,7 @@ def make_sgd_step(
         grad_clip=cfg.grad_clip,
         frozen_modules=frozen_modules,
         trace_key=trace_key,
-        compile_backend=cfg.torch_compile_learner_dynamo_backend if cfg.torch_compile_learner else None,
+        compile_backend=backend,
         compile_mode=cfg.torch_compile_learner_dynamo_mode,
+        auto_compile=setting == "auto",
     )
