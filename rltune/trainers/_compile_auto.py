@@ -99,10 +99,12 @@ class AutoCompile:
     def __init__(self) -> None:
         self.steps = 0
         self.threshold: Optional[int] = None
+        self.warm = False
 
     def due(self, fingerprint: Callable[[], str]) -> bool:
         """Count one eager step; True once the step should be compiled from the next update on."""
         if self.threshold is None:
-            self.threshold = WARM_STEPS if compiled_before(fingerprint()) else COLD_STEPS
+            self.warm = compiled_before(fingerprint())
+            self.threshold = WARM_STEPS if self.warm else COLD_STEPS
         self.steps += 1
         return self.steps >= self.threshold

@@ -37,6 +37,7 @@ compiled again for each new key. The loss must reach the model only through
 from __future__ import annotations
 
 import functools
+import logging
 import math
 from typing import Any, Callable, Hashable, Optional
 
@@ -48,6 +49,8 @@ from rltune.trainers._config import TrainerConfig
 from rltune.trainers import _torch_compat
 from rltune.trainers._compile_auto import AutoCompile, cxx_compiler, mark_compiled, step_fingerprint
 from rltune.trainers._flat_params import FlatParameters, clip_coefficient
+
+logger = logging.getLogger(__name__)
 
 LossFn = Callable[..., tuple[torch.Tensor, Optional[torch.Tensor]]]
 
@@ -119,6 +122,8 @@ class SGDStep:
     def __call__(self, *tensors: torch.Tensor, with_stats: bool = True) -> tuple[Optional[torch.Tensor], torch.Tensor]:
         if not self.compiled:
             if self._auto is not None and self._auto.due(lambda: self._fingerprint(tensors)):
+                logger.info("torch_compile_learner auto: compiling the learner step after %d eager SGD steps (%s compile)",
+                            self._auto.steps, "warm" if self._auto.warm else "cold")
                 self._auto, self._switching = None, True
             return self._eager_step(tensors, with_stats)
         if self._switching:
