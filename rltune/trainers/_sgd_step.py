@@ -111,6 +111,7 @@ class SGDStep:
         # auto_compile: eager until _compile_auto's rule says the run has been long enough.
         self._auto = AutoCompile() if auto_compile and compile_backend is not None else None
         self._switching = False  # compiled from now on, but the current update's scalars are still floats
+        self._auto_chosen = self._auto is not None
         if compile_backend is not None:
             _check_backend(compile_backend, compile_mode)
 
@@ -150,10 +151,18 @@ class SGDStep:
         step = self._compiled_steps.get(key) if key is not None else None
         if step is not None:
             return step(*args)
-        if key is None or not all(isinstance(t, torch.Tensor) for t in tensors):
-            kinds = [type(t).__name__ for t in tensors]
-            raise TypeError(f"a compiled learner step takes tensors only (another value would be traced as a constant); got {kinds}")
-        step, result = self._first_call(args, tensors)
+        try:
+            if key is None or not all(isinstance(t, torch.Tensor) for t in tensors):
+                kinds = [type(t).__name__ for t in tensors]
+                raise TypeError(f"a compiled learner step takes tensors only (another value would be traced as a constant); got {kinds}")
+            step, result = self._first_call(args, tensors)
+        except (ConfigError, TypeError) as exc:
+            if not self._auto_chosen:
+                raise
+            # auto chose to compile, the user did not: a step that does not compile trains on eagerly.
+            logger.warning("torch_compile_learner auto: the learner step stays eager: %s", exc)
+            self.compile_backend = None
+            return self._eager_step(tensors, with_stats)
         self._compiled_steps[key] = step
         mark_compiled(self._fingerprint(tensors))
         return result

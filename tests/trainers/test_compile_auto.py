@@ -126,3 +126,21 @@ def test_the_warm_threshold_applies_to_a_step_compiled_before(cache_dir, monkeyp
         counts.append(calls)
         step(x, y)
     assert counts == [5, 2]
+
+
+def test_a_step_auto_cannot_compile_trains_on_eagerly(cache_dir, monkeypatch):
+    monkeypatch.setattr(_compile_auto, "COLD_STEPS", 2)
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    flat = FlatParameters(model)
+
+    def loss(model_fn, a, *, with_stats):  # reads the model directly: not compilable
+        value = (model_fn(a) + model.weight.sum()).pow(2).mean()
+        return value, value.detach().reshape(1)
+
+    step = SGDStep(model, flat, make_adam([flat.param], lr=1e-2), loss, grad_clip=None, compile_backend="eager", auto_compile=True)
+    x = torch.randn(4, 3)
+    for _ in range(4):
+        step(x)
+    assert step.compile_backend is None and not step.compiled
+    assert step.optimizer.state[flat.param]["step"].item() == 4  # every step was taken
