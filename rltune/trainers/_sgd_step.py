@@ -89,7 +89,10 @@ class SGDStep:
     ) -> None:
         if len(optimizer.param_groups) != 1 or optimizer.param_groups[0]["params"] != [flat_params.param]:
             raise ValueError("SGDStep needs an Adam optimizer over the flat parameter tensor alone")
-        if compile_backend is not None and (optimizer.param_groups[0]["amsgrad"] or optimizer.param_groups[0]["differentiable"]):
+        plain_adam = not (optimizer.param_groups[0]["amsgrad"] or optimizer.param_groups[0]["differentiable"])
+        if auto_compile and not plain_adam:
+            compile_backend = None  # auto compiles only what a compiled step can run
+        if compile_backend is not None and not plain_adam:
             raise ValueError("a compiled SGDStep runs plain Adam: amsgrad and differentiable are not supported")
         self.model = model
         self.flat_params = flat_params

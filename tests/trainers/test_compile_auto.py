@@ -144,3 +144,13 @@ def test_a_step_auto_cannot_compile_trains_on_eagerly(cache_dir, monkeypatch):
         step(x)
     assert step.compile_backend is None and not step.compiled
     assert step.optimizer.state[flat.param]["step"].item() == 4  # every step was taken
+
+
+def test_auto_leaves_an_optimizer_a_compiled_step_cannot_run_eager():
+    model = torch.nn.Linear(3, 1)
+    flat = FlatParameters(model)
+    optimizer = torch.optim.Adam([flat.param], amsgrad=True)
+    loss = lambda model_fn, a, *, with_stats: (model_fn(a).pow(2).mean(), None)  # noqa: E731
+    assert SGDStep(model, flat, optimizer, loss, grad_clip=None, compile_backend="inductor", auto_compile=True).compile_backend is None
+    with pytest.raises(ValueError, match="amsgrad"):
+        SGDStep(model, flat, optimizer, loss, grad_clip=None, compile_backend="inductor")
