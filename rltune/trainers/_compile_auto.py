@@ -10,10 +10,11 @@ The rule (documented in the config field and the README):
    steps when this step's graph was compiled before in this inductor cache
    (a warm compile: a few seconds), after :data:`COLD_STEPS` otherwise (a
    cold compile: tens of seconds). Each threshold is about the number of
-   steps whose saving (a compiled PPO step is ~1 ms faster than an eager one
-   on the benchmark's 64x64 MLPs) repays that compile, so a run that lasts
-   at least as long again breaks even (a run's length is not known to the
-   trainer up front: studies stop trials by results and pruners).
+   steps whose saving (compiled vs eager step of the PPO benchmark:
+   ``benchmarks/README.md``, "Compiled learner step") repays that compile,
+   so a run that lasts at least as long again breaks even (a run's length
+   is not known to the trainer up front: studies stop trials by results and
+   pruners).
 
 "This graph was compiled before" is a marker file rltune writes into
 inductor's cache directory (``$TORCHINDUCTOR_CACHE_DIR``, default
