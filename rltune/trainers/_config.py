@@ -9,7 +9,7 @@ for an unknown key, the closest valid one. The core then trusts the model.
 from __future__ import annotations
 
 import difflib
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 import numpy as np
 
@@ -115,16 +115,18 @@ class TrainerConfig(_Strict):
     log_level: Literal["DEBUG", "INFO", "WARN", "WARNING", "ERROR"] = Field(
         "WARN", description="Log level in the trainer and every rollout worker."
     )
-    torch_compile_learner: bool = Field(
-        False,
+    torch_compile_learner: Union[bool, Literal["auto"]] = Field(
+        "auto",
         description="Run each learner step (loss, gradients, clipping, Adam) as one torch.compile'd function: "
-        "much faster steps after a compile of a few seconds on the first one (longer with a cold inductor cache).",
+        "much faster steps after a compile of a few seconds on the first one (longer with a cold inductor cache). "
+        "'auto': eager, compiled once the run has taken 500 SGD steps when this step was compiled before in "
+        "inductor's cache, 20000 otherwise; never without a C++ compiler for inductor ($CXX or g++ on PATH).",
     )
     torch_compile_learner_dynamo_backend: str = Field(
         "inductor", description="torch.compile backend that compiles the learner step's traced graph ('inductor' needs a C++ compiler)."
     )
     torch_compile_learner_dynamo_mode: Optional[str] = Field(
-        None, description="Inductor mode of the learner step's compile (None, 'max-autotune', ...: torch._inductor.list_mode_options())."
+        None, description="Inductor mode of the learner step's compile (None, 'max-autotune', ...: the modes of torch.compile)."
     )
     torch_num_threads: Optional[int] = Field(
         1, ge=1, description="torch intra-op (and numpy BLAS) threads in each process; 1 is fastest for small models, None leaves the defaults."
@@ -139,6 +141,13 @@ class TrainerConfig(_Strict):
                 "(e.g. a creator returning gymnasium.wrappers.NormalizeObservation(env))"
             )
         return name
+
+    @field_validator("torch_compile_learner", mode="before")
+    @classmethod
+    def _bool_or_auto(cls, value: Any) -> Any:
+        if isinstance(value, bool) or value == "auto":
+            return value
+        raise ValueError("must be true, false or 'auto'")
 
     @field_validator("lr_schedule")
     @classmethod

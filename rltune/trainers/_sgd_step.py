@@ -5,34 +5,39 @@ An algorithm writes its loss once, as ``loss_fn(model_fn, *tensors, with_stats)
 ``stats`` is a 1-D tensor of the learner stats it reports (or None when
 ``with_stats`` is False). :class:`SGDStep` turns that into a step:
 
-- eager (the default): ``model_fn`` is the module itself, then
-  ``loss.backward()``, :meth:`FlatParameters.clip_grad_norm_` and
-  ``optimizer.step()``. It starts at once; each step costs one dispatch per
-  op (~100 small ops for PPO's two MLPs).
+- eager: ``model_fn`` is the module itself, then ``loss.backward()``,
+  :meth:`FlatParameters.clip_grad_norm_` and ``optimizer.step()``. It starts
+  at once; each step costs one dispatch per op (~100 small ops for PPO's two MLPs).
 - compiled (``torch_compile_learner``): the same ``loss_fn`` under
   ``torch.func.grad_and_value`` over views of the flat parameter tensor, the
   clipping, and Adam's update (torch's arithmetic, with the bias corrections
-  computed on the host) are traced once into one aten graph (``make_fx`` on
-  fake tensors), which the ``torch.compile`` backend compiles: inductor
-  makes a few fused C++ kernels around the matmuls. The first step pays the
-  trace and the compile (~2-3 s with a warm inductor cache, imports
-  included; 10-20 s cold); every later step calls the compiled code
-  directly, with no guard to check.
+  computed on the host) form one function, ``SGDStep._functional_step``,
+  compiled once per key by the ``torch.compile`` backend (inductor: a few
+  fused C++ kernels around the matmuls). It is compiled with public
+  ``torch.compile(fullgraph=True, dynamic=False)``, or, on the torch release
+  ``_torch_compat.py`` was written for, traced by that adapter (private
+  torch API, faster calls). The first step of each key pays the trace and
+  the compile; inductor's on-disk cache makes a later process's compile of
+  the same graph much cheaper. Later steps call the compiled code with no
+  guard to check: the key stands for the guards.
 
 Invariants: both modes read and write the same ``optimizer.state`` (Adam's
 moments and step count) and update the parameters in place, so checkpoints
 are the same and a trainer restored in the other mode continues exactly.
 A compiled step keeps every Python value the loss reads as a constant of
 its graph: values that change between calls (learning rate aside: clip
-range, coefficients of a schedule) must be passed as tensors, and Python
-values the loss branches on must be part of ``trace_key``. A step is traced
-again for each new ``trace_key`` and each new set of input shapes.
+range, coefficients of a schedule) must be passed as tensors (anything else
+is a TypeError), and Python values the loss branches on must be part of
+``trace_key``. The key of a call is ``trace_key()``, the optimizer's
+constants and each input's shape, stride, dtype and device: a step is
+compiled again for each new key. The loss must reach the model only through
+``model_fn`` (a ConfigError otherwise).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
+import logging
 import math
 from typing import Any, Callable, Hashable, Optional
 
@@ -41,7 +46,11 @@ from torch import nn
 
 from rltune.errors import ConfigError
 from rltune.trainers._config import TrainerConfig
+from rltune.trainers import _torch_compat
+from rltune.trainers._compile_auto import AutoCompile, cxx_compiler, mark_compiled, step_fingerprint
 from rltune.trainers._flat_params import FlatParameters, clip_coefficient
+
+logger = logging.getLogger(__name__)
 
 LossFn = Callable[..., tuple[torch.Tensor, Optional[torch.Tensor]]]
 
@@ -60,6 +69,10 @@ class SGDStep:
     norm before clipping (NaN without ``grad_clip``).
     """
 
+    # Compile through the private-API adapter (faster calls) on the torch release it was written for,
+    # else through public torch.compile: see _torch_compat.py.
+    private_trace: bool = _torch_compat.private_trace_available()
+
     def __init__(
         self,
         model: nn.Module,
@@ -72,10 +85,14 @@ class SGDStep:
         trace_key: Optional[Callable[[], Hashable]] = None,
         compile_backend: Optional[str] = None,
         compile_mode: Optional[str] = None,
+        auto_compile: bool = False,
     ) -> None:
         if len(optimizer.param_groups) != 1 or optimizer.param_groups[0]["params"] != [flat_params.param]:
             raise ValueError("SGDStep needs an Adam optimizer over the flat parameter tensor alone")
-        if compile_backend is not None and (optimizer.param_groups[0]["amsgrad"] or optimizer.param_groups[0]["differentiable"]):
+        plain_adam = not (optimizer.param_groups[0]["amsgrad"] or optimizer.param_groups[0]["differentiable"])
+        if auto_compile and not plain_adam:
+            compile_backend = None  # auto compiles only what a compiled step can run
+        if compile_backend is not None and not plain_adam:
             raise ValueError("a compiled SGDStep runs plain Adam: amsgrad and differentiable are not supported")
         self.model = model
         self.flat_params = flat_params
@@ -94,17 +111,29 @@ class SGDStep:
         for name, module in self.frozen_modules.items():
             self._read_tensors[name] = dict(module.named_parameters()) | dict(module.named_buffers())
         self._compiled_steps: dict[Hashable, Callable[..., Any]] = {}
+        # auto_compile: eager until _compile_auto's rule says the run has been long enough.
+        self._auto = AutoCompile() if auto_compile and compile_backend is not None else None
+        self._switching = False  # compiled from now on, but the current update's scalars are still floats
+        self._auto_chosen = self._auto is not None
         if compile_backend is not None:
             _check_backend(compile_backend, compile_mode)
 
     @property
     def compiled(self) -> bool:
-        """Whether steps run as compiled functions."""
-        return self.compile_backend is not None
+        """Whether steps run as compiled functions (with ``auto_compile``: from the update after the switch)."""
+        return self.compile_backend is not None and self._auto is None
 
     def __call__(self, *tensors: torch.Tensor, with_stats: bool = True) -> tuple[Optional[torch.Tensor], torch.Tensor]:
-        if self.compile_backend is None:
+        if not self.compiled:
+            if self._auto is not None and self._auto.due(lambda: self._fingerprint(tensors)):
+                logger.info("torch_compile_learner auto: compiling the learner step after %d eager SGD steps (%s compile)",
+                            self._auto.steps, "warm" if self._auto.warm else "cold")
+                self._auto, self._switching = None, True
             return self._eager_step(tensors, with_stats)
+        if self._switching:
+            if not all(isinstance(t, torch.Tensor) for t in tensors):
+                return self._eager_step(tensors, with_stats)
+            self._switching = False
         # The compiled step always computes its stats: in fused kernels they cost next to nothing,
         # and one graph serves every call.
         state = self._adam_state()
@@ -125,12 +154,20 @@ class SGDStep:
         step = self._compiled_steps.get(key) if key is not None else None
         if step is not None:
             return step(*args)
-        if key is None or not all(isinstance(t, torch.Tensor) for t in tensors):
-            kinds = [type(t).__name__ for t in tensors]
-            raise TypeError(f"a compiled learner step takes tensors only (another value would be traced as a constant); got {kinds}")
-        step = self._compile(args)
-        result = self._first_call(step, args)
+        try:
+            if key is None or not all(isinstance(t, torch.Tensor) for t in tensors):
+                kinds = [type(t).__name__ for t in tensors]
+                raise TypeError(f"a compiled learner step takes tensors only (another value would be traced as a constant); got {kinds}")
+            step, result = self._first_call(args, tensors)
+        except (ConfigError, TypeError) as exc:
+            if not self._auto_chosen:
+                raise
+            # auto chose to compile, the user did not: a step that does not compile trains on eagerly.
+            logger.warning("torch_compile_learner auto: the learner step stays eager: %s", exc)
+            self.compile_backend = None
+            return self._eager_step(tensors, with_stats)
         self._compiled_steps[key] = step
+        mark_compiled(self._fingerprint(tensors))
         return result
 
     # -- eager ----------------------------------------------------------------------------
@@ -168,55 +205,77 @@ class SGDStep:
         return torch.tensor([step_size, math.sqrt(1 - beta2**step)], device=self.flat_params.param.device)
 
     def _compile(self, args: list[torch.Tensor]) -> Callable[..., Any]:
-        """Trace the step for these arguments' shapes into an aten graph, and compile that graph.
+        """The step compiled for these arguments' key: on the adapter's torch release its trace, else ``torch.compile``."""
+        options = dict(_INDUCTOR_OPTIONS) if self.compile_backend == "inductor" and self.compile_mode is None else None
+        if self.private_trace:
+            try:
+                graph, fake_args, fake_mode = _torch_compat.trace_fake(self._functional_step, args)
+            except Exception as exc:
+                raise self._trace_error(exc) from exc
+            try:
+                return _torch_compat.compile_graph(graph, fake_args, fake_mode, self.compile_backend, options, self.compile_mode)
+            except Exception as exc:
+                raise self._backend_error("compiling", exc) from exc
+        # One torch.compile per key, with its own graphs (isolate_recompiles: other keys and other steps in
+        # this process count neither against its recompile limit nor in its guards) and no guards: the key
+        # checked in __call__ stands for them, as it does for the adapter's trace.
+        options = {**(options or {}), "guard_filter_fn": torch.compiler.skip_all_guards_unsafe}
+        return torch.compile(
+            self._functional_step, fullgraph=True, dynamic=False, backend=self.compile_backend,
+            mode=self.compile_mode, options=options, isolate_recompiles=True,
+        )
 
-        The graph comes from ``make_fx`` on fake tensors rather than from
-        dynamo: tracing takes a fraction of a second instead of seconds, and
-        calls go straight to the compiled code, with no guards to check (the
-        call's key stands for them). The fake mode carries a shape
-        environment so that inductor's on-disk caches serve later processes.
-        """
-        from torch._dynamo import lookup_backend
-        from torch._guards import TracingContext, tracing
-        from torch._subclasses.fake_tensor import FakeTensorMode
-        from torch.fx.experimental.proxy_tensor import make_fx
-        from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-        fake_mode = FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
+    def _first_call(self, args: list[torch.Tensor], tensors: tuple[torch.Tensor, ...]) -> tuple[Callable[..., Any], tuple[Optional[torch.Tensor], torch.Tensor]]:
+        """The first call for a new key: checks what the loss reads, compiles, runs; (compiled step, its result)."""
+        self._check_reads_through_model_fn(tensors)
+        step = self._compile(args)
         try:
-            fake_args = [fake_mode.from_tensor(a, static_shapes=True) for a in args]
-            with fake_mode:
-                graph = make_fx(self._functional_step, tracing_mode="real")(*fake_args)
+            return step, step(*args)
         except Exception as exc:
+            # torch.compile traces and compiles here. It wraps a backend's error (BackendCompilerFailed)
+            # with the backend's own as inner_exception; another error came from tracing (or running).
+            if getattr(exc, "inner_exception", None) is not None:
+                raise self._backend_error("compiling", exc) from exc
+            if self.private_trace:
+                raise self._backend_error("running", exc) from exc
             raise self._trace_error(exc) from exc
-        try:
-            with tracing(TracingContext(fake_mode)), _inductor_config(self.compile_backend, self.compile_mode):
-                return lookup_backend(self.compile_backend)(graph, fake_args)
-        except Exception as exc:
-            raise self._backend_error("compiling", exc) from exc
 
-    def _first_call(self, step: Callable[..., Any], args: list[torch.Tensor]) -> tuple[Optional[torch.Tensor], torch.Tensor]:
-        try:
-            return step(*args)
-        except Exception as exc:
-            raise self._backend_error("running", exc) from exc
+    def _fingerprint(self, tensors: tuple[Any, ...]) -> str:
+        """What names this step's compiled graph in inductor's cache (``_compile_auto``)."""
+        loss = getattr(self.loss_fn, "__qualname__", type(self.loss_fn).__qualname__)
+        parts = [self.compile_backend, self.compile_mode, self.private_trace, repr(self.model), loss, self.trace_key(),
+                 self.grad_clip, repr(self.frozen_modules), self.flat_params.param.dtype]
+        return step_fingerprint(parts, tensors)
+
+    def _check_reads_through_model_fn(self, tensors: tuple[torch.Tensor, ...]) -> None:
+        """ConfigError when the loss reads the model's parameters other than through ``model_fn``.
+
+        A compiled step differentiates with respect to the weights it passes
+        to ``model_fn``; a parameter read directly (``model[0].weight``) would
+        get no gradient. One eager forward on detached weights shows it: the
+        loss then still depends on the model's own parameters.
+        """
+        weights = self.flat_params.views(self.flat_params.param.detach().clone()) | self._read_tensors[None]
+        frozen_fns = {name: functools.partial(_call_with, module, self._read_tensors[name]) for name, module in self.frozen_modules.items()}
+        with torch.enable_grad():
+            loss, _stats = self.loss_fn(functools.partial(_call_with, self.model, weights), *tensors, with_stats=True, **frozen_fns)
+            trained = [p for p in self.model.parameters() if p.requires_grad]
+            if loss.requires_grad and any(g is not None for g in torch.autograd.grad(loss, trained, allow_unused=True)):
+                raise ConfigError(
+                    "torch_compile_learner: the loss reads a tensor that is not an input of the step (a module's "
+                    "parameter or buffer read directly: reach the model through model_fn, other modules through "
+                    "frozen_modules, other values as tensor arguments)"
+                )
 
     @staticmethod
     def _trace_error(exc: Exception) -> ConfigError:
         first_line = (str(exc).strip().splitlines() or [""])[0]
-        if "convert all Tensors to FakeTensors" in first_line:  # fake mode met a real tensor
-            return ConfigError(
-                "torch_compile_learner: the loss reads a tensor that is not an input of the step (a module's "
-                "parameter or buffer read directly: reach the model through model_fn, other modules through "
-                "frozen_modules, other values as tensor arguments)"
-            )
         return ConfigError(
             f"torch_compile_learner: tracing the learner step failed: {type(exc).__name__}: {first_line} "
             "(set torch_compile_learner: False to train eagerly)"
         )
 
     def _backend_error(self, doing: str, exc: Exception) -> ConfigError:
-        # torch wraps a backend's error (BackendCompilerFailed); name the one that says what went wrong.
         cause = getattr(exc, "inner_exception", None) or exc
         first_line = (str(cause).strip().splitlines() or [""])[0]
         return ConfigError(
@@ -307,31 +366,18 @@ def _call_with(module: nn.Module, weights: dict[str, torch.Tensor], *inputs: tor
     return torch.func.functional_call(module, weights, inputs)
 
 
-def _inductor_config(backend: Optional[str], mode: Optional[str]) -> contextlib.AbstractContextManager[Any]:
-    """Inductor's settings while it compiles the step: ``mode``'s, or those for small RL networks on the CPU.
-
-    ``cpp.use_decompose_tanh`` computes tanh as ``2 / (1 + exp(-2x)) - 1``:
-    inductor's vectorized tanh took ~45 us on a 256x64 tensor here against
-    ~17 us for the exp form, ~15% of a compiled PPO step with 64x64 tanh MLPs;
-    the result differs from tanh by about 1e-7 (off by default in torch
-    for exact-match tests, not for training).
-    """
-    if backend != "inductor":
-        return contextlib.nullcontext()
-    import torch._inductor
-
-    options = torch._inductor.list_mode_options(mode) if mode is not None else {"cpp.use_decompose_tanh": True}
-    return torch._inductor.config.patch(options)
+# Inductor's options for small RL networks on the CPU. ``cpp.use_decompose_tanh`` computes tanh as
+# ``2 / (1 + exp(-2x)) - 1``: inductor's vectorized tanh is several times slower than the exp form
+# on the tanh MLPs of PPO; the result differs from tanh by about 1e-7 (off by default in torch for
+# exact-match tests, not for training).
+_INDUCTOR_OPTIONS = {"cpp.use_decompose_tanh": True}
 
 
 def _check_backend(backend: str, mode: Optional[str]) -> None:
     """ConfigError naming the closest backend (or mode) when torch.compile has none of that name."""
     import difflib
 
-    import torch._dynamo
-    import torch._inductor
-
-    backends = torch._dynamo.list_backends(exclude_tags=())
+    backends = torch.compiler.list_backends(exclude_tags=())
     if backend not in backends:
         close = difflib.get_close_matches(backend, backends, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else f"; torch.compile has {backends}"
@@ -340,11 +386,14 @@ def _check_backend(backend: str, mode: Optional[str]) -> None:
         return
     if backend != "inductor":
         raise ConfigError(f"torch_compile_learner_dynamo_mode: modes are inductor's; backend {backend!r} takes none")
-    modes = list(torch._inductor.list_mode_options())
-    if mode not in modes:
+    try:
+        torch.compile(_check_backend, backend=backend, mode=mode)  # checks the mode; compiles nothing until called
+    except RuntimeError as exc:
+        # "Unrecognized mode=x, should be one of: default, reduce-overhead, ..."
+        modes = [m.strip() for m in str(exc).partition("should be one of:")[2].split(",") if m.strip()]
         close = difflib.get_close_matches(mode, modes, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else f"; inductor has {modes}"
-        raise ConfigError(f"torch_compile_learner_dynamo_mode: unknown mode {mode!r}{hint}")
+        raise ConfigError(f"torch_compile_learner_dynamo_mode: unknown mode {mode!r}{hint}") from None
 
 
 def make_sgd_step(
@@ -357,7 +406,14 @@ def make_sgd_step(
     frozen_modules: Optional[dict[str, nn.Module]] = None,
     trace_key: Optional[Callable[[], Hashable]] = None,
 ) -> SGDStep:
-    """The learner step a trainer config asks for: compiled with ``torch_compile_learner``, else eager."""
+    """The learner step a trainer config asks for: ``torch_compile_learner`` True, False or auto (``_compile_auto``)."""
+    setting = cfg.torch_compile_learner
+    backend: Optional[str] = cfg.torch_compile_learner_dynamo_backend
+    if setting is False:
+        backend = None
+    elif setting == "auto" and backend == "inductor" and cxx_compiler() is None:
+        _check_backend(backend, cfg.torch_compile_learner_dynamo_mode)  # a bad key is an error whatever the machine
+        backend = None
     return SGDStep(
         model,
         flat_params,
@@ -366,6 +422,7 @@ def make_sgd_step(
         grad_clip=cfg.grad_clip,
         frozen_modules=frozen_modules,
         trace_key=trace_key,
-        compile_backend=cfg.torch_compile_learner_dynamo_backend if cfg.torch_compile_learner else None,
+        compile_backend=backend,
         compile_mode=cfg.torch_compile_learner_dynamo_mode,
+        auto_compile=setting == "auto",
     )

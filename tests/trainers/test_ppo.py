@@ -117,7 +117,9 @@ def test_first_result_without_finished_episodes_is_nan_not_an_error(trainer_cls)
 
 def test_ppo_learns_cartpole():
     returns = []
-    with PPO(config=CARTPOLE_FAST, env="CartPole-v1") as trainer:
+    # Eager throughout: with torch_compile_learner auto this run would compile when this machine's
+    # inductor cache has the step, and the test would then depend on the cache.
+    with PPO(config={**CARTPOLE_FAST, "torch_compile_learner": False}, env="CartPole-v1") as trainer:
         for _ in range(160):  # at most ~41k env steps; seed 0 gets there in about 70 iterations
             result = trainer.train()
             returns.append(result["episode_reward_mean"])

@@ -121,6 +121,35 @@ def test_compiled_dqn_updates_as_the_eager_one(double_q):
             assert compiled_round[key] == pytest.approx(eager_round[key], rel=1e-3, abs=1e-6), key
 
 
+def test_the_public_torch_compile_path_updates_as_the_eager_one(monkeypatch):
+    # The tests above run the adapter's trace (_torch_compat.py) on the torch release it was written
+    # for; this is the path any other release takes: torch.compile with inductor, PPO's and DQN's losses.
+    from rltune.trainers._sgd_step import SGDStep
+
+    monkeypatch.setattr(SGDStep, "private_trace", False)
+
+    def learn_ppo(trainer):
+        trainer.train()
+        return trainer.train()["info"]["learner"]["default_policy"]
+
+    (w_eager, adam_eager, s_eager), (w_compiled, adam_compiled, s_compiled) = _learn_twice(PPO, PPO_CONFIG, "CartPole-v1", learn_ppo)
+    _assert_close(w_eager, w_compiled, atol=1e-5)
+    _assert_close(adam_eager, adam_compiled, atol=1e-6)
+    assert s_compiled["total_loss"] == pytest.approx(s_eager["total_loss"], rel=1e-3, abs=1e-5)
+
+    dqn_config = {"rollout_fragment_length": 8, "train_batch_size": 16, "learning_starts": 0, "min_sample_timesteps_per_iteration": 16,
+                  "lr": 1e-2, "model": {"fcnet_hiddens": [16]}, "seed": 0}
+
+    def learn_dqn(trainer):
+        trainer.train()
+        return trainer.train()["info"]["learner"]["default_policy"]
+
+    (w_eager, adam_eager, s_eager), (w_compiled, adam_compiled, s_compiled) = _learn_twice(DQN, dqn_config, "CartPole-v1", learn_dqn)
+    assert adam_compiled["step"].item() > 0
+    _assert_close(w_eager, w_compiled, atol=1e-5)
+    _assert_close(adam_eager, adam_compiled, atol=1e-6)
+
+
 def test_a_compiled_trainers_checkpoint_continues_in_an_eager_trainer(tmp_path):
     compiled = PPO(config={**PPO_CONFIG, "torch_compile_learner": True}, env="CartPole-v1")
     try:
