@@ -1,10 +1,10 @@
 """The built-in MLPs' forward pass in numpy, for the few rows of a rollout step.
 
 A rollout step runs the policy on one row per env of a worker (1 to a few
-dozen). At that size a torch op costs its dispatch (~5-10 us here) more than
-its arithmetic, and the whole forward of a 256x256 Q-network on one row took
-~75 us in torch against ~17 us in numpy on this machine. The learner, and
-larger batches, stay in torch.
+dozen). At that size a torch op costs its dispatch more than its
+arithmetic, and numpy's forward of a row is several times faster than
+torch's (figures in benchmarks/README.md). The learner, and larger batches,
+stay in torch.
 
 The weights are copies: a model rebuilds its :class:`NumpyMLP` after its
 parameters change (the policy calls ``invalidate_fused`` on the models when
