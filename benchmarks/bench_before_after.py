@@ -6,7 +6,10 @@ directory holding ``rltune/`` and ``benchmarks/``), each checkout with its
 own benchmark script and its own code first on ``PYTHONPATH``, in rounds that
 alternate which checkout goes first, and prints the median of each figure
 and the after/before ratio (higher is better for throughput, lower for
-times). The peer of every figure here is the earlier rltune.
+times), both as the ratio of the medians and as the median of each
+round's ratio (a round's two runs are back to back and share the machine's
+speed of that moment; the verdict uses this one). The peer of every figure
+here is the earlier rltune.
 
 Measures (a short run each; the long runs are the other scripts' job):
 
@@ -162,18 +165,20 @@ def main() -> int:
                     if value is not None:
                         values.setdefault(figure, {}).setdefault(side, []).append(value)
     print(f"\nload average at end: {os.getloadavg()[0]:.2f}\n")
-    print("| figure | before (median) | after (median) | after/before | within 5% |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| figure | before (median) | after (median) | after/before (of the medians) | after/before per round (median) | within 5% |")
+    print("| --- | --- | --- | --- | --- | --- |")
     higher = {figure: h for _script, _args, figures in MEASURES.values() for figure, (_e, h) in figures.items()}
     for figure, sides in values.items():
         if "before" not in sides or "after" not in sides:
-            print(f"| {figure} | {sides.get('before')} | {sides.get('after')} | n/a | n/a |")
+            print(f"| {figure} | {sides.get('before')} | {sides.get('after')} | n/a | n/a | n/a |")
             continue
         b, a = statistics.median(sides["before"]), statistics.median(sides["after"])
         ratio = a / b if b else float("nan")
-        better = ratio >= 0.95 if higher[figure] else ratio <= 1.05
+        # Each round's pair ran back to back, so its ratio shares that moment's machine speed.
+        paired = statistics.median(x / y for x, y in zip(sides["after"], sides["before"]) if y) if b else float("nan")
+        better = paired >= 0.95 if higher[figure] else paired <= 1.05
         print(f"| {figure} | {b:.4g} (n={len(sides['before'])}) | {a:.4g} (n={len(sides['after'])}) | {ratio:.3f} | "
-              f"{'yes' if better else 'NO'} |")
+              f"{paired:.3f} | {'yes' if better else 'NO'} |")
     return 0
 
 
