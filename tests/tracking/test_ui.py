@@ -89,10 +89,25 @@ class RunUI:
         self.proc.send_signal(signal.SIGINT)
         try:
             return self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"run_ui did not stop within 60 s of SIGINT ({_sigint_disposition(self.proc.pid)}); "
+                                 f"its output so far:\n{''.join(self.output)}") from None
         finally:
             stop_process_tree(self.proc)  # whatever is left if it did not stop (a failing test)
             while not self.lines.empty():
                 self.output.append(self.lines.get())
+
+
+def _sigint_disposition(pid: int) -> str:
+    """Whether process ``pid`` ignores, catches or takes the default action on SIGINT (from /proc)."""
+    try:
+        fields = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+    except OSError:
+        return "process gone"
+    bit = 1 << (signal.SIGINT - 1)
+    if int(fields["SigIgn"], 16) & bit:
+        return "SIGINT ignored"
+    return "SIGINT caught" if int(fields["SigCgt"], 16) & bit else "SIGINT default"
 
 
 @pytest.fixture(scope="session")
