@@ -61,7 +61,7 @@ class RunUI:
         code = "import sys; from rltune.tracking._ui import run_ui; sys.exit(run_ui(sys.argv[1], int(sys.argv[2])))"
         self.proc = subprocess.Popen([sys.executable, "-c", code, str(results_dir), str(port)],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env=mlflow_env(), start_new_session=True)
+                                     env=mlflow_env(), start_new_session=True, preexec_fn=_default_sigint)
         self.lines: queue.Queue[str] = queue.Queue()
         self.output: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -96,6 +96,16 @@ class RunUI:
             stop_process_tree(self.proc)  # whatever is left if it did not stop (a failing test)
             while not self.lines.empty():
                 self.output.append(self.lines.get())
+
+
+def _default_sigint() -> None:
+    """In the UI's process: Ctrl-C acts as in a terminal, even when pytest runs where SIGINT is ignored.
+
+    A shell without job control starts a background job (``.ci/run &``) with
+    SIGINT ignored, and every process below inherits that; ``rltune ui``
+    respects it, as a background command should.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _sigint_disposition(pid: int) -> str:
