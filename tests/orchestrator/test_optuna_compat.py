@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import optuna
+from private_names import private_uses
 
 import rltune
 from rltune.orchestrator._optuna_compat import retry_of
@@ -20,15 +21,7 @@ PRIVATE = re.compile(
 
 
 def test_no_private_optuna_name_outside_the_adapter():
-    root = Path(rltune.__file__).resolve().parent.parent
-    hits = []
-    for path in sorted((root / "rltune").rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if rel == ADAPTER:
-            continue
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            if PRIVATE.search(line):
-                hits.append(f"{rel}:{number}: {line.strip()}")
+    hits = private_uses(PRIVATE, ADAPTER)
     assert not hits, "private Optuna names outside " + ADAPTER + ":\n" + "\n".join(hits)
 
 

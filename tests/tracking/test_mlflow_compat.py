@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from private_names import private_uses
+
 import rltune
 
 # private modules (mlflow.utils, mlflow.store), private names (mlflow.x._y, from mlflow.x import _y)
@@ -12,15 +14,7 @@ PRIVATE = re.compile(r"mlflow\.(utils|store)\b|mlflow(\.\w+)*\._\w|from mlflow[\
 
 
 def test_no_private_mlflow_outside_the_adapter():
-    root = Path(rltune.__file__).parent
-    found = []
-    for path in root.rglob("*.py"):
-        if path == root / "tracking" / "_mlflow_compat.py":
-            continue
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
-            if PRIVATE.search(line.split("#", 1)[0]):
-                found.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
-    assert found == []
+    assert private_uses(PRIVATE, "rltune/tracking/_mlflow_compat.py", ignore_comments=True) == []
 
 
 def test_the_pattern_finds_what_the_adapter_uses():

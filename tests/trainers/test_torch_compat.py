@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from private_names import private_uses
+
 import rltune
 from rltune.trainers import _torch_compat
 
@@ -16,15 +18,7 @@ PRIVATE = re.compile(
 
 
 def test_no_private_torch_name_outside_the_adapter():
-    root = Path(rltune.__file__).resolve().parent.parent
-    hits = []
-    for path in sorted((root / "rltune").rglob("*.py")):
-        rel = path.relative_to(root).as_posix()
-        if rel == ADAPTER:
-            continue
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            if PRIVATE.search(line):
-                hits.append(f"{rel}:{number}: {line.strip()}")
+    hits = private_uses(PRIVATE, ADAPTER)
     assert not hits, "private torch names outside " + ADAPTER + ":\n" + "\n".join(hits)
 
 
