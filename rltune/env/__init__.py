@@ -6,10 +6,15 @@ Public names (re-exported by :mod:`rltune.trainers`, ``TaskSettableEnv`` also by
     EnvContext                      the env_config dict every env is built with, plus where it runs
     register_env, registered_envs   names for env creators, usable as ``env: name`` in configs
     TaskSettableEnv                 an env whose task a curriculum can read and change
+    MultiAgentEnv, make_multi_agent an env of several agents (dicts keyed by agent id)
+    with_agent_groups               agents of a MultiAgentEnv acting as one per group
+    PettingZooEnv, ParallelPettingZooEnv   PettingZoo AEC and parallel envs as MultiAgentEnvs
 
 Modules: ``_context`` (EnvContext), ``_registry`` (register_env and resolving
 a trainer's ``env`` into an ``EnvSpec``), ``_build`` (building one env and
 running gymnasium's env checker on it), ``_task`` (TaskSettableEnv),
+``_multi_agent`` (MultiAgentEnv), ``_multi_agent_check`` (its API checker),
+``_groups`` (agent groups), ``_pettingzoo`` (the PettingZoo wrappers),
 ``_shipping`` (the user's env registrations, sent to a study's trial processes).
 
 The names load on first access: ``rltune.env._shipping`` is imported by the
@@ -25,12 +30,20 @@ if TYPE_CHECKING:
     from rltune.env._context import EnvContext
     from rltune.env._registry import register_env, registered_envs
     from rltune.env._task import TaskSettableEnv
+    from rltune.env._multi_agent import MultiAgentEnv, make_multi_agent
+    from rltune.env._groups import with_agent_groups
+    from rltune.env._pettingzoo import ParallelPettingZooEnv, PettingZooEnv
 
 _PUBLIC = {
     "EnvContext": "rltune.env._context",
     "register_env": "rltune.env._registry",
     "registered_envs": "rltune.env._registry",
     "TaskSettableEnv": "rltune.env._task",
+    "MultiAgentEnv": "rltune.env._multi_agent",
+    "make_multi_agent": "rltune.env._multi_agent",
+    "with_agent_groups": "rltune.env._groups",
+    "PettingZooEnv": "rltune.env._pettingzoo",
+    "ParallelPettingZooEnv": "rltune.env._pettingzoo",
 }
 
 
@@ -40,4 +53,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'rltune.env' has no attribute {name!r}")
 
 
-__all__ = ["EnvContext", "TaskSettableEnv", "register_env", "registered_envs"]
+__all__ = [
+    "EnvContext",
+    "MultiAgentEnv",
+    "ParallelPettingZooEnv",
+    "PettingZooEnv",
+    "TaskSettableEnv",
+    "make_multi_agent",
+    "register_env",
+    "registered_envs",
+    "with_agent_groups",
+]
