@@ -9,7 +9,7 @@ Public names::
 
 from rltune.callbacks._callbacks import DefaultCallbacks, MultiCallbacks, make_callbacks
 from rltune.callbacks._curriculum import CurriculumCallback, CurriculumConfig
-from rltune.callbacks._episode import Episode
+from rltune.callbacks._episode import Episode, MultiAgentEpisode
 from rltune.env._task import TaskSettableEnv
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "CurriculumConfig",
     "DefaultCallbacks",
     "Episode",
+    "MultiAgentEpisode",
     "MultiCallbacks",
     "TaskSettableEnv",
     "make_callbacks",

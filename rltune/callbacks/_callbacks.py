@@ -12,13 +12,17 @@ Hooks, in the order they fire, and the process each runs in:
    of the episode (the step is already in ``episode``).
 4. ``on_episode_end(episode, env, env_index, worker)``: after the step that
    ended the episode; set ``episode.custom_metrics`` / ``hist_data`` here.
-5. ``on_sample_end(samples, worker)``: after a worker collected (and
+5. ``on_postprocess_trajectory(worker, episode, agent_id, policy_id,
+   policies, postprocessed_batch, original_batches)``: multi-agent envs,
+   after one agent's trajectory of one episode was postprocessed, in the
+   env's process; may change ``postprocessed_batch`` in place.
+6. ``on_sample_end(samples, worker)``: after a worker collected (and
    postprocessed) one fragment, in the worker's process.
-6. ``on_train_result(trainer, result)``: after each ``train()``, in the
+7. ``on_train_result(trainer, result)``: after each ``train()``, in the
    trainer's process; may add keys to ``result``.
-7. ``on_checkpoint_saved(trainer, path)`` / ``on_checkpoint_loaded(trainer)``:
+8. ``on_checkpoint_saved(trainer, path)`` / ``on_checkpoint_loaded(trainer)``:
    after ``save()`` / ``restore()``, in the trainer's process.
-8. ``on_worker_recreated(trainer, worker_index)``: after a dead rollout
+9. ``on_worker_recreated(trainer, worker_index)``: after a dead rollout
    worker was restarted and given the current weights and tasks.
 
 Each worker process has its own callbacks instance, so state kept on
@@ -39,6 +43,7 @@ ALL_HOOKS = (
     "on_trainer_init",
     "on_environment_created",
     *EPISODE_HOOKS,
+    "on_postprocess_trajectory",
     "on_sample_end",
     "on_train_result",
     "on_checkpoint_saved",
@@ -64,6 +69,20 @@ class DefaultCallbacks:
 
     def on_episode_end(self, *, episode: Any, env: Any, env_index: int, worker: Any = None, **kwargs: Any) -> None:
         """The episode ended (terminated or truncated)."""
+
+    def on_postprocess_trajectory(
+        self,
+        *,
+        worker: Any = None,
+        episode: Any = None,
+        agent_id: Any = None,
+        policy_id: str = "",
+        policies: Any = None,
+        postprocessed_batch: Any = None,
+        original_batches: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        """A multi-agent trajectory was postprocessed; ``original_batches`` maps agent ids to ``(policy_id, batch)``."""
 
     def on_sample_end(self, *, samples: Any, worker: Any = None, **kwargs: Any) -> None:
         """A worker finished collecting one fragment (``samples`` is a SampleResult)."""

@@ -67,3 +67,70 @@ class Episode:
             f"Episode(id={self.episode_id}, worker={self.worker_index}, env={self.env_index}, "
             f"length={self.length}, total_reward={self.total_reward:g})"
         )
+
+
+class MultiAgentEpisode(Episode):
+    """One episode of a multi-agent env: the :class:`Episode` API plus each agent's view.
+
+    ``length`` counts env steps and ``total_reward`` sums every agent's
+    rewards; ``agent_rewards`` maps ``(agent_id, policy_id)`` to that agent's
+    sum so far. ``last_observation()`` / ``last_info()`` / ``last_action()``
+    are the latest dicts by agent id; ``*_for(agent_id)`` one agent's latest.
+    """
+
+    __slots__ = ("agent_rewards", "_policies", "_obs_for", "_info_for", "_action_for", "_reward_for")
+
+    def __init__(self, *, env_index: int, worker_index: int, observation: dict[Any, Any], info: dict[Any, Any]) -> None:
+        super().__init__(env_index=env_index, worker_index=worker_index, observation=observation, info=info)
+        self.agent_rewards: dict[tuple[Any, str], float] = {}
+        self._policies: dict[Any, str] = {}
+        self._obs_for: dict[Any, Any] = dict(observation)
+        self._info_for: dict[Any, Any] = dict(info)
+        self._action_for: dict[Any, Any] = {}
+        self._reward_for: dict[Any, float] = {}
+
+    def set_policy(self, agent_id: Any, policy_id: str) -> None:
+        """Record the policy an agent was mapped to (called by the sampler once per agent and episode)."""
+        self._policies[agent_id] = policy_id
+
+    def add_multi_agent_step(
+        self, actions: dict[Any, Any], rewards: dict[Any, float], observations: dict[Any, Any], infos: dict[Any, Any]
+    ) -> None:
+        """Record one env step (called by the sampler before ``on_episode_step``)."""
+        self.length += 1
+        self._last_action = actions
+        self._last_obs = observations
+        self._last_info = infos
+        self._action_for.update(actions)
+        self._obs_for.update(observations)
+        self._info_for.update({a: i for a, i in infos.items() if a != "__common__"})
+        for agent_id, reward in rewards.items():
+            reward = float(reward)
+            self.total_reward += reward
+            self._reward_for[agent_id] = reward
+            key = (agent_id, self._policies.get(agent_id, ""))
+            self.agent_rewards[key] = self.agent_rewards.get(key, 0.0) + reward
+
+    def get_agents(self) -> list[Any]:
+        """Every agent seen in this episode so far."""
+        return list(self._policies)
+
+    def policy_for(self, agent_id: Any) -> str:
+        """The policy id the agent was mapped to in this episode."""
+        return self._policies[agent_id]
+
+    def last_observation_for(self, agent_id: Any) -> Any:
+        """The agent's latest raw observation (None if it has had none)."""
+        return self._obs_for.get(agent_id)
+
+    def last_action_for(self, agent_id: Any) -> Any:
+        """The agent's latest action (None before it acted)."""
+        return self._action_for.get(agent_id)
+
+    def last_reward_for(self, agent_id: Any) -> float:
+        """The reward the agent got at the latest step that gave it one (0.0 before any)."""
+        return self._reward_for.get(agent_id, 0.0)
+
+    def last_info_for(self, agent_id: Any) -> Any:
+        """The agent's latest info dict (None if it has had none)."""
+        return self._info_for.get(agent_id)

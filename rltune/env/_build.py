@@ -38,7 +38,7 @@ def build_env(spec: EnvSpec, ctx: EnvContext, *, check: bool) -> gym.Env:
             f"env {spec.name!r} ({where(ctx)}): the creator returned {type(env).__name__}, "
             "which is not a gymnasium.Env (subclass gymnasium.Env, or rltune.env.MultiAgentEnv later)"
         )
-    if check:
+    if check and not _multi_agent(env):  # TEMP until the multi-agent checker lands
         # The advice on gymnasium's own envs (e.g. CartPole's infinite observation bounds) is
         # about design choices the user cannot change: logged at DEBUG only.
         from_gymnasium = type(env.unwrapped).__module__.startswith("gymnasium.")
@@ -129,3 +129,9 @@ def describe(env: Any) -> str:
     """The env's spec id or class name, for messages."""
     spec = getattr(env, "spec", None)
     return getattr(spec, "id", None) or type(env).__name__
+
+
+def _multi_agent(env: Any) -> bool:
+    from rltune.env._multi_agent import is_multi_agent
+
+    return is_multi_agent(env)

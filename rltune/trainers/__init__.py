@@ -4,7 +4,9 @@ Public names::
 
     PPO, DQN, Trainer, get_trainer_class
     register_env, registered_envs, EnvContext (defined in rltune.env)
-    Policy, DEFAULT_POLICY_ID
+    Policy, RandomPolicy, DEFAULT_POLICY_ID
+    PolicySpec                              one policy of a multi-agent config
+    MultiAgentEnv (defined in rltune.env)
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import importlib
 from rltune._imports import import_object
 from rltune.env import EnvContext, register_env, registered_envs
 from rltune.errors import ConfigError
-from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
+from rltune.env import MultiAgentEnv
+from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy, RandomPolicy
+from rltune.trainers._policy_spec import PolicySpec
 from rltune.trainers._trainer import Trainer
 
 _TRAINERS = {
@@ -52,8 +56,11 @@ __all__ = [
     "DEFAULT_POLICY_ID",
     "DQN",
     "EnvContext",
+    "MultiAgentEnv",
     "PPO",
     "Policy",
+    "PolicySpec",
+    "RandomPolicy",
     "Trainer",
     "get_trainer_class",
     "register_env",

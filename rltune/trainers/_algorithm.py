@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Any, Callable, ClassVar, Optional
 
 import numpy as np
 
@@ -34,6 +34,7 @@ class StepOutcome:
     env_steps: int = 0
     episodes: list[EpisodeMetrics] = field(default_factory=list)
     learner_info: dict[str, dict[str, float]] = field(default_factory=dict)
+    agent_steps: int = 0  # actions computed by every agent (single-agent: = env_steps)
 
 
 class Algorithm:
@@ -52,10 +53,26 @@ class Algorithm:
         self.source = source
         self.rng = rng
         self.learners: dict[str, Learner] = {pid: self.make_learner(pid, policy) for pid, policy in policies.items()}
+        # Whether a sampled batch goes to its policy's learner (multiagent.policies_to_train); set by the trainer.
+        self.trains: Callable[[str, SampleBatch], bool] = lambda policy_id, batch: True
 
     def make_learner(self, policy_id: str, policy: Policy) -> Learner:
-        """The learner of one policy (default: ``learner_class`` with the trainer's config and generator)."""
-        return self.learner_class(policy, self.cfg, self.rng)
+        """The learner of one policy (default: ``learner_class`` with the policy's config and the trainer's generator)."""
+        return self.learner_class(policy, policy.config, self.rng)
+
+    def add_policy(self, policy_id: str, policy: Policy) -> None:
+        """A policy added during training gets its learner."""
+        self.policies[policy_id] = policy
+        self.learners[policy_id] = self.make_learner(policy_id, policy)
+
+    def remove_policy(self, policy_id: str) -> None:
+        """A removed policy's learner goes with it."""
+        self.policies.pop(policy_id, None)
+        self.learners.pop(policy_id, None)
+
+    def batches_to_learn(self, batches: dict[str, SampleBatch]) -> dict[str, SampleBatch]:
+        """The sampled batches that go to a learner: of policies with one, selected by ``policies_to_train``."""
+        return {pid: b for pid, b in batches.items() if pid in self.learners and self.trains(pid, b)}
 
     def training_step(self, timesteps_total: int) -> StepOutcome:
         """Sample and update once (``timesteps_total`` env steps were sampled before); return what was done."""
@@ -116,9 +133,12 @@ class OnPolicyAlgorithm(Algorithm):
 
     def training_step(self, timesteps_total: int) -> StepOutcome:
         sample = self.source.sample(self.cfg.train_batch_size)
-        info = {pid: self.learners[pid].update(batch, timestep=timesteps_total) for pid, batch in sample.batches.items()}
+        info = {
+            pid: self.learners[pid].update(batch, timestep=timesteps_total)
+            for pid, batch in self.batches_to_learn(sample.batches).items()
+        }
         self.source.sync_weights({"timestep": timesteps_total + sample.env_steps})
-        return StepOutcome(sample.env_steps, sample.episodes, info)
+        return StepOutcome(sample.env_steps, sample.episodes, info, sample.agent_steps or sample.env_steps)
 
 
 class OffPolicyLearner(Learner):
@@ -176,11 +196,19 @@ class OffPolicyAlgorithm(Algorithm):
     def __init__(self, cfg: TrainerConfig, policies: dict[str, Policy], source: SampleSource, rng: np.random.Generator) -> None:
         super().__init__(cfg, policies, source, rng)
         self.replay = self.replay_settings()
-        self.buffers = {pid: ReplayBuffer(self.replay.capacity) for pid in policies}
+        self.buffers = {pid: ReplayBuffer(self.replay.capacity) for pid in self.learners}
         self.last_target_update = 0
         self.num_target_updates = 0
         self.num_grad_steps = 0
         self._grad_step_debt = 0.0
+
+    def add_policy(self, policy_id: str, policy: Policy) -> None:
+        super().add_policy(policy_id, policy)
+        self.buffers[policy_id] = ReplayBuffer(self.replay.capacity)
+
+    def remove_policy(self, policy_id: str) -> None:
+        super().remove_policy(policy_id)
+        self.buffers.pop(policy_id, None)
 
     def replay_settings(self) -> ReplaySettings:
         """The replay, target-sync and sampling numbers of this algorithm, from ``self.cfg``."""
@@ -192,16 +220,19 @@ class OffPolicyAlgorithm(Algorithm):
         while True:
             sample = self.source.sample(1)
             outcome.env_steps += sample.env_steps
+            outcome.agent_steps += sample.agent_steps or sample.env_steps
             outcome.episodes.extend(sample.episodes)
-            for pid, batch in sample.batches.items():
+            for pid, batch in self.batches_to_learn(sample.batches).items():
                 self.buffers[pid].add(batch)
             sampled = timesteps_total + outcome.env_steps
-            if sampled >= self.replay.learning_starts and all(len(b) for b in self.buffers.values()):
+            if sampled >= self.replay.learning_starts and any(len(b) for b in self.buffers.values()):
                 self._learn_round(sampled, sample.env_steps, stats)
             self.source.sync_weights({"timestep": sampled})
             if outcome.env_steps >= self.replay.min_steps_per_iteration:
                 break
-        outcome.learner_info = {pid: {**pid_stats, **self.round_stats(pid)} for pid, pid_stats in stats.items()}
+        outcome.learner_info = {
+            pid: {**pid_stats, **self.round_stats(pid)} for pid, pid_stats in stats.items() if pid in self.learners
+        }
         return outcome
 
     def _learn_round(self, sampled: int, new_steps: int, stats: dict[str, dict[str, float]]) -> None:
@@ -213,7 +244,8 @@ class OffPolicyAlgorithm(Algorithm):
         num_steps = self._grad_steps_for(new_steps)
         if num_steps:
             for pid in self.learners:
-                stats[pid] = self._updates(num_steps, pid, timestep=sampled)
+                if len(self.buffers[pid]):
+                    stats[pid] = self._updates(num_steps, pid, timestep=sampled)
 
     def _grad_steps_for(self, sampled_steps: int) -> int:
         if self.replay.training_intensity is None:

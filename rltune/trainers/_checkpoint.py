@@ -276,15 +276,27 @@ def _episode_window(meta: Fields) -> list[EpisodeMetrics]:
     for i, entry in enumerate(meta.get("episode_window", list, [])):
         if not (
             isinstance(entry, list)
-            and len(entry) in (2, 3)
+            and len(entry) in (2, 3, 4)
             and is_kind(entry[0], (int, float))
             and is_kind(entry[1], (int,))
             and (len(entry) == 2 or isinstance(entry[2], dict))
+            and (len(entry) < 4 or _agent_rewards_ok(entry[3]))
         ):
-            raise meta.error("episode_window", f"entry {i} is not [reward, length, custom_metrics]: {describe(entry)}")
-        custom = entry[2] if len(entry) == 3 else {}
-        window.append(EpisodeMetrics(float(entry[0]), entry[1], custom_metrics=custom))
+            raise meta.error(
+                "episode_window", f"entry {i} is not [reward, length, custom_metrics, agent_rewards]: {describe(entry)}"
+            )
+        custom = entry[2] if len(entry) >= 3 else {}
+        agent_rewards = [(a, p, float(r)) for a, p, r in entry[3]] if len(entry) == 4 else []
+        window.append(EpisodeMetrics(float(entry[0]), entry[1], custom_metrics=custom, agent_rewards=agent_rewards))
     return window
+
+
+def _agent_rewards_ok(value: Any) -> bool:
+    """[[agent_id, policy_id, reward], ...] as a multi-agent episode's entry saves it."""
+    return isinstance(value, list) and all(
+        isinstance(item, list) and len(item) == 3 and isinstance(item[1], str) and is_kind(item[2], (int, float))
+        for item in value
+    )
 
 
 def _env_tasks(meta: Fields) -> dict[tuple[int, int], Any]:

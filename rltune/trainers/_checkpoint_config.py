@@ -63,6 +63,24 @@ def _saved_callbacks_problem(spec: Any) -> str | None:
     return None
 
 
+def _saved_policy_class_problem(name: Any) -> str | None:
+    from rltune._imports import import_object
+    from rltune.errors import ConfigError
+    from rltune.trainers._policy import Policy
+
+    if name is None:
+        return None
+    if not isinstance(name, str):
+        return f"holds {describe(name)}, not an import string of a Policy subclass"
+    try:
+        obj = import_object(name, "")
+    except ConfigError as exc:
+        return f"cannot be imported here ({exc.problems[0]})"
+    if not (isinstance(obj, type) and issubclass(obj, Policy)):
+        return f"is {name!r}, which names {_describe_object(obj)}, not a Policy subclass"
+    return None
+
+
 def _describe_object(obj: Any) -> str:
     kind = "class" if isinstance(obj, type) else type(obj).__name__
     return f"{a_noun(kind)} {getattr(obj, '__qualname__', '')}".rstrip()
@@ -83,11 +101,31 @@ def _check_code_keys(path: str | os.PathLike[str], config: dict[str, Any], prefi
         problem = f"is {config['env_task_fn']!r}, but a checkpoint may not name a function to run"
         raise fail("env_task_fn", problem, "--config '{\"env_task_fn\": ...}', or null")
     multiagent = config.get("multiagent")
-    if isinstance(multiagent, dict) and multiagent.get("policy_mapping_fn") is not None:
-        problem = f"is {multiagent['policy_mapping_fn']!r}, but a checkpoint may not name a function to run"
-        raise fail("multiagent.policy_mapping_fn", problem, "--config '{\"multiagent\": ...}'")
+    if isinstance(multiagent, dict):
+        for key in ("policy_mapping_fn", "policies_to_train"):
+            value = multiagent.get(key)
+            if value is not None and not isinstance(value, list):
+                problem = f"is {value!r}, but a checkpoint may not name a function to run"
+                raise fail(f"multiagent.{key}", problem, f"--config '{{\"multiagent\": {{\"{key}\": ...}}}}'")
+        policies = multiagent.get("policies")
+        for pid, spec in (policies.items() if isinstance(policies, dict) else ()):
+            problem = _saved_policy_class_problem(spec.get("policy_class") if isinstance(spec, dict) else None)
+            if problem:
+                raise fail(f"multiagent.policies.{pid}.policy_class", problem, "--config '{\"multiagent\": ...}'")
     if not prefix and isinstance(config.get("evaluation_config"), dict):
         _check_code_keys(path, config["evaluation_config"], "evaluation_config.")
+
+
+def _saved_multiagent(block: Any) -> Any:
+    """A saved ``multiagent`` block with its policies' spaces (saved as text; read from the env again) dropped."""
+    if not isinstance(block, dict) or not isinstance(block.get("policies"), dict):
+        return block
+    policies = {}
+    for pid, spec in block["policies"].items():
+        if isinstance(spec, dict):
+            spec = {k: v for k, v in spec.items() if not (k in ("observation_space", "action_space") and isinstance(v, str))}
+        policies[pid] = spec
+    return dict(block, policies=policies)
 
 
 def checked_config(
@@ -107,12 +145,21 @@ def checked_config(
     config = dict(saved)
     for key in ("observation_space", "action_space"):  # saved as text only: the trainer reads them from the env
         config.pop(key, None)
+    saved_ma = _saved_multiagent(config.get("multiagent"))
+    if saved_ma is not None:
+        config["multiagent"] = saved_ma
+    given_ma = overrides.get("multiagent")
     config.update(overrides)
+    checked = {k: v for k, v in config.items() if k not in overrides}
+    if isinstance(given_ma, dict) and isinstance(saved_ma, dict):
+        # Keys given replace the saved ones (e.g. only policy_mapping_fn, which is never saved); the rest is checked.
+        config["multiagent"] = {**saved_ma, **given_ma}
+        checked["multiagent"] = {k: v for k, v in saved_ma.items() if k not in given_ma}
     unsaved = sorted(k for k, v in config.items() if isinstance(v, dict) and "__unserializable__" in v)
     if unsaved:
         raise CheckpointError(
             f"checkpoint {str(path)!r}: config keys {unsaved} could not be saved "
             "(lambdas or objects from __main__); pass them in config_overrides"
         )
-    _check_code_keys(path, {k: v for k, v in config.items() if k not in overrides})
+    _check_code_keys(path, checked)
     return config

@@ -13,7 +13,7 @@ from typing import Any, Literal, Optional, Union
 
 import numpy as np
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator
 
 from rltune._validation import MAX_SEED, UserInput
 from rltune.errors import ConfigError
@@ -50,11 +50,39 @@ class ModelConfig(_Strict):
 
 
 class MultiAgentConfig(_Strict):
-    """RLlib's ``multiagent`` block; single-agent envs map their one agent to ``default_policy``."""
+    """RLlib's ``multiagent`` block (see ``_policy_spec.py``); empty for single-agent envs."""
 
-    policies: dict[str, Any] = Field(default_factory=dict, description="Policy ids to their specs (multi-agent).")
-    policy_mapping_fn: Optional[Any] = Field(None, description="fn(agent_id, ...) -> policy id (multi-agent).")
-    policies_to_train: Optional[list[str]] = Field(None, description="Policy ids updated by the learner; all if unset.")
+    policies: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Policy ids to PolicySpec(policy_class, observation_space, action_space, config) "
+        "(or RLlib's 4-tuples, dicts, None), or a set of ids; empty for a single-agent env.",
+    )
+    policy_mapping_fn: Optional[Any] = Field(
+        None, description="fn(agent_id, episode, worker, **kwargs) -> policy id, called when an agent first appears in an episode."
+    )
+    policies_to_train: Optional[Any] = Field(
+        None, description="Policy ids updated by their learners (a list, or fn(policy_id, batch) -> bool); all if unset."
+    )
+
+    @field_validator("policies", mode="before")
+    @classmethod
+    def _specs(cls, value: Any) -> dict[str, Any]:
+        from rltune.trainers._policy_spec import parse_policies
+
+        return parse_policies(value)
+
+    @field_validator("policies_to_train", mode="before")
+    @classmethod
+    def _to_train(cls, value: Any) -> Any:
+        if value is None or callable(value) or (isinstance(value, str) and ":" in value):
+            return value
+        if isinstance(value, (list, tuple, set)) and all(isinstance(v, str) for v in value):
+            return list(value)
+        raise ValueError(f"must be a list of policy ids or a function (policy_id, batch) -> bool, but got {value!r:.100}")
+
+    @field_serializer("policies")
+    def _specs_as_json(self, policies: dict[str, Any]) -> dict[str, Any]:
+        return {pid: spec.to_json() for pid, spec in policies.items()}
 
 
 class TrainerConfig(_Strict):

@@ -72,8 +72,8 @@ class Policy:
 
     # -- to implement -------------------------------------------------------------
     def make_model(self) -> nn.Module:
-        """Build the torch model for this policy's spaces and ``config.model``."""
-        raise NotImplementedError
+        """Build the torch model for this policy's spaces and ``config.model`` (default: none, for policies that only act)."""
+        return nn.Module()
 
     def compute_actions(self, obs: np.ndarray, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Actions for a batch of preprocessed observations, and extra columns to store."""
@@ -180,3 +180,17 @@ class _BumpOnLoad:
 
 def _no_policy() -> None:
     return None
+
+
+class RandomPolicy(Policy):
+    """Acts uniformly at random in its action space and never learns (an opponent or a baseline in multi-agent envs)."""
+
+    def compute_actions(self, obs: np.ndarray, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        n = len(obs)
+        if self.is_continuous:
+            low, high = self.action_space.low, self.action_space.high
+            actions = self.rng.uniform(low, high, size=(n,) + self.action_shape).astype(np.float32)
+        else:
+            space = self.action_space
+            actions = self.rng.integers(getattr(space, "start", 0), getattr(space, "start", 0) + space.n, size=n)
+        return actions, {}

@@ -18,9 +18,18 @@ from rltune.env._build import build_env
 from rltune.env._context import EnvContext
 from rltune.env._registry import EnvSpec
 from rltune.env._task import task_env
-from rltune.errors import EnvError
+from rltune.env._multi_agent import is_multi_agent
+from rltune.errors import ConfigError, EnvError
 from rltune.trainers._config import TrainerConfig
+from rltune.trainers._multi_agent_sampler import MultiAgentSampler
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
+from rltune.trainers._policy_spec import (
+    PolicyMapping,
+    PolicySpec,
+    TrainingSelection,
+    policy_config,
+    policy_spaces_from_env,
+)
 from rltune.trainers._sample_batch import EpisodeMetrics, SampleResult
 from rltune.trainers._sampler import VectorSampler
 
@@ -39,7 +48,7 @@ class RolloutWorker:
         worker_index: int,
         num_workers: int,
         num_envs: int,
-        spaces: tuple[gym.Space, gym.Space] | None = None,
+        spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None,
         device: str = "cpu",
         env_config: dict[str, Any] | None = None,
     ) -> None:
@@ -60,40 +69,94 @@ class RolloutWorker:
             check = ctx.vector_index == 0 and not config.disable_env_checking
             self.envs.append(self._build_env(ctx, check))
 
+        self.policy_class = policy_class
+        self.device = device
+        self.multi_agent = bool(config.multiagent.policies)
+        self.policy_specs: dict[str, PolicySpec] = dict(config.multiagent.policies) or {DEFAULT_POLICY_ID: PolicySpec()}
+        self.mapping = PolicyMapping(config.multiagent.policy_mapping_fn, list(self.policy_specs)) if self.multi_agent else None
+        if self.envs:
+            self._check_env_kind(self.envs[0])
         if spaces is None:
-            spaces = self._spaces_from_config_or_env()
-        self.observation_space, self.action_space = spaces
-        seed = None if config.seed is None else config.seed + 7919 * worker_index
-        self.policy_map: dict[str, Policy] = {
-            DEFAULT_POLICY_ID: policy_class(self.observation_space, self.action_space, config, device=device, seed=seed)
-        }
-        self.sampler: VectorSampler | None = None
+            spaces = self._policy_spaces()
+        self.policy_map: dict[str, Policy] = {}
+        for pid, spec in self.policy_specs.items():
+            self.policy_map[pid] = self._make_policy(pid, spec, *spaces[pid])
+        self.training = TrainingSelection(config.multiagent.policies_to_train, self._trainable_ids())
+        self.observation_space, self.action_space = next(iter(spaces.values()))
+        self.sampler: VectorSampler | MultiAgentSampler | None = None
         self._env_restarts_reported = 0
         if self.envs:
-            self._check_spaces_match()
-            self.sampler = VectorSampler(
-                self.envs,
-                self.env_contexts,
-                self.policy_map[DEFAULT_POLICY_ID],
-                env_name=env_spec.name,
-                seed=config.seed,
-                restart_failed=config.restart_failed_sub_environments,
-                rebuild_env=self._rebuild_env,
-                callbacks=self.callbacks,
-                worker=self,
+            self.sampler = self._make_sampler()
+
+    # -- policies ------------------------------------------------------------------------
+    def _make_policy(self, pid: str, spec: PolicySpec, obs_space: gym.Space, act_space: gym.Space) -> Policy:
+        cls = spec.policy_class or self.policy_class
+        seed = None if self.config.seed is None else self.config.seed + 7919 * self.worker_index + 104729 * len(self.policy_map)
+        return cls(obs_space, act_space, policy_config(self.config, spec.config), device=self.device, seed=seed)
+
+    def _trainable_ids(self) -> set[str]:
+        """Policies of the algorithm's own class (or a subclass): those a learner can train."""
+        return {
+            pid for pid, spec in self.policy_specs.items()
+            if spec.policy_class is None or issubclass(spec.policy_class, self.policy_class)
+        }
+
+    def _make_sampler(self) -> VectorSampler | MultiAgentSampler:
+        common = dict(
+            env_name=self.env_spec.name,
+            seed=self.config.seed,
+            restart_failed=self.config.restart_failed_sub_environments,
+            rebuild_env=self._rebuild_env,
+            callbacks=self.callbacks,
+            worker=self,
+        )
+        if self.multi_agent:
+            return MultiAgentSampler(
+                self.envs, self.env_contexts, self.policy_map, self.mapping, batched=self.training.candidates, **common
             )
+        self._check_spaces_match()
+        return VectorSampler(self.envs, self.env_contexts, self.policy_map[DEFAULT_POLICY_ID], **common)
+
+    def _check_env_kind(self, env: gym.Env) -> None:
+        if is_multi_agent(env) and not self.multi_agent:
+            raise ConfigError(
+                f"env {self.env_spec.name!r} is a MultiAgentEnv: configure its policies in 'multiagent' "
+                "(policies: {id: PolicySpec(...)} or a set of ids, policy_mapping_fn: fn(agent_id, episode, worker, **kwargs) -> id)"
+            )
+        if self.multi_agent and not is_multi_agent(env):
+            raise ConfigError(
+                f"multiagent.policies is set, but env {self.env_spec.name!r} is a single-agent gymnasium.Env "
+                "(a multi-agent env subclasses rltune.env.MultiAgentEnv; or remove 'multiagent')"
+            )
+
+    def _policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+        """Each policy's (observation, action) spaces: from its spec, the config, or the env's agents."""
+        if not self.multi_agent:
+            return {DEFAULT_POLICY_ID: self._spaces_from_config_or_env()}
+        env, temporary = self._an_env()
+        try:
+            return policy_spaces_from_env(env, self.policy_specs, self.mapping, self, self.env_spec.name)
+        finally:
+            if temporary:
+                env.close()
+
+    def _an_env(self) -> tuple[gym.Env, bool]:
+        """An env to read spaces from: the first of this worker's, else a temporary one (closed by the caller)."""
+        if self.envs:
+            return self.envs[0], False
+        ctx = EnvContext(self._env_config, worker_index=self.worker_index, num_workers=self.num_workers)
+        env = build_env(self.env_spec, ctx, check=not self.config.disable_env_checking)
+        self._check_env_kind(env)
+        return env, True
 
     def _spaces_from_config_or_env(self) -> tuple[gym.Space, gym.Space]:
         obs_space, act_space = self.config.observation_space, self.config.action_space
         if obs_space is not None and act_space is not None:
             return obs_space, act_space
-        if not self.envs:
-            ctx = EnvContext(self._env_config, worker_index=self.worker_index, num_workers=self.num_workers)
-            env = build_env(self.env_spec, ctx, check=not self.config.disable_env_checking)
-            spaces = (env.observation_space, env.action_space)
+        env, temporary = self._an_env()
+        spaces = (env.observation_space, env.action_space)
+        if temporary:
             env.close()
-        else:
-            spaces = (self.envs[0].observation_space, self.envs[0].action_space)
         return (obs_space or spaces[0], act_space or spaces[1])
 
     def _check_spaces_match(self) -> None:
@@ -130,8 +193,78 @@ class RolloutWorker:
 
     # -- the worker's API (also called through the pipe of a remote worker) -------------
     def get_spaces(self) -> tuple[gym.Space, gym.Space]:
-        """The observation and action spaces of this worker's policy."""
+        """The observation and action spaces of this worker's first policy (the only one of a single-agent env)."""
         return self.observation_space, self.action_space
+
+    def get_policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+        """The (observation, action) spaces of every policy, by policy id."""
+        return {pid: (p.observation_space, p.action_space) for pid, p in self.policy_map.items()}
+
+    def add_policy(
+        self,
+        policy_id: str,
+        spec: PolicySpec,
+        spaces: tuple[gym.Space, gym.Space],
+        weights: dict[str, np.ndarray] | None = None,
+        policy_mapping_fn: Any = None,
+        policies_to_train: Any = None,
+    ) -> None:
+        """Build a new policy (and optionally load its weights), and the mapping and training set that go with it."""
+        if policy_id in self.policy_map:
+            raise ConfigError(f"add_policy: a policy {policy_id!r} exists already")
+        policy = self._make_policy(policy_id, spec, *spaces)
+        if weights is not None:
+            policy.set_weights(weights)
+        self.policy_specs[policy_id] = spec
+        self.policy_map[policy_id] = policy
+        self._update_selection(policy_mapping_fn, policies_to_train)
+
+    def remove_policy(self, policy_id: str, policy_mapping_fn: Any = None, policies_to_train: Any = None) -> None:
+        """Drop a policy; running episodes with an agent mapped to it are dropped (their envs reset)."""
+        self.policy_map.pop(policy_id)
+        self.policy_specs.pop(policy_id)
+        self._update_selection(policy_mapping_fn, policies_to_train)
+        if isinstance(self.sampler, MultiAgentSampler) and self.sampler.uses_policy(policy_id):
+            self.sampler.reset_all()
+
+    def _update_selection(self, policy_mapping_fn: Any, policies_to_train: Any) -> None:
+        fn = self.mapping.fn if policy_mapping_fn is None else policy_mapping_fn
+        self.mapping = PolicyMapping(fn, list(self.policy_specs))
+        if isinstance(self.sampler, MultiAgentSampler):
+            self.sampler.mapping = self.mapping
+        to_train = self.training.value if policies_to_train is None else policies_to_train
+        if isinstance(to_train, list):
+            to_train = [pid for pid in to_train if pid in self.policy_map]
+        self.training = TrainingSelection(to_train, self._trainable_ids())
+        if isinstance(self.sampler, MultiAgentSampler):
+            self.sampler.batched = self.training.candidates
+
+    def policy_set_state(self) -> dict[str, Any]:
+        """The policies (specs and spaces), mapping and training set, for another worker to match (:meth:`set_policy_set`)."""
+        return {
+            "specs": {pid: (self.policy_specs[pid], (p.observation_space, p.action_space)) for pid, p in self.policy_map.items()},
+            "mapping_fn": self.mapping.fn if self.mapping is not None else None,
+            "policies_to_train": self.training.value,
+        }
+
+    def set_policy_set(self, state: dict[str, Any]) -> None:
+        """Add and remove policies to match another worker's (a restarted worker, an evaluation worker)."""
+        if not self.multi_agent:
+            return
+        for pid in [pid for pid in self.policy_map if pid not in state["specs"]]:
+            self.remove_policy(pid, state["mapping_fn"], state["policies_to_train"])
+        for pid, (spec, spaces) in state["specs"].items():
+            if pid not in self.policy_map:
+                self.add_policy(pid, spec, spaces, None, state["mapping_fn"], state["policies_to_train"])
+        self._update_selection(state["mapping_fn"], state["policies_to_train"])
+
+    def set_policy_mapping_fn(self, policy_mapping_fn: Any) -> None:
+        """Map agents with this function from their next episode on."""
+        self._update_selection(policy_mapping_fn, None)
+
+    def set_policies_to_train(self, policies_to_train: Any) -> None:
+        """Train these policies (a list of ids, or fn(policy_id, batch) -> bool) from now on."""
+        self._update_selection(None, policies_to_train)
 
     def sample(self, num_steps: int | None = None, explore: bool | None = None) -> SampleResult:
         """One fragment of ``rollout_fragment_length`` steps from every env, postprocessed."""
@@ -173,7 +306,8 @@ class RolloutWorker:
     def set_weights(self, weights: dict[str, dict[str, np.ndarray]], global_vars: dict[str, Any] | None = None) -> None:
         """Load policy weights (by policy id) and the trainer's global vars (``timestep``)."""
         for policy_id, policy_weights in weights.items():
-            self.policy_map[policy_id].set_weights(policy_weights)
+            if policy_id in self.policy_map:  # a policy removed meanwhile is skipped
+                self.policy_map[policy_id].set_weights(policy_weights)
         if global_vars:
             for policy in self.policy_map.values():
                 policy.set_global_timestep(global_vars.get("timestep", 0))

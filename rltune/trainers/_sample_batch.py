@@ -8,6 +8,7 @@ and returns flat ``[T*N, ...]`` columns that batches are concatenated in.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -52,6 +53,8 @@ class EpisodeMetrics:
     vector_index: int = 0
     custom_metrics: dict[str, float] = field(default_factory=dict)
     hist_data: dict[str, list[float]] = field(default_factory=dict)
+    # Multi-agent episodes: (agent_id, policy_id, that agent's return) for every agent that got a reward.
+    agent_rewards: list[tuple[Any, str, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -61,6 +64,7 @@ class SampleResult:
     batches: dict[str, SampleBatch] = field(default_factory=dict)
     episodes: list[EpisodeMetrics] = field(default_factory=list)
     env_steps: int = 0
+    agent_steps: int = 0  # actions computed (single-agent: = env_steps)
     num_env_restarts: int = 0  # envs rebuilt after raising (restart_failed_sub_environments) since the last sample
 
     @staticmethod
@@ -73,5 +77,6 @@ class SampleResult:
         for r in results:
             merged.episodes.extend(r.episodes)
             merged.env_steps += r.env_steps
+            merged.agent_steps += r.agent_steps or r.env_steps
             merged.num_env_restarts += r.num_env_restarts
         return merged

@@ -212,7 +212,7 @@ class VectorSampler:
 
         batch = {OBS: obs_buf, ACTIONS: actions_buf, REWARDS: rewards, NEW_OBS: new_obs_buf,
                  TERMINATEDS: terminateds, TRUNCATEDS: truncateds, **extras_buf}
-        result = SampleResult(episodes=episodes, env_steps=num_steps * n)
+        result = SampleResult(episodes=episodes, env_steps=num_steps * n, agent_steps=num_steps * n)
         if postprocess:
             result.batches[DEFAULT_POLICY_ID] = policy.postprocess_trajectory(batch)
         return result

@@ -37,12 +37,14 @@ from rltune.trainers._algorithm import Algorithm, StepOutcome
 from rltune.trainers._config import TrainerConfig, default_config, describe_config, validate_config
 from rltune.trainers._learner import Learner
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
+from rltune.trainers._policy_spec import multi_agent_problems
 from rltune.trainers._remote import set_compute_threads, setup_logging
 from rltune.trainers._rollout_worker import RolloutWorker
 from rltune.trainers._sample_batch import EpisodeMetrics
 from rltune.trainers._sample_source import SampleSource
 from rltune.trainers._trainer_checkpoints import CheckpointMixin, _state_dict_mismatch
 from rltune.trainers._trainer_evaluation import EvaluationMixin, _mean_or_nan
+from rltune.trainers._trainer_policies import PoliciesMixin
 from rltune.trainers._worker_set import WorkerSet
 
 logger = logging.getLogger(__name__)
@@ -57,7 +59,7 @@ def resolve_callable(spec: Any, key: str) -> Callable[..., Any]:
     return spec
 
 
-class Trainer(CheckpointMixin, EvaluationMixin):
+class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
     """Base class of PPO, DQN and later algorithms: ``Trainer(config=dict, env=...)``.
 
     Lifecycle: ``__init__`` validates the config, starts the rollout workers,
@@ -108,8 +110,7 @@ class Trainer(CheckpointMixin, EvaluationMixin):
     def check_config(cls, cfg: TrainerConfig) -> list[str]:
         """Cross-field checks of a typed config; return the problems found (each with its arithmetic)."""
         problems = []
-        if cfg.multiagent.policies:
-            problems.append("multiagent.policies: multi-agent training is not available yet (single-agent envs only)")
+        problems.extend(multi_agent_problems(cfg, cls.policy_class))
         if cfg.curriculum is not None:
             try:
                 parse_curriculum(cfg.curriculum)
@@ -153,6 +154,7 @@ class Trainer(CheckpointMixin, EvaluationMixin):
 
         self.iteration = 0
         self.timesteps_total = 0
+        self.agent_timesteps_total = 0
         self.episodes_total = 0
         self.time_total_s = 0.0
         self._episode_window: deque[EpisodeMetrics] = deque(maxlen=self.cfg.metrics_num_episodes_for_smoothing)
@@ -170,7 +172,10 @@ class Trainer(CheckpointMixin, EvaluationMixin):
         try:
             self.workers.on_worker_recreated(self._worker_recreated)
             self.sample_source = self.make_sample_source()
-            self.algorithm = self.algorithm_class(self.cfg, self.workers.local_worker.policy_map, self.sample_source, self.rng)
+            local = self.workers.local_worker
+            trained = {pid: p for pid, p in local.policy_map.items() if pid in local.training.candidates()}
+            self.algorithm = self.algorithm_class(self.cfg, trained, self.sample_source, self.rng)
+            self.algorithm.trains = lambda pid, batch: self.workers.local_worker.training.trains(pid, batch)
             self.setup()
             self.workers.sync_weights({"timestep": 0})
             self.workers.foreach_env(lambda env: None)  # learn the envs' initial tasks
@@ -253,6 +258,7 @@ class Trainer(CheckpointMixin, EvaluationMixin):
         outcome = self.training_step()
         self.iteration += 1
         self.timesteps_total += outcome.env_steps
+        self.agent_timesteps_total += outcome.agent_steps or outcome.env_steps
         self.episodes_total += len(outcome.episodes)
         self._episode_window.extend(outcome.episodes)
         result = self._make_result(outcome, time.perf_counter() - start)
@@ -304,6 +310,10 @@ class Trainer(CheckpointMixin, EvaluationMixin):
         window = list(self._episode_window)
         rewards = [e.episode_reward for e in window]
         lengths = [float(e.episode_length) for e in window]
+        policy_rewards: dict[str, list[float]] = {}  # one entry per agent and episode (multi-agent)
+        for episode in window:
+            for _, pid, reward in episode.agent_rewards:
+                policy_rewards.setdefault(pid, []).append(reward)
         result: dict[str, Any] = {
             "episode_reward_mean": _mean_or_nan(rewards),
             "episode_reward_min": float(np.min(rewards)) if rewards else math.nan,
@@ -314,6 +324,8 @@ class Trainer(CheckpointMixin, EvaluationMixin):
             "timesteps_this_iter": outcome.env_steps,
             "timesteps_total": self.timesteps_total,
             "num_env_steps_sampled": self.timesteps_total,
+            "num_agent_steps_sampled": self.agent_timesteps_total,
+            "agent_timesteps_total": self.agent_timesteps_total,
             "training_iteration": self.iteration,
             "time_this_iter_s": elapsed,
             "time_total_s": self.time_total_s,
@@ -326,8 +338,11 @@ class Trainer(CheckpointMixin, EvaluationMixin):
                 "episode_reward": rewards,
                 "episode_lengths": [int(x) for x in lengths],
                 **merge_hist_data(e.hist_data for e in outcome.episodes),
+                **{f"policy_{pid}_reward": r for pid, r in policy_rewards.items()},
             },
-            "policy_reward_mean": {},
+            "policy_reward_mean": {pid: _mean_or_nan(r) for pid, r in policy_rewards.items()},
+            "policy_reward_min": {pid: float(np.min(r)) for pid, r in policy_rewards.items()},
+            "policy_reward_max": {pid: float(np.max(r)) for pid, r in policy_rewards.items()},
             **self.sample_source.metrics(),
         }
         return result

@@ -50,7 +50,7 @@ class CheckpointMixin:
         """
         path = Path(checkpoint_dir) if checkpoint_dir is not None else self.logdir / f"checkpoint_{self.iteration:06d}"
         values, tensors = self.get_algorithm_state()
-        policy = self.get_policy()
+        policy = next(iter(self.workers.local_worker.policy_map.values()))  # the first (the only one, single-agent)
         metadata = {
             "algorithm": self.name,
             "rltune_version": __version__,
@@ -59,7 +59,9 @@ class CheckpointMixin:
             "episodes_total": self.episodes_total,
             "time_total_s": self.time_total_s,
             "episode_window": [
-                [e.episode_reward, e.episode_length, ckpt.json_safe(e.custom_metrics)] for e in self._episode_window
+                [e.episode_reward, e.episode_length, ckpt.json_safe(e.custom_metrics)]
+                + ([[[ckpt.json_safe(a), p, r] for a, p, r in e.agent_rewards]] if e.agent_rewards else [])
+                for e in self._episode_window
             ],
             "last_evaluation": self._last_evaluation,
             "config": ckpt.json_safe(self.config),
@@ -67,6 +69,7 @@ class CheckpointMixin:
             "action_space": repr(policy.action_space),
             "numpy_rng": self.rng.bit_generator.state,
             "policy_rngs": {pid: p.rng.bit_generator.state for pid, p in self.workers.local_worker.policy_map.items()},
+            "policy_specs": self.policy_specs_state(),
             "algorithm_state": values,
             "callbacks_state": self.callbacks.get_state(),
             "env_tasks": [[w, v, ckpt.json_safe(task)] for (w, v), task in self.workers.env_tasks.items()],
@@ -90,7 +93,13 @@ class CheckpointMixin:
         The rollout workers get the new weights and env tasks after that: a
         worker that fails then raises as it would in training.
         """
-        saved = self._read_checkpoint(checkpoint_path, self.checkpoint_array_names())
+        # Policies the checkpoint holds beyond this trainer's config (added while training) are added first.
+        added = self.add_saved_policies(checkpoint_path, ckpt.read_metadata(checkpoint_path).get("policy_specs"))
+        try:
+            saved = self._read_checkpoint(checkpoint_path, self.checkpoint_array_names())
+        except BaseException:
+            self.remove_policies(added)
+            raise
         before = self._current_state()  # to go back to if loading fails
         try:
             self._set_state(saved, checkpoint_path)
@@ -101,6 +110,7 @@ class CheckpointMixin:
                 self._set_state(before)
             except Exception:  # keep the original error: it is what the user must fix
                 logger.exception("%s: putting back the state from before the failed restore failed too", self.name)
+            self.remove_policies(added)
             raise
         self.workers.sync_weights({"timestep": self.timesteps_total})
         self._restore_tasks(saved.env_tasks)

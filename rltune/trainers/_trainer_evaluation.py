@@ -47,6 +47,7 @@ class EvaluationMixin:
             task = self.current_task()
         if task is not None:
             worker.set_task_all(task)
+        worker.set_policy_set(self.workers.local_worker.policy_set_state())
         worker.set_weights(self.workers.local_worker.get_weights(), {"timestep": self.timesteps_total})
         episodes = worker.run_episodes(n, explore=False)
         return {"evaluation": _evaluation_stats(episodes)}
@@ -60,7 +61,9 @@ class EvaluationMixin:
         (and indices) of their own, not the training envs'.
         """
         if self._eval_cfg is None:  # validated once: evaluate() may run every few iterations
-            self._eval_cfg = self.validate({**self.config, **self.cfg.evaluation_config}) if self.cfg.evaluation_config else self.cfg
+            # (the typed multiagent block: its dump holds the policies' spaces as text)
+            overrides = {**self.config, "multiagent": self.cfg.multiagent, **self.cfg.evaluation_config}
+            self._eval_cfg = self.validate(overrides) if self.cfg.evaluation_config else self.cfg
         eval_cfg = self._eval_cfg
         num_envs = min(eval_cfg.num_envs_per_worker, num_episodes)
         worker = self._eval_workers.get(num_envs)
@@ -73,7 +76,7 @@ class EvaluationMixin:
                 worker_index=self.cfg.num_workers + 1,
                 num_workers=self.cfg.num_workers,
                 num_envs=num_envs,
-                spaces=(local.observation_space, local.action_space),
+                spaces=local.get_policy_spaces(),
             )
             self._eval_workers[num_envs] = worker
         return worker

@@ -11,7 +11,7 @@ from rltune.env._context import EnvContext
 from rltune.env._registry import EnvSpec
 from rltune.errors import WorkerError
 from rltune.trainers._config import TrainerConfig
-from rltune.trainers._policy import Policy
+from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._remote import RemoteWorker, WorkerDiedError
 from rltune.trainers._rollout_worker import RolloutWorker
 from rltune.trainers._sample_batch import SampleResult
@@ -49,11 +49,11 @@ class WorkerSet:
                 self.remote_workers.append(RemoteWorker(index, init))
             for worker in self.remote_workers:  # they start in parallel; wait for each
                 worker.wait_ready()
-            spaces: tuple[gym.Space, gym.Space] | None = None
-            if config.observation_space is not None and config.action_space is not None:
-                spaces = (config.observation_space, config.action_space)
+            spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None
+            if config.observation_space is not None and config.action_space is not None and not config.multiagent.policies:
+                spaces = {DEFAULT_POLICY_ID: (config.observation_space, config.action_space)}
             elif self.remote_workers:
-                spaces = self.remote_workers[0].call("get_spaces")
+                spaces = self.remote_workers[0].call("get_policy_spaces")
             self.local_worker = RolloutWorker(
                 env_spec=env_spec,
                 config=config,
@@ -106,6 +106,8 @@ class WorkerSet:
         logger.warning("%s; restarting it", str(exc).split(" (set")[0])
         worker.restart()
         worker.wait_ready()
+        if self.local_worker.multi_agent:  # policies added or removed since the worker first started
+            worker.call("set_policy_set", self.local_worker.policy_set_state())
         worker.call("set_weights", self.local_worker.get_weights(), self._global_vars)
         tasks = {v: task for (w, v), task in self.env_tasks.items() if w == worker.worker_index}
         if tasks:
@@ -152,6 +154,28 @@ class WorkerSet:
             "num_worker_restarts": sum(w.restarts for w in self.remote_workers),
             "num_env_restarts": self.num_env_restarts,
         }
+
+    # -- policies (multi-agent) ---------------------------------------------------------------
+    def add_policy(self, policy_id: str, spec: Any, spaces: tuple[gym.Space, gym.Space], weights: Any, mapping_fn: Any, to_train: Any) -> None:
+        """Add a policy to the local worker and every remote one (remote ones get the local weights)."""
+        self.local_worker.add_policy(policy_id, spec, spaces, weights, mapping_fn, to_train)
+        weights = self.local_worker.policy_map[policy_id].get_weights()
+        self._call_remote("add_policy", policy_id, spec, spaces, weights, mapping_fn, to_train)
+
+    def remove_policy(self, policy_id: str, mapping_fn: Any, to_train: Any) -> None:
+        """Remove a policy from every worker."""
+        self.local_worker.remove_policy(policy_id, mapping_fn, to_train)
+        self._call_remote("remove_policy", policy_id, mapping_fn, to_train)
+
+    def set_policy_mapping_fn(self, mapping_fn: Any) -> None:
+        """A new policy mapping function on every worker (agents are mapped with it from their next episode)."""
+        self.local_worker.set_policy_mapping_fn(mapping_fn)
+        self._call_remote("set_policy_mapping_fn", mapping_fn)
+
+    def set_policies_to_train(self, to_train: Any) -> None:
+        """A new set of trained policies on every worker."""
+        self.local_worker.set_policies_to_train(to_train)
+        self._call_remote("set_policies_to_train", to_train)
 
     # -- running user functions -----------------------------------------------------------
     def foreach_worker(self, fn: Callable[[RolloutWorker], Any], local: bool = True) -> list[Any]:

@@ -7,7 +7,6 @@ its own. Workers are real ``rltune tune`` processes on one results directory.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess

@@ -1,0 +1,521 @@
+"""Stepping a vector of multi-agent envs: one batched forward per policy per step, one trajectory per agent.
+
+Each step, the agents that must act (those in the env's latest observation
+dict) are grouped by the policy they were mapped to, across all the envs of
+the worker, and each policy computes their actions in one forward pass.
+
+A transition of an agent runs from its action to its next observation; the
+rewards the env gives the agent in between (also while it does not act, in
+a turn-based game) are summed into it. A transition still open when a
+fragment ends (the agent acted and has not observed since) moves to the
+next fragment. At the end of a fragment each policy's transitions are
+grouped into trajectories, one per agent and episode, which are packed into
+the time-major ``[T, K]`` columns the policy's postprocessing takes (the
+last step of a trajectory cut by the fragment end is marked truncated, so
+it bootstraps from its next observation), postprocessed in one call and
+flattened, padding rows dropped.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from rltune.callbacks._callbacks import EPISODE_HOOKS, DefaultCallbacks, call_hook
+from rltune.callbacks._episode import MultiAgentEpisode
+from rltune.env._build import where
+from rltune.env._context import EnvContext
+from rltune.env._multi_agent import ALL
+from rltune.errors import EnvError
+from rltune.trainers._policy import Policy
+from rltune.trainers._policy_spec import PolicyMapping
+from rltune.trainers._sample_batch import (
+    ACTIONS,
+    NEW_OBS,
+    OBS,
+    REWARDS,
+    TERMINATEDS,
+    TRUNCATEDS,
+    EpisodeMetrics,
+    SampleBatch,
+    SampleResult,
+    concat_batches,
+)
+
+logger = logging.getLogger(__name__)
+
+TrajectoryKey = tuple[int, int, Any]  # (env index, episode number in that env, agent id)
+
+
+class _Transitions:
+    """One policy's transitions of a fragment, in columns, and the agent trajectory each belongs to."""
+
+    __slots__ = ("obs", "actions", "extras", "rewards", "terminateds", "truncateds", "new_obs", "closed", "trajectories")
+
+    def __init__(self) -> None:
+        self.obs: list[np.ndarray] = []
+        self.actions: list[Any] = []
+        self.extras: dict[str, list[Any]] = {}
+        self.rewards: list[float] = []
+        self.terminateds: list[bool] = []
+        self.truncateds: list[bool] = []
+        self.new_obs: list[np.ndarray | None] = []
+        self.closed: list[bool] = []
+        self.trajectories: dict[TrajectoryKey, list[int]] = {}
+
+    def open(self, key: TrajectoryKey, obs: np.ndarray, action: Any, extras: dict[str, Any], reward: float = 0.0) -> int:
+        """A new transition (the agent just acted); returns its index."""
+        tid = len(self.obs)
+        self.obs.append(obs)
+        self.actions.append(action)
+        for name, value in extras.items():
+            self.extras.setdefault(name, []).append(value)
+        self.rewards.append(reward)
+        self.terminateds.append(False)
+        self.truncateds.append(False)
+        self.new_obs.append(None)
+        self.closed.append(False)
+        trajectory = self.trajectories.get(key)
+        if trajectory is None:
+            self.trajectories[key] = [tid]
+        else:
+            trajectory.append(tid)
+        return tid
+
+    def close(self, tid: int, new_obs: np.ndarray, terminated: bool, truncated: bool) -> None:
+        """The agent observed again (or its episode ended): the transition is complete."""
+        self.new_obs[tid] = new_obs
+        self.terminateds[tid] = terminated
+        self.truncateds[tid] = truncated
+        self.closed[tid] = True
+
+    def columns(self, policy: Policy) -> dict[str, np.ndarray]:
+        """Every transition as flat column arrays (open ones have their own obs as new obs)."""
+        new_obs = [o if o is not None else self.obs[i] for i, o in enumerate(self.new_obs)]
+        columns = {
+            OBS: np.stack(self.obs).astype(np.float32, copy=False),
+            ACTIONS: np.asarray(self.actions, dtype=policy.action_dtype).reshape((-1,) + policy.action_shape),
+            REWARDS: np.asarray(self.rewards, dtype=np.float32),
+            NEW_OBS: np.stack(new_obs).astype(np.float32, copy=False),
+            TERMINATEDS: np.asarray(self.terminateds, dtype=bool),
+            TRUNCATEDS: np.asarray(self.truncateds, dtype=bool),
+        }
+        for name, values in self.extras.items():
+            columns[name] = np.asarray(values)
+        return columns
+
+    def closed_trajectories(self) -> dict[TrajectoryKey, list[int]]:
+        """Each trajectory's complete transitions, in time order (an open one is always last)."""
+        out = {}
+        for key, tids in self.trajectories.items():
+            done = tids if self.closed[tids[-1]] else tids[:-1]
+            if done:
+                out[key] = done
+        return out
+
+
+def pack_trajectories(lengths: list[int]) -> tuple[np.ndarray, list[list[int]]]:
+    """Place trajectories end to end into as few columns of the longest one's length as first-fit finds.
+
+    Returns ``(slots, columns)``: ``columns[c]`` lists the trajectories in
+    column ``c`` in order; ``slots`` is ``[T, C]`` of (trajectory, step)
+    row numbers into the concatenation of all trajectories, -1 for padding.
+    """
+    order = sorted(range(len(lengths)), key=lambda k: -lengths[k])
+    height = lengths[order[0]]
+    columns: list[list[int]] = []
+    used: list[int] = []
+    for k in order:
+        for c, filled in enumerate(used):
+            if filled + lengths[k] <= height:
+                columns[c].append(k)
+                used[c] += lengths[k]
+                break
+        else:
+            columns.append([k])
+            used.append(lengths[k])
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    slots = np.full((height, len(columns)), -1, dtype=np.int64)
+    for c, members in enumerate(columns):
+        row = 0
+        for k in members:
+            slots[row:row + lengths[k], c] = np.arange(starts[k], starts[k] + lengths[k])
+            row += lengths[k]
+    return slots, columns
+
+
+class MultiAgentSampler:
+    """Collects fragments from N multi-agent envs whose agents act through a map of policies.
+
+    ``batched`` names the policies whose transitions are kept and
+    postprocessed (those that may be trained); the others only act.
+    ``rebuild_env(i)`` replaces env ``i`` after it raised, when
+    ``restart_failed_sub_environments`` is on.
+    """
+
+    def __init__(
+        self,
+        envs: list[gym.Env],
+        contexts: list[EnvContext],
+        policies: dict[str, Policy],
+        mapping: PolicyMapping,
+        *,
+        batched: Callable[[], set[str]],
+        env_name: str,
+        seed: int | None,
+        restart_failed: bool,
+        rebuild_env: Callable[[int], gym.Env],
+        callbacks: DefaultCallbacks | None = None,
+        worker: Any = None,
+    ) -> None:
+        self.envs = envs
+        self.contexts = contexts
+        self.policies = policies
+        self.mapping = mapping
+        self.batched = batched
+        self.env_name = env_name
+        self.restart_failed = restart_failed
+        self.rebuild_env = rebuild_env
+        self.num_envs = len(envs)
+        self._seed = seed
+        self.num_env_restarts = 0
+        self.callbacks = callbacks or DefaultCallbacks()
+        self.worker = worker
+        self._track = any(self.callbacks.overrides(h) for h in EPISODE_HOOKS)
+        self._per_trajectory = self.callbacks.overrides("on_postprocess_trajectory")
+        self._started = False
+        n = self.num_envs
+        self._episodes: list[MultiAgentEpisode | None] = [None] * n
+        self._episode_number = [0] * n
+        self._agent_policy: list[dict[Any, str]] = [{} for _ in range(n)]
+        self._acting: list[dict[Any, np.ndarray]] = [{} for _ in range(n)]  # agents to act next: their preprocessed obs
+        self._open: list[dict[Any, tuple[str, int]]] = [{} for _ in range(n)]  # agents' open transitions
+        self._agent_returns: list[dict[Any, float]] = [{} for _ in range(n)]
+        self._lengths = [0] * n
+        self._store: dict[str, _Transitions] = {}
+
+    def uses_policy(self, policy_id: str) -> bool:
+        """Whether an agent of a running episode is mapped to ``policy_id``."""
+        return any(policy_id in mapped.values() for mapped in self._agent_policy)
+
+    # -- episodes -------------------------------------------------------------------------
+    def _env_seed(self, i: int) -> int | None:
+        if self._seed is None:
+            return None
+        ctx = self.contexts[i]
+        return self._seed + 1000 * ctx.worker_index + ctx.vector_index
+
+    def _place(self, i: int) -> str:
+        return f"env {self.env_name!r} ({where(self.contexts[i])})"
+
+    def _policy_of(self, i: int, agent: Any) -> str:
+        pid = self._agent_policy[i].get(agent)
+        if pid is None:
+            pid = self.mapping(agent, self._episodes[i], self.worker)
+            self._agent_policy[i][agent] = pid
+            self._episodes[i].set_policy(agent, pid)
+        return pid
+
+    def _new_episode(self, i: int, seed: int | None = None) -> None:
+        """Reset env ``i`` and start its next episode (its agents to act, their policies)."""
+        for attempt in range(3):
+            try:
+                result = self.envs[i].reset(seed=seed, options=None)
+            except Exception as exc:
+                self._handle_failure(i, "reset", exc)
+                continue
+            break
+        else:
+            raise EnvError(f"{self._place(i)}: reset() failed 3 times in a row")
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], dict)):
+            raise EnvError(
+                f"{self._place(i)}: a MultiAgentEnv's reset() must return (obs dict, info dict) keyed by agent id, "
+                f"but returned {result!r:.200}"
+            )
+        obs, infos = result
+        if not obs:
+            raise EnvError(f"{self._place(i)}: reset() returned no observation, so no agent can act")
+        episode = MultiAgentEpisode(env_index=i, worker_index=self.contexts[i].worker_index, observation=obs, info=infos or {})
+        self._episodes[i] = episode
+        self._episode_number[i] += 1
+        self._agent_policy[i] = {}
+        self._agent_returns[i] = {}
+        self._open[i] = {}
+        self._lengths[i] = 0
+        self._acting[i] = {agent: self._preprocess(i, agent, o) for agent, o in obs.items()}
+        self._hook("on_episode_start", i)
+
+    def _preprocess(self, i: int, agent: Any, obs: Any) -> np.ndarray:
+        policy = self.policies[self._policy_of(i, agent)]
+        try:
+            return policy.preprocessor(obs)
+        except Exception as exc:
+            raise EnvError(
+                f"{self._place(i)}: the observation of agent {agent!r} does not fit the observation space "
+                f"{policy.observation_space} of its policy {self._agent_policy[i][agent]!r}: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    def _hook(self, hook: str, i: int) -> None:
+        if self.callbacks.overrides(hook):
+            episode = self._episodes[i]
+            place = f"worker {self.contexts[i].worker_index}, env {i}, episode {episode.episode_id}"
+            call_hook(self.callbacks, hook, place, episode=episode, env=self.envs[i], env_index=i, worker=self.worker)
+
+    def _handle_failure(self, i: int, method: str, exc: Exception) -> None:
+        if not self.restart_failed:
+            raise EnvError(
+                f"{self._place(i)} raised in {method}(): {type(exc).__name__}: {exc} "
+                "(set 'restart_failed_sub_environments': True to rebuild failing envs and go on)"
+            ) from exc
+        logger.warning("%s raised in %s(): %s: %s; rebuilding it", self._place(i), method, type(exc).__name__, exc)
+        try:
+            self.envs[i].close()
+        except Exception:  # a broken env may fail to close too; it is dropped either way
+            pass
+        self.envs[i] = self.rebuild_env(i)
+        self.num_env_restarts += 1
+
+    def _episode_ended(self, i: int) -> EpisodeMetrics:
+        returns = self._agent_returns[i]
+        metrics = EpisodeMetrics(
+            float(sum(returns.values())), self._lengths[i], self.contexts[i].worker_index, self.contexts[i].vector_index
+        )
+        metrics.agent_rewards = [(agent, self._agent_policy[i].get(agent, ""), float(r)) for agent, r in returns.items()]
+        if self._track:
+            self._hook("on_episode_end", i)
+            metrics.custom_metrics = self._episodes[i].custom_metrics
+            metrics.hist_data = self._episodes[i].hist_data
+        return metrics
+
+    def reset_all(self) -> None:
+        """Start a new episode in every env (first call seeds them); in-progress episodes are dropped."""
+        first = not self._started
+        self._started = True
+        self._store = {}
+        for i in range(self.num_envs):
+            self._new_episode(i, self._env_seed(i) if first else None)
+
+    # -- the sampling loop ------------------------------------------------------------
+    def sample(self, num_steps: int, explore: bool = True, postprocess: bool = True) -> SampleResult:
+        """Step every env ``num_steps`` times; return the postprocessed batches by policy id and finished episodes."""
+        if not self._started:
+            self.reset_all()
+        batched = self.batched() if postprocess else set()
+        for pid in batched:
+            self._store.setdefault(pid, _Transitions())
+        episodes: list[EpisodeMetrics] = []
+        agent_steps = 0
+        for _ in range(num_steps):
+            agent_steps += self._act_and_step(explore, batched, episodes)
+        result = SampleResult(episodes=episodes, env_steps=num_steps * self.num_envs, agent_steps=agent_steps)
+        if postprocess:
+            result.batches = self._build_batches(batched)
+        else:
+            self._store = {}
+        return result
+
+    def _act_and_step(self, explore: bool, batched: set[str], episodes: list[EpisodeMetrics]) -> int:
+        groups: dict[str, list[tuple[int, Any]]] = {}
+        for i in range(self.num_envs):
+            policy_of = self._agent_policy[i]
+            for agent in self._acting[i]:
+                groups.setdefault(policy_of[agent], []).append((i, agent))
+        action_dicts: list[dict[Any, Any]] = [{} for _ in range(self.num_envs)]
+        steps = 0
+        for pid, members in groups.items():
+            policy = self.policies[pid]
+            obs = [self._acting[i][agent] for i, agent in members]
+            actions, extras = policy.compute_actions(np.stack(obs), explore=explore)
+            env_actions = policy.to_env_actions(actions)
+            store = self._store.get(pid) if pid in batched else None
+            for j, (i, agent) in enumerate(members):
+                action_dicts[i][agent] = env_actions[j]
+                if store is not None:
+                    row = {name: column[j] for name, column in extras.items()}
+                    key = (i, self._episode_number[i], agent)
+                    self._open[i][agent] = (pid, store.open(key, obs[j], actions[j], row))
+            steps += len(members)
+        for i in range(self.num_envs):
+            self._step_env(i, action_dicts[i], episodes)
+        return steps
+
+    def _step_env(self, i: int, actions: dict[Any, Any], episodes: list[EpisodeMetrics]) -> None:
+        try:
+            step = self.envs[i].step(actions)
+        except Exception as exc:
+            self._handle_failure(i, "step", exc)
+            self._end_episode(i, {}, {}, cut=True)  # dropped; its open transitions end cut
+            self._new_episode(i)
+            return
+        try:
+            obs, rewards, terminateds, truncateds, infos = step
+            if not (isinstance(obs, dict) and isinstance(rewards, dict) and isinstance(terminateds, dict) and isinstance(truncateds, dict)):
+                raise TypeError
+        except (TypeError, ValueError):
+            raise EnvError(
+                f"{self._place(i)}: a MultiAgentEnv's step() must return (obs, rewards, terminateds, truncateds, infos) "
+                f"dicts keyed by agent id, but returned {step!r:.200}"
+            ) from None
+        self._lengths[i] += 1
+        returns = self._agent_returns[i]
+        open_ = self._open[i]
+        for agent, reward in rewards.items():
+            self._policy_of(i, agent)
+            returns[agent] = returns.get(agent, 0.0) + reward
+            if agent in open_:
+                pid, tid = open_[agent]
+                self._store[pid].rewards[tid] += reward
+        if self._track:
+            self._episodes[i].add_multi_agent_step(actions, rewards, obs, infos or {})
+        over = bool(terminateds.get(ALL, False) or truncateds.get(ALL, False))
+        acting: dict[Any, np.ndarray] = {}
+        for agent, o in obs.items():
+            vec = self._preprocess(i, agent, o)
+            done = bool(terminateds.get(agent, False) or truncateds.get(agent, False))
+            if agent in open_:
+                pid, tid = open_.pop(agent)
+                terminated = bool(terminateds.get(agent, False) or terminateds.get(ALL, False))
+                self._store[pid].close(tid, vec, terminated, (done or over) and not terminated)
+            if not (done or over):
+                acting[agent] = vec
+        for flags in (terminateds, truncateds):  # agents that left without a final observation
+            for agent, flag in flags.items():
+                if flag and agent != ALL and agent in open_:
+                    self._close_without_obs(i, agent, terminateds)
+        self._acting[i] = acting
+        if self._track:
+            self._hook("on_episode_step", i)
+        if over:
+            self._end_episode(i, terminateds, truncateds, cut=False)
+            episodes.append(self._episode_ended(i))
+            self._new_episode(i)
+        elif not acting:
+            raise EnvError(
+                f"{self._place(i)}: step() returned no observation for any agent, but the episode is not over "
+                f"(set terminateds['{ALL}'] or truncateds['{ALL}'] to True to end it)"
+            )
+
+    def _close_without_obs(self, i: int, agent: Any, terminateds: dict[Any, Any]) -> None:
+        pid, tid = self._open[i].pop(agent)
+        store = self._store[pid]
+        terminated = bool(terminateds.get(agent, False) or terminateds.get(ALL, False))
+        store.close(tid, store.obs[tid], terminated, not terminated)
+
+    def _end_episode(self, i: int, terminateds: dict[Any, Any], truncateds: dict[Any, Any], *, cut: bool) -> None:
+        """Close the open transitions of env ``i``'s episode (terminated if the env said so, else truncated)."""
+        for agent in list(self._open[i]):
+            if cut:
+                pid, tid = self._open[i].pop(agent)
+                store = self._store[pid]
+                store.close(tid, store.obs[tid], False, True)
+            else:
+                self._close_without_obs(i, agent, terminateds)
+
+    # -- batches ------------------------------------------------------------------------
+    def _build_batches(self, batched: set[str]) -> dict[str, SampleBatch]:
+        """Postprocessed batches of the fragment's closed transitions; open ones move to the next fragment."""
+        old = self._store
+        self._store = {pid: _Transitions() for pid in batched}
+        trajectories: dict[str, tuple[SampleBatch, list[TrajectoryKey], list[int]]] = {}
+        for pid, store in old.items():
+            closed = store.closed_trajectories()
+            if closed:
+                trajectories[pid] = _in_trajectory_order(store.columns(self.policies[pid]), closed)
+        each = {pid for pid in trajectories if self._per_trajectory or _wants_other_agent_batches(self.policies[pid])}
+        pieces = {pid: _pieces(*trajectories[pid]) for pid in trajectories} if each else {}  # every policy's: the others' view
+        batches = {}
+        for pid, (flat, keys, lengths) in trajectories.items():
+            if pid in each:
+                batches[pid] = self._postprocess_each(pid, pieces)
+            else:
+                batches[pid] = self._postprocess_packed(pid, flat, lengths)
+        for i in range(self.num_envs):  # carry the open transitions over
+            for agent, (pid, tid) in list(self._open[i].items()):
+                store, new = old[pid], self._store.setdefault(pid, _Transitions())
+                extras = {name: values[tid] for name, values in store.extras.items()}
+                key = (i, self._episode_number[i], agent)
+                self._open[i][agent] = (pid, new.open(key, store.obs[tid], store.actions[tid], extras, store.rewards[tid]))
+        return batches
+
+    def _postprocess_packed(self, pid: str, flat: SampleBatch, lengths: list[int]) -> SampleBatch:
+        """All of a policy's trajectories in one postprocessing call: packed into ``[T, K]`` columns."""
+        slots, _ = pack_trajectories(lengths)
+        pad = slots < 0
+        take = np.where(pad, 0, slots)
+        batch = {name: column[take] for name, column in flat.items()}
+        batch[REWARDS] = np.where(pad, 0.0, batch[REWARDS]).astype(np.float32)
+        batch[TERMINATEDS] = batch[TERMINATEDS] | pad  # padding ends every recursion and needs no value
+        batch[TRUNCATEDS] = batch[TRUNCATEDS] & ~pad
+        processed = self.policies[pid].postprocess_trajectory(batch)
+        keep = ~pad.reshape(-1)
+        return {name: column[keep] for name, column in processed.items()}
+
+    def _postprocess_each(self, pid: str, pieces: dict[str, dict[TrajectoryKey, SampleBatch]]) -> SampleBatch:
+        """One postprocessing call per agent trajectory, with the other agents' batches of the same episode.
+
+        The path of ``on_postprocess_trajectory`` and of policies whose
+        ``postprocess_trajectory`` takes ``other_agent_batches`` (a
+        centralized critic; the batches of the agents of the same env and
+        episode, by agent id, as ``(policy_id, batch)``, flat and in time
+        order): slower, as each trajectory is its own call.
+        """
+        policy = self.policies[pid]
+        wants_others = _wants_other_agent_batches(policy)
+        processed = []
+        for key, piece in pieces[pid].items():
+            env_index, number, agent = key
+            others = {
+                a: (other_pid, {n: c[:, 0] for n, c in batch.items()})
+                for other_pid, by_key in pieces.items()
+                for (e, k, a), batch in by_key.items()
+                if e == env_index and k == number and a != agent
+            }
+            episode = self._episodes[env_index]
+            if wants_others:
+                out = policy.postprocess_trajectory(piece, other_agent_batches=others, episode=episode)
+            else:
+                out = policy.postprocess_trajectory(piece)
+            if self._per_trajectory:
+                call_hook(
+                    self.callbacks, "on_postprocess_trajectory", f"worker {self.contexts[env_index].worker_index}, env {env_index}",
+                    worker=self.worker, episode=episode, agent_id=agent, policy_id=pid,
+                    policies=self.policies, postprocessed_batch=out, original_batches=others,
+                )
+            processed.append(out)
+        return concat_batches(processed)
+
+
+def _in_trajectory_order(
+    columns: SampleBatch, trajectories: dict[TrajectoryKey, list[int]]
+) -> tuple[SampleBatch, list[TrajectoryKey], list[int]]:
+    """Columns reordered trajectory after trajectory, each one's last step marked truncated if the fragment cut it."""
+    keys = list(trajectories)
+    order = np.concatenate([trajectories[k] for k in keys])
+    flat = {name: column[order] for name, column in columns.items()}
+    lengths = [len(trajectories[k]) for k in keys]
+    ends = np.cumsum(lengths) - 1
+    cut = ~(flat[TERMINATEDS][ends] | flat[TRUNCATEDS][ends])
+    flat[TRUNCATEDS][ends[cut]] = True  # bootstrap from the next obs, as at a single-agent fragment's end
+    return flat, keys, lengths
+
+
+def _pieces(flat: SampleBatch, keys: list[TrajectoryKey], lengths: list[int]) -> dict[TrajectoryKey, SampleBatch]:
+    """Each trajectory's rows as a time-major ``[T, 1]`` batch."""
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    return {key: {n: c[s:s + length, None] for n, c in flat.items()} for key, s, length in zip(keys, starts, lengths)}
+
+
+def _wants_other_agent_batches(policy: Policy) -> bool:
+    """Whether a policy's ``postprocess_trajectory`` takes ``other_agent_batches`` (centralized critics)."""
+    cached = type(policy).__dict__.get("_rltune_wants_others")  # not inherited: a subclass may differ
+    if cached is None:
+        try:
+            cached = "other_agent_batches" in inspect.signature(type(policy).postprocess_trajectory).parameters
+        except (TypeError, ValueError):
+            cached = False
+        type(policy)._rltune_wants_others = cached  # type: ignore[attr-defined]
+    return cached

@@ -1,0 +1,190 @@
+"""Adding and removing policies while training (self-play leagues), and saving the policy set in checkpoints."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+import numpy as np
+
+from rltune.errors import CheckpointError, ConfigError
+from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
+from rltune.trainers._policy_spec import PolicySpec, parse_policies, policy_config, policy_overrides_problems
+from rltune.trainers._space_json import space_from_json, space_to_json
+
+if TYPE_CHECKING:
+    from rltune.trainers._trainer import Trainer
+
+
+class PoliciesMixin:
+    """The policy-set methods of :class:`~rltune.trainers._trainer.Trainer` (multi-agent configs)."""
+
+    def add_policy(
+        self: "Trainer",
+        policy_id: str,
+        policy_cls: Any = None,
+        *,
+        observation_space: gym.Space | None = None,
+        action_space: gym.Space | None = None,
+        config: dict[str, Any] | None = None,
+        policy_state: dict[str, np.ndarray] | None = None,
+        policy_mapping_fn: Any = None,
+        policies_to_train: Any = None,
+        policy: Policy | None = None,
+    ) -> Policy:
+        """Add a policy to the learner and every rollout worker and return it (RLlib's signature).
+
+        ``policy``: copy this policy's class, spaces, config overrides and
+        weights (a frozen snapshot for self-play). ``policy_state``: its
+        weights (``get_weights()`` of a policy of the same model). Spaces
+        left out are those every existing policy shares. A new mapping
+        function applies to agents from their next episode on; a policy of
+        the algorithm's class gets a learner, trained if ``policies_to_train``
+        (the new list or function, or the current one) selects it.
+        """
+        local = self.workers.local_worker
+        if not local.multi_agent:
+            raise ConfigError("add_policy: the trainer is single-agent (no 'multiagent.policies' in its config)")
+        if policy_id in local.policy_map:
+            raise ConfigError(f"add_policy: a policy {policy_id!r} exists already (the policies are {sorted(local.policy_map)})")
+        overrides = dict(config or {})
+        if policy is not None:
+            source_pid = next((pid for pid, p in local.policy_map.items() if p is policy), None)
+            if source_pid is not None and not overrides:
+                overrides = dict(local.policy_specs[source_pid].config)
+            if policy_cls is None and type(policy) is not self.policy_class:
+                policy_cls = type(policy)
+            observation_space = observation_space or policy.observation_space
+            action_space = action_space or policy.action_space
+            if policy_state is None:
+                policy_state = policy.get_weights()
+        spec = self._checked_spec(policy_id, PolicySpec(policy_cls, observation_space, action_space, overrides))
+        spaces = (spec.observation_space, spec.action_space)
+        if spaces[0] is None or spaces[1] is None:
+            spaces = self._shared_spaces(policy_id, spaces)
+        self.workers.add_policy(policy_id, spec, spaces, policy_state, policy_mapping_fn, policies_to_train)
+        self._sync_learners()
+        return local.policy_map[policy_id]
+
+    def remove_policy(
+        self: "Trainer", policy_id: str = DEFAULT_POLICY_ID, *, policy_mapping_fn: Any = None, policies_to_train: Any = None
+    ) -> None:
+        """Remove a policy (and its learner) from the trainer and every rollout worker.
+
+        Give a ``policy_mapping_fn`` that no longer returns it; running
+        episodes with an agent mapped to it are dropped.
+        """
+        local = self.workers.local_worker
+        if policy_id not in local.policy_map:
+            raise ConfigError(f"remove_policy: no policy {policy_id!r}; the policies are {sorted(local.policy_map)}")
+        if len(local.policy_map) == 1:
+            raise ConfigError(f"remove_policy: {policy_id!r} is the only policy")
+        self.workers.remove_policy(policy_id, policy_mapping_fn, policies_to_train)
+        self._sync_learners()
+
+    def set_policy_mapping_fn(self: "Trainer", policy_mapping_fn: Any) -> None:
+        """Map agents with this function, on every worker, from their next episode on."""
+        self.workers.set_policy_mapping_fn(policy_mapping_fn)
+
+    def set_policies_to_train(self: "Trainer", policies_to_train: Any) -> None:
+        """Train these policies (ids, or ``fn(policy_id, batch) -> bool``) from the next iteration on."""
+        self.workers.set_policies_to_train(policies_to_train)
+        self._sync_learners()
+
+    def _checked_spec(self: "Trainer", policy_id: str, spec: PolicySpec) -> PolicySpec:
+        try:
+            spec = parse_policies({policy_id: spec})[policy_id]
+        except ValueError as exc:
+            raise ConfigError(f"add_policy: {exc}") from None
+        problems = policy_overrides_problems(type(self.cfg), policy_id, spec.config)
+        if not problems and spec.config:
+            try:
+                policy_config(self.cfg, spec.config)
+            except ConfigError as exc:
+                problems = [f"add_policy config: {p}" for p in exc.problems]
+        if problems:
+            raise ConfigError(problems, where="add_policy")
+        return spec
+
+    def _shared_spaces(self: "Trainer", policy_id: str, given: tuple[Any, Any]) -> tuple[gym.Space, gym.Space]:
+        spaces = list(self.workers.local_worker.get_policy_spaces().values())
+        if not all(s == spaces[0] for s in spaces):
+            raise ConfigError(
+                f"add_policy({policy_id!r}): the policies' spaces differ, so give observation_space and action_space"
+            )
+        return (given[0] or spaces[0][0], given[1] or spaces[0][1])
+
+    def _sync_learners(self: "Trainer") -> None:
+        """A learner for every policy that may be trained now, none for a removed one."""
+        local = self.workers.local_worker
+        for pid in sorted(local.training.candidates() - set(self.algorithm.learners)):
+            self.algorithm.add_policy(pid, local.policy_map[pid])
+        for pid in [pid for pid in self.algorithm.learners if pid not in local.policy_map]:
+            self.algorithm.remove_policy(pid)
+
+    # -- checkpoints -----------------------------------------------------------------------
+    def policy_specs_state(self: "Trainer") -> dict[str, Any]:
+        """The policy set as JSON values (classes as import strings, spaces as data), for checkpoints."""
+        local = self.workers.local_worker
+        if not local.multi_agent:
+            return {}
+        state = {}
+        for pid, spec in local.policy_specs.items():
+            policy = local.policy_map[pid]
+            cls = spec.policy_class
+            state[pid] = {
+                "policy_class": None if cls is None else f"{cls.__module__}:{cls.__qualname__}",
+                "observation_space": space_to_json(policy.observation_space),
+                "action_space": space_to_json(policy.action_space),
+                "config": spec.config,
+            }
+        return state
+
+    def add_saved_policies(self: "Trainer", path: str | os.PathLike[str], saved: Any) -> list[str]:
+        """Add the policies a checkpoint holds that this trainer lacks (a league's snapshots); return their ids.
+
+        A saved policy class is used only if this trainer's config names the
+        same class (or it is the algorithm's): a checkpoint never makes
+        rltune import or build code of its choosing.
+        """
+        if not isinstance(saved, dict) or not saved:
+            return []
+        local = self.workers.local_worker
+        known = {f"{c.__module__}:{c.__qualname__}": c for c in self._known_policy_classes()}
+        prepared = []
+        for pid, entry in saved.items():
+            if pid in local.policy_map:
+                continue
+            field = f"policy_specs.{pid}"
+            try:
+                cls_name = entry.get("policy_class")
+                if cls_name is not None and cls_name not in known:
+                    raise ValueError(f"names the policy class {cls_name!r}, which this trainer's config does not use")
+                spec = PolicySpec(
+                    None if cls_name is None or known[cls_name] is self.policy_class else known[cls_name],
+                    space_from_json(entry["observation_space"]),
+                    space_from_json(entry["action_space"]),
+                    dict(entry.get("config") or {}),
+                )
+                spec = self._checked_spec(pid, spec)
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise CheckpointError(f"checkpoint {str(path)!r}: metadata field {field!r} {exc}") from None
+            prepared.append((pid, spec))
+        for pid, spec in prepared:
+            self.workers.add_policy(pid, spec, (spec.observation_space, spec.action_space), None, None, None)
+        self._sync_learners()
+        return [pid for pid, _ in prepared]
+
+    def _known_policy_classes(self: "Trainer") -> list[type]:
+        classes = [self.policy_class]
+        for spec in self.cfg.multiagent.policies.values():
+            if spec.policy_class is not None:
+                classes.append(spec.policy_class)
+        return classes
+
+    def remove_policies(self: "Trainer", policy_ids: list[str]) -> None:
+        """Remove policies added by :meth:`add_saved_policies` (a restore that failed after)."""
+        for pid in policy_ids:
+            self.workers.remove_policy(pid, None, None)
+        self._sync_learners()

@@ -1,0 +1,115 @@
+"""Small multi-agent envs whose every reward and turn is known, for the multi-agent tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from rltune.env import MultiAgentEnv
+
+MOVES_EACH = 4  # moves per player in TurnGame
+MOVE_REWARD = 0.5  # to the player who moves
+OTHER_REWARD = 1.0  # to the player who does not move, at each move of the other
+END_BONUS = {"x": 10.0, "o": -10.0}
+
+
+class TurnGame(MultiAgentEnv):
+    """Two players, "x" then "o", take turns for ``MOVES_EACH`` moves each; only the player to move observes.
+
+    Each move gives the mover MOVE_REWARD and the other (not acting) player
+    OTHER_REWARD; the game ends after the last move with END_BONUS for both.
+    So every transition of a player but the last sums to 1.5, the last of
+    x to 0.5 + 1.0 + 10 and the last of o to 0.5 - 10; episode returns are
+    x: 16, o: -4 (o's reward from x's first move comes before o ever acted).
+    """
+
+    possible_agents = ["x", "o"]
+
+    def __init__(self, config: Any = None) -> None:
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (2,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.t = 0
+
+    def _obs(self, agent: str) -> np.ndarray:
+        return np.array([self.t / (2 * MOVES_EACH), agent == "o"], dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        self.t = 0
+        return {"x": self._obs("x")}, {}
+
+    def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
+        mover = "x" if self.t % 2 == 0 else "o"
+        assert set(action_dict) == {mover}, action_dict
+        other = "o" if mover == "x" else "x"
+        self.t += 1
+        rewards = {mover: MOVE_REWARD, other: OTHER_REWARD}
+        if self.t == 2 * MOVES_EACH:
+            rewards = {a: rewards[a] + END_BONUS[a] for a in rewards}
+            obs = {a: self._obs(a) for a in self.possible_agents}
+            done = {"x": True, "o": True, "__all__": True}
+            return obs, rewards, done, {"__all__": False}, {}
+        return {other: self._obs(other)}, rewards, {"__all__": False}, {"__all__": False}, {}
+
+
+class LeavingAgents(MultiAgentEnv):
+    """Three agents act together; agent k leaves (terminated, final obs given) after k + 1 steps; reward 1 per step each."""
+
+    possible_agents = [0, 1, 2]
+
+    def __init__(self, config: Any = None) -> None:
+        self.observation_space = gym.spaces.Box(0.0, 10.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        self.t = 0
+        return {a: np.array([0.0], np.float32) for a in self.possible_agents}, {}
+
+    def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
+        assert set(action_dict) == {a for a in self.possible_agents if a >= self.t}, (self.t, action_dict)
+        self.t += 1
+        obs = {a: np.array([self.t], np.float32) for a in action_dict}
+        rewards = {a: 1.0 for a in action_dict}
+        terminateds = {a: a + 1 == self.t for a in action_dict}
+        terminateds["__all__"] = self.t == 3
+        return obs, rewards, terminateds, {"__all__": False}, {}
+
+
+class Coordination(MultiAgentEnv):
+    """A one-step cooperative game: both pick 1 -> 1 each (the optimum), both 0 -> 0.5 each, else 0."""
+
+    possible_agents = ["a", "b"]
+
+    def __init__(self, config: Any = None) -> None:
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        return {a: np.ones(1, np.float32) for a in self.possible_agents}, {}
+
+    def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
+        a, b = action_dict["a"], action_dict["b"]
+        reward = 1.0 if a == b == 1 else 0.5 if a == b == 0 else 0.0
+        obs = {x: np.ones(1, np.float32) for x in self.possible_agents}
+        return obs, {x: reward for x in self.possible_agents}, {"__all__": True}, {"__all__": False}, {}
+
+
+class RockPaperScissors(MultiAgentEnv):
+    """A one-throw game of rock (0), paper (1), scissors (2): +1 to the winner, -1 to the loser."""
+
+    possible_agents = ["p1", "p2"]
+
+    def __init__(self, config: Any = None) -> None:
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(3)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        return {a: np.zeros(1, np.float32) for a in self.possible_agents}, {}
+
+    def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
+        a, b = int(action_dict["p1"]), int(action_dict["p2"])
+        r = 0.0 if a == b else 1.0 if (a - b) % 3 == 1 else -1.0
+        obs = {x: np.zeros(1, np.float32) for x in self.possible_agents}
+        return obs, {"p1": r, "p2": -r}, {"__all__": True}, {"__all__": False}, {}
