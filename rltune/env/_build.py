@@ -56,7 +56,7 @@ def build_env(spec: EnvSpec, ctx: EnvContext, *, check: bool) -> gym.Env:
 
 def _env_class_hint(env: Any) -> str:
     """What to subclass or wrap an object in so that rltune can step it."""
-    if hasattr(env, "possible_agents") and hasattr(env, "agent_selection"):
+    if hasattr(env, "possible_agents") and hasattr(env, "agent_iter"):
         return "a PettingZoo AEC env: wrap it, rltune.env.PettingZooEnv(env)"
     if hasattr(env, "possible_agents"):
         return "a PettingZoo parallel env: wrap it, rltune.env.ParallelPettingZooEnv(env)"
