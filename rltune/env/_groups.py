@@ -29,7 +29,7 @@ def with_agent_groups(
     groups: dict[str, list[AgentID]],
     obs_space: gym.Space | None = None,
     act_space: gym.Space | None = None,
-) -> "GroupAgentsWrapper":
+) -> GroupAgentsWrapper:
     """``env`` with each group of agents acting as one agent; see :class:`GroupAgentsWrapper`."""
     return GroupAgentsWrapper(env, groups, obs_space, act_space)
 

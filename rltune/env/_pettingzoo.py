@@ -96,7 +96,7 @@ class PettingZooEnv(_PettingZooSpaces):
         self.env.reset(seed=seed, options=options)
         self._ended = {}
         self._over = False
-        obs, _, terminateds, truncateds, infos = self._advance()
+        obs, _, _, _, infos = self._advance()
         if not obs:
             raise EnvError(f"{type(self.env).__name__}: no agent can act after reset")
         return {a: ob for a, ob in obs.items() if a not in self._ended}, {a: i for a, i in infos.items() if a not in self._ended}

@@ -7,8 +7,8 @@ import sys
 
 import gymnasium as gym
 import numpy as np
-import pytest
 import pettingzoo
+import pytest
 from mpe2 import simple_spread_v3
 
 from rltune.env import EnvContext, ParallelPettingZooEnv, PettingZooEnv
