@@ -99,15 +99,7 @@ class _Checker:
 
     def reset(self) -> dict:
         self.done = set()
-        result = self.call("reset", self.env.reset, seed=None, options=None)
-        if not (isinstance(result, tuple) and len(result) == 2):
-            raise _Broken(
-                f"reset must return a tuple (obs, infos) of two dicts keyed by agent id; it returned {_describe(result)}"
-                + _single_agent_hint(result)
-            )
-        obs, infos = result
-        self.check_dict("reset", "observations", obs)
-        self.check_dict("reset", "infos", infos)
+        obs, infos = _reset_shape(self.call("reset", self.env.reset, seed=None, options=None))
         if not obs:
             raise _Broken("reset returned no observation: no agent would act (give the agents that act first their observations)")
         self.check_observations("reset", obs)
@@ -117,17 +109,8 @@ class _Checker:
     def check_step(self, result: Any, step: int) -> tuple[dict, bool]:
         """Check one step's result; the observations and whether the episode ended."""
         where = f"step {step}"
-        if not (isinstance(result, tuple) and len(result) == 5):
-            raise _Broken(
-                "step must return a tuple (obs, rewards, terminateds, truncateds, infos) of five dicts keyed by agent id; "
-                f"{where} returned {_describe(result)}" + _single_agent_hint(result)
-            )
-        obs, rewards, terminateds, truncateds, infos = result
-        for what, value in zip(("observations", "rewards", "terminateds", "truncateds", "infos"), result):
-            self.check_dict(where, what, value)
+        obs, rewards, terminateds, truncateds, infos = _step_shape(result, where)
         for what, flags in (("terminateds", terminateds), ("truncateds", truncateds)):
-            if ALL not in flags:
-                raise _Broken(f"{where}: {what} has no {ALL!r} key (it says whether the episode ended for every agent)")
             for agent, flag in flags.items():
                 if not isinstance(flag, (bool, np.bool_)):
                     raise _Broken(f"{where}: {what}[{agent!r}] is {_describe(flag)}, not a bool")
@@ -150,10 +133,6 @@ class _Checker:
                 f"but {ALL!r} is False in terminateds and truncateds"
             )
         return obs, ended
-
-    def check_dict(self, where: str, what: str, value: Any) -> None:
-        if not isinstance(value, dict):
-            raise _Broken(f"{where}: the {what} must be a dict keyed by agent id, not {_describe(value)}")
 
     def check_keys(self, where: str, what: str, agents: Any) -> None:
         """Every key is a known agent id (when the env says which agents exist)."""
@@ -194,6 +173,60 @@ class _Checker:
                 raise _Broken(f"agent {agent!r} must act but has no action space: {exc.args[0]}") from None
             actions[agent] = _sample(space, ob)
         return actions
+
+
+def unpack_reset(result: Any, name: str, ctx: EnvContext) -> tuple[dict, dict]:
+    """``(obs, infos)`` of a MultiAgentEnv's ``reset``, checked for its shape only: cheap enough for every reset.
+
+    Raises :class:`EnvError` naming the env, its place and the rule broken
+    (e.g. a bare array returned, as a single-agent env does).
+    """
+    try:
+        return _reset_shape(result)
+    except _Broken as exc:
+        raise EnvError(f"env {name!r} ({_where(ctx)}) breaks the multi-agent env API: {exc}") from None
+
+
+def unpack_step(result: Any, name: str, ctx: EnvContext) -> tuple[dict, dict, dict, dict, dict]:
+    """``(obs, rewards, terminateds, truncateds, infos)`` of a MultiAgentEnv's ``step``, checked for its shape only.
+
+    Five dicts, with ``"__all__"`` in ``terminateds`` and ``truncateds``;
+    raises :class:`EnvError` as :func:`unpack_reset` does.
+    """
+    try:
+        return _step_shape(result, "step")
+    except _Broken as exc:
+        raise EnvError(f"env {name!r} ({_where(ctx)}) breaks the multi-agent env API: {exc}") from None
+
+
+def _reset_shape(result: Any) -> tuple[dict, dict]:
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise _Broken(
+            f"reset must return a tuple (obs, infos) of two dicts keyed by agent id; it returned {_describe(result)}"
+            + _single_agent_hint(result)
+        )
+    for what, value in zip(("observations", "infos"), result):
+        _check_dict("reset", what, value)
+    return result
+
+
+def _step_shape(result: Any, where: str) -> tuple[dict, dict, dict, dict, dict]:
+    if not (isinstance(result, tuple) and len(result) == 5):
+        raise _Broken(
+            "step must return a tuple (obs, rewards, terminateds, truncateds, infos) of five dicts keyed by agent id; "
+            f"{where} returned {_describe(result)}" + _single_agent_hint(result)
+        )
+    for what, value in zip(("observations", "rewards", "terminateds", "truncateds", "infos"), result):
+        _check_dict(where, what, value)
+    for what, flags in (("terminateds", result[2]), ("truncateds", result[3])):
+        if ALL not in flags:
+            raise _Broken(f"{where}: {what} has no {ALL!r} key (it says whether the episode ended for every agent)")
+    return result
+
+
+def _check_dict(where: str, what: str, value: Any) -> None:
+    if not isinstance(value, dict):
+        raise _Broken(f"{where}: the {what} must be a dict keyed by agent id, not {_describe(value)}")
 
 
 def _sample(space: gym.Space, ob: Any) -> Any:

@@ -8,7 +8,7 @@ import pytest
 
 from rltune.env import EnvContext, MultiAgentEnv, make_multi_agent
 from rltune.env._build import build_env
-from rltune.env._multi_agent_check import check_multi_agent_env
+from rltune.env._multi_agent_check import check_multi_agent_env, unpack_reset, unpack_step
 from rltune.env._registry import resolve_env
 from rltune.errors import EnvError
 
@@ -296,3 +296,39 @@ def test_a_creator_returning_something_else_is_told_about_multi_agent_env():
         build_env(resolve_env(lambda ctx: object()), CTX, check=False)
     message = str(info.value)
     assert "rltune.env.MultiAgentEnv for several agents" in message and "later" not in message
+
+
+def test_unpack_reset_and_step_check_the_shape_for_the_sampler():
+    # Cheap shape checks the sampler runs on every reset and step (also with env checking disabled).
+    env = TwoAgentEnv()
+    obs, infos = unpack_reset(env.reset(), "two", CTX)
+    assert obs == {"a": 0, "b": 0}
+    assert unpack_step(env.step({"a": 0, "b": 1}), "two", CTX)[2] == {"a": False, "b": False, "__all__": False}
+    with pytest.raises(EnvError) as info:
+        unpack_reset(ResetReturnsArray().reset(), "arr", CTX)
+    message = str(info.value)
+    assert message.startswith("env 'arr' (worker 2, env 1) breaks the multi-agent env API: reset must return a tuple (obs, infos)")
+    assert "single-agent gymnasium API" in message and "disable_env_checking" not in message
+    with pytest.raises(EnvError, match=r"env 'x' \(worker 2, env 1\) breaks the multi-agent env API: step: truncateds has no '__all__' key"):
+        unpack_step(NoAllInTruncateds().step({"a": 0, "b": 0}), "x", CTX)
+    with pytest.raises(EnvError, match="step must return a tuple .* returned a tuple of 4"):
+        unpack_step(StepReturnsFourItems().step({"a": 0, "b": 0}), "x", CTX)
+
+
+class SharedSpacesAnyAgents(MultiAgentEnv):
+    """One space shared by every agent, agent ids not declared: any id goes."""
+
+    observation_space = gym.spaces.Discrete(3)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return {7: 0, "z": 1}, {}
+
+    def step(self, action_dict):
+        assert set(action_dict) == {7, "z"}
+        return {7: 2, "z": 3}, {7: 1}, {"__all__": False}, {"__all__": False}, {}
+
+
+def test_shared_spaces_without_agent_ids_accept_any_agent_but_still_check_the_space():
+    with pytest.raises(EnvError, match=r"step 1: the observation of agent 'z' is not within its observation space Discrete\(3\): int 3"):
+        check_multi_agent_env(SharedSpacesAnyAgents(), "shared", CTX)
