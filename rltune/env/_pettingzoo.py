@@ -129,17 +129,17 @@ class PettingZooEnv(_PettingZooSpaces):
         infos: dict[AgentID, Any] = {}
         left: list[AgentID] = []
         env = self.env
-        # Agents done by this move, whether or not it is their turn yet.
+        # Agents done by this move, whether or not it is their turn yet: their final observation now.
         for a in env.agents:
             if a not in self._ended and (env.terminations[a] or env.truncations[a]):
                 self._ended[a] = bool(env.terminations[a])
                 terminateds[a], truncateds[a] = bool(env.terminations[a]), bool(env.truncations[a])
+                obs[a], infos[a] = env.observe(a), dict(env.infos.get(a) or {})
                 left.append(a)
         while env.agents:
             a = env.agent_selection
-            obs[a] = env.observe(a)
-            infos[a] = dict(env.infos.get(a) or {})
             if not (env.terminations[a] or env.truncations[a]):
+                obs[a], infos[a] = env.observe(a), dict(env.infos.get(a) or {})
                 terminateds.setdefault(a, False)
                 truncateds.setdefault(a, False)
                 break

@@ -182,3 +182,77 @@ def test_importing_rltune_env_does_not_import_pettingzoo():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+class Elimination(pettingzoo.AECEnv):
+    """Three players take turns ("a", "b", "c"); "a"'s first move knocks "c" out (reward -1) before it moved.
+
+    The game ends after "a" and "b" have moved twice each (+1 to "b" at the end).
+    """
+
+    metadata = {"name": "elimination_v0"}
+
+    def __init__(self):
+        self.possible_agents = ["a", "b", "c"]
+        self.moved: list[str] = []
+        self.observation_spaces = {a: gym.spaces.Discrete(10) for a in self.possible_agents}
+        self.action_spaces = {a: gym.spaces.Discrete(2) for a in self.possible_agents}
+
+    def observation_space(self, agent):
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent):
+        return self.action_spaces[agent]
+
+    def observe(self, agent):
+        return np.int64(len(self.moved))
+
+    def reset(self, seed=None, options=None):
+        self.agents = self.possible_agents[:]
+        self.rewards = dict.fromkeys(self.agents, 0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos = {a: {} for a in self.agents}
+        self.agent_selection = "a"
+        self.moved = []
+
+    def step(self, action):
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        self.moved.append(agent)
+        self._clear_rewards()
+        if agent == "a" and self.moved.count("a") == 1:
+            self.terminations["c"] = True
+            self.rewards["c"] = -1
+        if self.moved.count("b") == 2:
+            self.terminations = dict.fromkeys(self.agents, True)
+            self.rewards["b"] = 1
+        self._cumulative_rewards[agent] = 0
+        self._accumulate_rewards()
+        self.agent_selection = self.agents[(self.agents.index(agent) + 1) % len(self.agents)]
+        self._deads_step_first()  # PettingZoo's way: the agents just done are stepped out first
+
+
+def test_an_aec_agent_knocked_out_leaves_once_with_its_final_observation_and_never_acts():
+    env = PettingZooEnv(Elimination())
+    obs, _ = env.reset()
+    assert list(obs) == ["a"]
+    obs, rewards, terminateds, _, _ = env.step({"a": 0})
+    assert obs == {"c": 1, "b": 1}  # "c"'s final observation, and "b" whose turn it is
+    assert rewards == {"c": -1.0, "a": 0.0, "b": 0.0}
+    assert terminateds == {"c": True, "b": False, "__all__": False}
+    obs, rewards, terminateds, _, _ = env.step({"b": 1})
+    assert list(obs) == ["a"] and terminateds == {"a": False, "__all__": False} and rewards == {"b": 0.0, "a": 0.0}
+    assert env.env.agents == ["a", "b"]
+    env.step({"a": 1})
+    obs, rewards, terminateds, truncateds, _ = env.step({"b": 0})
+    assert rewards == {"b": 1.0, "a": 0.0} and set(obs) == {"a", "b"}
+    assert terminateds == {"a": True, "b": True, "__all__": True} and truncateds["__all__"] is False
+    assert env.env.moved == ["a", "b", "a", "b"]
+
+
+def test_the_checker_passes_on_an_aec_env_whose_agents_leave_mid_game():
+    check_multi_agent_env(PettingZooEnv(Elimination()), "elimination", EnvContext())
