@@ -11,6 +11,8 @@ from gymnasium.utils import env_checker
 from gymnasium.utils.passive_env_checker import env_reset_passive_checker, env_step_passive_checker
 
 from rltune.env._context import EnvContext
+from rltune.env._multi_agent import is_multi_agent
+from rltune.env._multi_agent_check import check_multi_agent_env
 from rltune.env._registry import EnvSpec
 from rltune.errors import EnvError
 
@@ -23,7 +25,11 @@ def where(ctx: EnvContext) -> str:
 
 
 def build_env(spec: EnvSpec, ctx: EnvContext, *, check: bool) -> gym.Env:
-    """Create one env from ``spec`` with ``ctx``; run gymnasium's env checker on it when ``check``.
+    """Create one env from ``spec`` with ``ctx``; run the env checker on it when ``check``.
+
+    A :class:`rltune.env.MultiAgentEnv` is checked by
+    :func:`~rltune.env._multi_agent_check.check_multi_agent_env`, any other
+    env by gymnasium's checker.
 
     Raises :class:`EnvError` naming the env, its place and the rule broken.
     """
@@ -36,14 +42,25 @@ def build_env(spec: EnvSpec, ctx: EnvContext, *, check: bool) -> gym.Env:
     if not isinstance(env, gym.Env):
         raise EnvError(
             f"env {spec.name!r} ({where(ctx)}): the creator returned {type(env).__name__}, "
-            "which is not a gymnasium.Env (subclass gymnasium.Env, or rltune.env.MultiAgentEnv later)"
+            f"which is not a gymnasium.Env ({_env_class_hint(env)})"
         )
-    if check and not _multi_agent(env):  # TEMP until the multi-agent checker lands
+    if check and is_multi_agent(env):
+        check_multi_agent_env(env, spec.name, ctx)
+    elif check:
         # The advice on gymnasium's own envs (e.g. CartPole's infinite observation bounds) is
         # about design choices the user cannot change: logged at DEBUG only.
         from_gymnasium = type(env.unwrapped).__module__.startswith("gymnasium.")
         check_gym_api(env, spec.name, ctx, advice_level=logging.DEBUG if from_gymnasium else logging.WARNING)
     return env
+
+
+def _env_class_hint(env: Any) -> str:
+    """What to subclass or wrap an object in so that rltune can step it."""
+    if hasattr(env, "possible_agents") and hasattr(env, "agent_iter"):
+        return "a PettingZoo AEC env: wrap it, rltune.env.PettingZooEnv(env)"
+    if hasattr(env, "possible_agents"):
+        return "a PettingZoo parallel env: wrap it, rltune.env.ParallelPettingZooEnv(env)"
+    return "subclass gymnasium.Env, or rltune.env.MultiAgentEnv for several agents"
 
 
 class BothKeywords(gym.Wrapper):
@@ -129,9 +146,3 @@ def describe(env: Any) -> str:
     """The env's spec id or class name, for messages."""
     spec = getattr(env, "spec", None)
     return getattr(spec, "id", None) or type(env).__name__
-
-
-def _multi_agent(env: Any) -> bool:
-    from rltune.env._multi_agent import is_multi_agent
-
-    return is_multi_agent(env)

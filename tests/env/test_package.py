@@ -33,8 +33,13 @@ def test_callbacks_re_exports_task_settable_env():
 
 
 def test_unknown_name_is_an_attribute_error():
-    with pytest.raises(AttributeError, match="no attribute 'MultiAgentEnv'"):
-        rltune.env.MultiAgentEnv  # noqa: B018
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchEnv'"):
+        rltune.env.NoSuchEnv  # noqa: B018
+
+
+def test_every_public_name_loads():
+    for name in rltune.env.__all__:
+        assert getattr(rltune.env, name).__name__ == name
 
 
 def _loaded_after(code: str) -> list[str]:
