@@ -85,6 +85,10 @@ class EvaluationMixin:
 def _evaluation_stats(episodes: list[EpisodeMetrics]) -> dict[str, Any]:
     """The ``evaluation`` dict of a result for these episodes (NaN stats when there are none)."""
     rewards = [e.episode_reward for e in episodes]
+    policy_rewards: dict[str, list[float]] = {}  # multi-agent: one entry per agent and episode
+    for episode in episodes:
+        for _, pid, reward in episode.agent_rewards:
+            policy_rewards.setdefault(pid, []).append(reward)
     return {
         "episode_reward_mean": _mean_or_nan(rewards),
         "episode_reward_min": float(np.min(rewards)) if rewards else math.nan,
@@ -92,4 +96,5 @@ def _evaluation_stats(episodes: list[EpisodeMetrics]) -> dict[str, Any]:
         "episode_len_mean": _mean_or_nan([float(e.episode_length) for e in episodes]),
         "episodes_this_iter": len(episodes),
         "hist_stats": {"episode_reward": rewards},
+        **({"policy_reward_mean": {pid: _mean_or_nan(r) for pid, r in policy_rewards.items()}} if policy_rewards else {}),
     }

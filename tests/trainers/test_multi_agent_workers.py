@@ -210,3 +210,32 @@ def test_a_multi_agent_env_that_raises_is_rebuilt_when_asked():
             result = trainer.train()
         assert FailingTurnGame.failed and result["num_env_restarts"] == 1
         assert result["policy_reward_mean"] == {"pol_x": 16.0, "pol_o": -4.0}
+
+
+def test_evaluation_of_a_multi_agent_env_reports_per_policy_rewards_with_added_policies():
+    with PPO(config=config(evaluation_interval=1, evaluation_duration=2)) as trainer:
+        result = trainer.train()
+        assert result["evaluation"]["policy_reward_mean"] == {"pol_x": 16.0, "pol_o": -4.0}
+        trainer.add_policy(
+            "x_old", policy=trainer.get_policy("pol_x"),
+            policy_mapping_fn=lambda agent_id, *args, **kwargs: "x_old" if agent_id == "x" else "pol_o",
+        )
+        assert trainer.evaluate(2)["evaluation"]["policy_reward_mean"] == {"x_old": 16.0, "pol_o": -4.0}
+
+
+def test_a_recreated_worker_gets_the_policies_added_since_it_first_started():
+    import os
+    import signal
+
+    with PPO(config=config(num_workers=1, recreate_failed_workers=True)) as trainer:
+        trainer.add_policy(
+            "x_old", policy=trainer.get_policy("pol_x"), policies_to_train=["pol_x", "pol_o"],
+            policy_mapping_fn=lambda agent_id, *args, **kwargs: "x_old" if agent_id == "x" else "pol_o",
+        )
+        (worker,) = trainer.workers.remote_workers
+        os.kill(worker.pid, signal.SIGKILL)
+        trainer.train()  # the episodes running at the kill were mapped before add_policy
+        result = trainer.train()
+        assert result["num_worker_restarts"] == 1
+        assert trainer.foreach_worker(lambda w: sorted(w.policy_map)) == [["pol_o", "pol_x", "x_old"]] * 2
+        assert "x_old" in result["policy_reward_mean"] and "pol_x" not in result["policy_reward_mean"]
