@@ -52,33 +52,37 @@ TrajectoryKey = tuple[int, int, Any]  # (env index, episode number in that env, 
 
 
 class _Transitions:
-    """One policy's transitions of a fragment, in columns, and the agent trajectory each belongs to."""
+    """One policy's transitions of a fragment, and the agent trajectory each belongs to.
 
-    __slots__ = ("obs", "actions", "extras", "rewards", "terminateds", "truncateds", "new_obs", "closed", "trajectories")
+    What the policy computed is kept per step as it came (one chunk of rows
+    per forward pass); a transition holds its row number, its summed reward
+    and, once complete, its next observation and end flags. Columns are
+    built once, at the fragment's end.
+    """
+
+    __slots__ = ("chunks", "num_rows", "rows", "rewards", "closes", "trajectories")
 
     def __init__(self) -> None:
-        self.obs: list[np.ndarray] = []
-        self.actions: list[Any] = []
-        self.extras: dict[str, list[Any]] = {}
+        self.chunks: list[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = []
+        self.num_rows = 0
+        self.rows: list[int] = []
         self.rewards: list[float] = []
-        self.terminateds: list[bool] = []
-        self.truncateds: list[bool] = []
-        self.new_obs: list[np.ndarray | None] = []
-        self.closed: list[bool] = []
+        # transition -> (next obs or None for its own obs, terminated, truncated)
+        self.closes: dict[int, tuple[np.ndarray | None, bool, bool]] = {}
         self.trajectories: dict[TrajectoryKey, list[int]] = {}
 
-    def open(self, key: TrajectoryKey, obs: np.ndarray, action: Any, extras: dict[str, Any], reward: float = 0.0) -> int:
-        """A new transition (the agent just acted); returns its index."""
-        tid = len(self.obs)
-        self.obs.append(obs)
-        self.actions.append(action)
-        for name, value in extras.items():
-            self.extras.setdefault(name, []).append(value)
+    def add_chunk(self, obs: np.ndarray, actions: np.ndarray, extras: dict[str, np.ndarray]) -> int:
+        """Rows of one forward pass; returns the row number of its first."""
+        first = self.num_rows
+        self.chunks.append((obs, actions, extras))
+        self.num_rows += len(obs)
+        return first
+
+    def open(self, key: TrajectoryKey, row: int, reward: float = 0.0) -> int:
+        """A new transition (the agent acted on ``row``); returns its index."""
+        tid = len(self.rows)
+        self.rows.append(row)
         self.rewards.append(reward)
-        self.terminateds.append(False)
-        self.truncateds.append(False)
-        self.new_obs.append(None)
-        self.closed.append(False)
         trajectory = self.trajectories.get(key)
         if trajectory is None:
             self.trajectories[key] = [tid]
@@ -86,33 +90,50 @@ class _Transitions:
             trajectory.append(tid)
         return tid
 
-    def close(self, tid: int, new_obs: np.ndarray, terminated: bool, truncated: bool) -> None:
-        """The agent observed again (or its episode ended): the transition is complete."""
-        self.new_obs[tid] = new_obs
-        self.terminateds[tid] = terminated
-        self.truncateds[tid] = truncated
-        self.closed[tid] = True
+    def close(self, tid: int, new_obs: np.ndarray | None, terminated: bool, truncated: bool) -> None:
+        """The agent observed again (``new_obs``), or left or its episode ended (None: its own obs stands in)."""
+        self.closes[tid] = (new_obs, terminated, truncated)
 
-    def columns(self, policy: Policy) -> dict[str, np.ndarray]:
-        """Every transition as flat column arrays (open ones have their own obs as new obs)."""
-        new_obs = [o if o is not None else self.obs[i] for i, o in enumerate(self.new_obs)]
+    def computed(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """Every row of the fragment: (obs, actions, extras), concatenated."""
+        obs = np.concatenate([c[0] for c in self.chunks])
+        actions = np.concatenate([c[1] for c in self.chunks])
+        extras = {name: np.concatenate([c[2][name] for c in self.chunks]) for name in self.chunks[0][2]}
+        return obs, actions, extras
+
+    def columns(self, computed: tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """Every transition as flat column arrays (open ones as if cut, with their own obs as next obs)."""
+        obs_rows, action_rows, extra_rows = computed
+        rows = np.asarray(self.rows, dtype=np.int64)
+        obs = obs_rows[rows]
+        new_obs = obs.copy()
+        terminateds = np.zeros(len(rows), dtype=bool)
+        truncateds = np.zeros(len(rows), dtype=bool)
+        if self.closes:
+            tids = np.fromiter(self.closes, dtype=np.int64, count=len(self.closes))
+            closes = list(self.closes.values())
+            terminateds[tids] = [c[1] for c in closes]
+            truncateds[tids] = [c[2] for c in closes]
+            observed = [(tid, c[0]) for tid, c in zip(tids, closes) if c[0] is not None]
+            if observed:
+                new_obs[[t for t, _ in observed]] = np.stack([o for _, o in observed])
         columns = {
-            OBS: np.stack(self.obs).astype(np.float32, copy=False),
-            ACTIONS: np.asarray(self.actions, dtype=policy.action_dtype).reshape((-1,) + policy.action_shape),
+            OBS: obs,
+            ACTIONS: action_rows[rows],
             REWARDS: np.asarray(self.rewards, dtype=np.float32),
-            NEW_OBS: np.stack(new_obs).astype(np.float32, copy=False),
-            TERMINATEDS: np.asarray(self.terminateds, dtype=bool),
-            TRUNCATEDS: np.asarray(self.truncateds, dtype=bool),
+            NEW_OBS: new_obs,
+            TERMINATEDS: terminateds,
+            TRUNCATEDS: truncateds,
         }
-        for name, values in self.extras.items():
-            columns[name] = np.asarray(values)
+        for name, values in extra_rows.items():
+            columns[name] = values[rows]
         return columns
 
     def closed_trajectories(self) -> dict[TrajectoryKey, list[int]]:
         """Each trajectory's complete transitions, in time order (an open one is always last)."""
         out = {}
         for key, tids in self.trajectories.items():
-            done = tids if self.closed[tids[-1]] else tids[:-1]
+            done = tids if tids[-1] in self.closes else tids[:-1]
             if done:
                 out[key] = done
         return out
@@ -328,16 +349,19 @@ class MultiAgentSampler:
         steps = 0
         for pid, members in groups.items():
             policy = self.policies[pid]
-            obs = [self._acting[i][agent] for i, agent in members]
-            actions, extras = policy.compute_actions(np.stack(obs), explore=explore)
+            obs = np.stack([self._acting[i][agent] for i, agent in members])
+            actions, extras = policy.compute_actions(obs, explore=explore)
             env_actions = policy.to_env_actions(actions)
-            store = self._store.get(pid) if pid in batched else None
-            for j, (i, agent) in enumerate(members):
-                action_dicts[i][agent] = env_actions[j]
-                if store is not None:
-                    row = {name: column[j] for name, column in extras.items()}
-                    key = (i, self._episode_number[i], agent)
-                    self._open[i][agent] = (pid, store.open(key, obs[j], actions[j], row))
+            if pid in batched:
+                store = self._store[pid]
+                row = store.add_chunk(obs, actions, extras)
+                numbers = self._episode_number
+                for j, (i, agent) in enumerate(members):
+                    action_dicts[i][agent] = env_actions[j]
+                    self._open[i][agent] = (pid, store.open((i, numbers[i], agent), row + j))
+            else:
+                for j, (i, agent) in enumerate(members):
+                    action_dicts[i][agent] = env_actions[j]
             steps += len(members)
         for i in range(self.num_envs):
             self._step_env(i, action_dicts[i], episodes)
@@ -403,7 +427,7 @@ class MultiAgentSampler:
         pid, tid = self._open[i].pop(agent)
         store = self._store[pid]
         terminated = bool(terminateds.get(agent, False) or terminateds.get(ALL, False))
-        store.close(tid, store.obs[tid], terminated, not terminated)
+        store.close(tid, None, terminated, not terminated)
 
     def _end_episode(self, i: int, terminateds: dict[Any, Any], truncateds: dict[Any, Any], *, cut: bool) -> None:
         """Close the open transitions of env ``i``'s episode (terminated if the env said so, else truncated)."""
@@ -411,7 +435,7 @@ class MultiAgentSampler:
             if cut:
                 pid, tid = self._open[i].pop(agent)
                 store = self._store[pid]
-                store.close(tid, store.obs[tid], False, True)
+                store.close(tid, None, False, True)
             else:
                 self._close_without_obs(i, agent, terminateds)
 
@@ -421,10 +445,11 @@ class MultiAgentSampler:
         old = self._store
         self._store = {pid: _Transitions() for pid in batched}
         trajectories: dict[str, tuple[SampleBatch, list[TrajectoryKey], list[int]]] = {}
+        computed = {pid: store.computed() for pid, store in old.items() if store.chunks}
         for pid, store in old.items():
             closed = store.closed_trajectories()
             if closed:
-                trajectories[pid] = _in_trajectory_order(store.columns(self.policies[pid]), closed)
+                trajectories[pid] = _in_trajectory_order(store.columns(computed[pid]), closed)
         each = {pid for pid in trajectories if self._per_trajectory or _wants_other_agent_batches(self.policies[pid])}
         pieces = {pid: _pieces(*trajectories[pid]) for pid in trajectories} if each else {}  # every policy's: the others' view
         batches = {}
@@ -433,13 +458,23 @@ class MultiAgentSampler:
                 batches[pid] = self._postprocess_each(pid, pieces)
             else:
                 batches[pid] = self._postprocess_packed(pid, flat, lengths)
-        for i in range(self.num_envs):  # carry the open transitions over
-            for agent, (pid, tid) in list(self._open[i].items()):
-                store, new = old[pid], self._store.setdefault(pid, _Transitions())
-                extras = {name: values[tid] for name, values in store.extras.items()}
-                key = (i, self._episode_number[i], agent)
-                self._open[i][agent] = (pid, new.open(key, store.obs[tid], store.actions[tid], extras, store.rewards[tid]))
+        self._carry_open_transitions(old, computed)
         return batches
+
+    def _carry_open_transitions(self, old: dict[str, _Transitions], computed: dict[str, Any]) -> None:
+        """The transitions still open (the agent acted, has not observed since) start the next fragment."""
+        carried: dict[str, list[tuple[int, Any, int]]] = {}
+        for i in range(self.num_envs):
+            for agent, (pid, tid) in self._open[i].items():
+                carried.setdefault(pid, []).append((i, agent, tid))
+        for pid, items in carried.items():
+            store, new = old[pid], self._store.setdefault(pid, _Transitions())
+            rows = np.asarray([store.rows[tid] for _, _, tid in items], dtype=np.int64)
+            obs, actions, extras = computed[pid]
+            first = new.add_chunk(obs[rows], actions[rows], {name: v[rows] for name, v in extras.items()})
+            for k, (i, agent, tid) in enumerate(items):
+                key = (i, self._episode_number[i], agent)
+                self._open[i][agent] = (pid, new.open(key, first + k, store.rewards[tid]))
 
     def _postprocess_packed(self, pid: str, flat: SampleBatch, lengths: list[int]) -> SampleBatch:
         """All of a policy's trajectories in one postprocessing call: packed into ``[T, K]`` columns."""
