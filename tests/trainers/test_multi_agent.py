@@ -252,3 +252,35 @@ def test_agent_ids_missing_from_the_spaces_are_a_clear_error():
     cfg = ma_config(PPO, MissingSpaces, {"pol_x", "pol_o"}, by_player, disable_env_checking=True)
     with pytest.raises(EnvError, match=r"agent 'o' has no observation space"):
         PPO(config=cfg)
+
+
+class DifferentSpaces(TurnGame):
+    """TurnGame with per-agent spaces: x observes 2 numbers, o observes 3 and has 3 actions."""
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        import gymnasium as gym
+
+        self.observation_space = gym.spaces.Dict(
+            {"x": gym.spaces.Box(0.0, 1.0, (2,), np.float32), "o": gym.spaces.Box(0.0, 1.0, (3,), np.float32)}
+        )
+        self.action_space = gym.spaces.Dict({"x": gym.spaces.Discrete(2), "o": gym.spaces.Discrete(3)})
+
+    def _obs(self, agent):
+        obs = super()._obs(agent)
+        return obs if agent == "x" else np.append(obs, 0.5).astype(np.float32)
+
+
+def test_per_agent_spaces_give_each_policy_its_own_model_and_spec_spaces_win():
+    import gymnasium as gym
+
+    with PPO(config=ma_config(PPO, DifferentSpaces, {"pol_x", "pol_o"}, by_player)) as trainer:
+        assert trainer.get_policy("pol_x").observation_space.shape == (2,)
+        assert trainer.get_policy("pol_o").observation_space.shape == (3,)
+        assert trainer.get_policy("pol_o").action_space == gym.spaces.Discrete(3)
+        result = trainer.train()
+        assert result["policy_reward_mean"] == {"pol_x": 16.0, "pol_o": -4.0}
+    wide = gym.spaces.Box(-5.0, 5.0, (2,), np.float32)
+    policies = {"pol_x": PolicySpec(observation_space=wide), "pol_o": None}
+    with PPO(config=ma_config(PPO, DifferentSpaces, policies, by_player)) as trainer:
+        assert trainer.get_policy("pol_x").observation_space == wide
