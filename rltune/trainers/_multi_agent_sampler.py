@@ -31,12 +31,16 @@ from rltune.env._build import where
 from rltune.env._context import EnvContext
 from rltune.env._multi_agent import ALL
 from rltune.errors import EnvError
+from rltune.trainers._agent_transitions import (
+    TrajectoryKey,
+    Transitions,
+    in_trajectory_order,
+    pack_trajectories,
+    trajectory_pieces,
+)
 from rltune.trainers._policy import Policy
 from rltune.trainers._policy_spec import PolicyMapping
 from rltune.trainers._sample_batch import (
-    ACTIONS,
-    NEW_OBS,
-    OBS,
     REWARDS,
     TERMINATEDS,
     TRUNCATEDS,
@@ -47,127 +51,6 @@ from rltune.trainers._sample_batch import (
 )
 
 logger = logging.getLogger(__name__)
-
-TrajectoryKey = tuple[int, int, Any]  # (env index, episode number in that env, agent id)
-
-
-class _Transitions:
-    """One policy's transitions of a fragment, and the agent trajectory each belongs to.
-
-    What the policy computed is kept per step as it came (one chunk of rows
-    per forward pass); a transition holds its row number, its summed reward
-    and, once complete, its next observation and end flags. Columns are
-    built once, at the fragment's end.
-    """
-
-    __slots__ = ("chunks", "num_rows", "rows", "rewards", "closes", "trajectories")
-
-    def __init__(self) -> None:
-        self.chunks: list[tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = []
-        self.num_rows = 0
-        self.rows: list[int] = []
-        self.rewards: list[float] = []
-        # transition -> (next obs or None for its own obs, terminated, truncated)
-        self.closes: dict[int, tuple[np.ndarray | None, bool, bool]] = {}
-        self.trajectories: dict[TrajectoryKey, list[int]] = {}
-
-    def add_chunk(self, obs: np.ndarray, actions: np.ndarray, extras: dict[str, np.ndarray]) -> int:
-        """Rows of one forward pass; returns the row number of its first."""
-        first = self.num_rows
-        self.chunks.append((obs, actions, extras))
-        self.num_rows += len(obs)
-        return first
-
-    def open(self, key: TrajectoryKey, row: int, reward: float = 0.0) -> int:
-        """A new transition (the agent acted on ``row``); returns its index."""
-        tid = len(self.rows)
-        self.rows.append(row)
-        self.rewards.append(reward)
-        trajectory = self.trajectories.get(key)
-        if trajectory is None:
-            self.trajectories[key] = [tid]
-        else:
-            trajectory.append(tid)
-        return tid
-
-    def close(self, tid: int, new_obs: np.ndarray | None, terminated: bool, truncated: bool) -> None:
-        """The agent observed again (``new_obs``), or left or its episode ended (None: its own obs stands in)."""
-        self.closes[tid] = (new_obs, terminated, truncated)
-
-    def computed(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        """Every row of the fragment: (obs, actions, extras), concatenated."""
-        obs = np.concatenate([c[0] for c in self.chunks])
-        actions = np.concatenate([c[1] for c in self.chunks])
-        extras = {name: np.concatenate([c[2][name] for c in self.chunks]) for name in self.chunks[0][2]}
-        return obs, actions, extras
-
-    def columns(self, computed: tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-        """Every transition as flat column arrays (open ones as if cut, with their own obs as next obs)."""
-        obs_rows, action_rows, extra_rows = computed
-        rows = np.asarray(self.rows, dtype=np.int64)
-        obs = obs_rows[rows]
-        new_obs = obs.copy()
-        terminateds = np.zeros(len(rows), dtype=bool)
-        truncateds = np.zeros(len(rows), dtype=bool)
-        if self.closes:
-            tids = np.fromiter(self.closes, dtype=np.int64, count=len(self.closes))
-            closes = list(self.closes.values())
-            terminateds[tids] = [c[1] for c in closes]
-            truncateds[tids] = [c[2] for c in closes]
-            observed = [(tid, c[0]) for tid, c in zip(tids, closes) if c[0] is not None]
-            if observed:
-                new_obs[[t for t, _ in observed]] = np.stack([o for _, o in observed])
-        columns = {
-            OBS: obs,
-            ACTIONS: action_rows[rows],
-            REWARDS: np.asarray(self.rewards, dtype=np.float32),
-            NEW_OBS: new_obs,
-            TERMINATEDS: terminateds,
-            TRUNCATEDS: truncateds,
-        }
-        for name, values in extra_rows.items():
-            columns[name] = values[rows]
-        return columns
-
-    def closed_trajectories(self) -> dict[TrajectoryKey, list[int]]:
-        """Each trajectory's complete transitions, in time order (an open one is always last)."""
-        out = {}
-        for key, tids in self.trajectories.items():
-            done = tids if tids[-1] in self.closes else tids[:-1]
-            if done:
-                out[key] = done
-        return out
-
-
-def pack_trajectories(lengths: list[int]) -> tuple[np.ndarray, list[list[int]]]:
-    """Place trajectories end to end into as few columns of the longest one's length as first-fit finds.
-
-    Returns ``(slots, columns)``: ``columns[c]`` lists the trajectories in
-    column ``c`` in order; ``slots`` is ``[T, C]`` of (trajectory, step)
-    row numbers into the concatenation of all trajectories, -1 for padding.
-    """
-    order = sorted(range(len(lengths)), key=lambda k: -lengths[k])
-    height = lengths[order[0]]
-    columns: list[list[int]] = []
-    used: list[int] = []
-    for k in order:
-        for c, filled in enumerate(used):
-            if filled + lengths[k] <= height:
-                columns[c].append(k)
-                used[c] += lengths[k]
-                break
-        else:
-            columns.append([k])
-            used.append(lengths[k])
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    slots = np.full((height, len(columns)), -1, dtype=np.int64)
-    for c, members in enumerate(columns):
-        row = 0
-        for k in members:
-            slots[row:row + lengths[k], c] = np.arange(starts[k], starts[k] + lengths[k])
-            row += lengths[k]
-    return slots, columns
-
 
 class MultiAgentSampler:
     """Collects fragments from N multi-agent envs whose agents act through a map of policies.
@@ -217,7 +100,7 @@ class MultiAgentSampler:
         self._open: list[dict[Any, tuple[str, int]]] = [{} for _ in range(n)]  # agents' open transitions
         self._agent_returns: list[dict[Any, float]] = [{} for _ in range(n)]
         self._lengths = [0] * n
-        self._store: dict[str, _Transitions] = {}
+        self._store: dict[str, Transitions] = {}
 
     def uses_policy(self, policy_id: str) -> bool:
         """Whether an agent of a running episode is mapped to ``policy_id``."""
@@ -327,7 +210,7 @@ class MultiAgentSampler:
             self.reset_all()
         batched = self.batched() if postprocess else set()
         for pid in batched:
-            self._store.setdefault(pid, _Transitions())
+            self._store.setdefault(pid, Transitions())
         episodes: list[EpisodeMetrics] = []
         agent_steps = 0
         for _ in range(num_steps):
@@ -443,15 +326,15 @@ class MultiAgentSampler:
     def _build_batches(self, batched: set[str]) -> dict[str, SampleBatch]:
         """Postprocessed batches of the fragment's closed transitions; open ones move to the next fragment."""
         old = self._store
-        self._store = {pid: _Transitions() for pid in batched}
+        self._store = {pid: Transitions() for pid in batched}
         trajectories: dict[str, tuple[SampleBatch, list[TrajectoryKey], list[int]]] = {}
         computed = {pid: store.computed() for pid, store in old.items() if store.chunks}
         for pid, store in old.items():
             closed = store.closed_trajectories()
             if closed:
-                trajectories[pid] = _in_trajectory_order(store.columns(computed[pid]), closed)
+                trajectories[pid] = in_trajectory_order(store.columns(computed[pid]), closed)
         each = {pid for pid in trajectories if self._per_trajectory or _wants_other_agent_batches(self.policies[pid])}
-        pieces = {pid: _pieces(*trajectories[pid]) for pid in trajectories} if each else {}  # every policy's: the others' view
+        pieces = {pid: trajectory_pieces(*trajectories[pid]) for pid in trajectories} if each else {}  # every policy's: the others' view
         batches = {}
         for pid, (flat, keys, lengths) in trajectories.items():
             if pid in each:
@@ -461,14 +344,14 @@ class MultiAgentSampler:
         self._carry_open_transitions(old, computed)
         return batches
 
-    def _carry_open_transitions(self, old: dict[str, _Transitions], computed: dict[str, Any]) -> None:
+    def _carry_open_transitions(self, old: dict[str, Transitions], computed: dict[str, Any]) -> None:
         """The transitions still open (the agent acted, has not observed since) start the next fragment."""
         carried: dict[str, list[tuple[int, Any, int]]] = {}
         for i in range(self.num_envs):
             for agent, (pid, tid) in self._open[i].items():
                 carried.setdefault(pid, []).append((i, agent, tid))
         for pid, items in carried.items():
-            store, new = old[pid], self._store.setdefault(pid, _Transitions())
+            store, new = old[pid], self._store.setdefault(pid, Transitions())
             rows = np.asarray([store.rows[tid] for _, _, tid in items], dtype=np.int64)
             obs, actions, extras = computed[pid]
             first = new.add_chunk(obs[rows], actions[rows], {name: v[rows] for name, v in extras.items()})
@@ -522,26 +405,6 @@ class MultiAgentSampler:
                 )
             processed.append(out)
         return concat_batches(processed)
-
-
-def _in_trajectory_order(
-    columns: SampleBatch, trajectories: dict[TrajectoryKey, list[int]]
-) -> tuple[SampleBatch, list[TrajectoryKey], list[int]]:
-    """Columns reordered trajectory after trajectory, each one's last step marked truncated if the fragment cut it."""
-    keys = list(trajectories)
-    order = np.concatenate([trajectories[k] for k in keys])
-    flat = {name: column[order] for name, column in columns.items()}
-    lengths = [len(trajectories[k]) for k in keys]
-    ends = np.cumsum(lengths) - 1
-    cut = ~(flat[TERMINATEDS][ends] | flat[TRUNCATEDS][ends])
-    flat[TRUNCATEDS][ends[cut]] = True  # bootstrap from the next obs, as at a single-agent fragment's end
-    return flat, keys, lengths
-
-
-def _pieces(flat: SampleBatch, keys: list[TrajectoryKey], lengths: list[int]) -> dict[TrajectoryKey, SampleBatch]:
-    """Each trajectory's rows as a time-major ``[T, 1]`` batch."""
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    return {key: {n: c[s:s + length, None] for n, c in flat.items()} for key, s, length in zip(keys, starts, lengths)}
 
 
 def _wants_other_agent_batches(policy: Policy) -> bool:
