@@ -264,12 +264,13 @@ def _walk(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], A
         yield path, node
 
 
-def _hidden_entry(value: Any, where: str) -> tuple[str, str] | None:
+def _hidden_entry(value: Any, where: str, container: str = "") -> tuple[str, str] | None:
     """``(where, container)`` of a search-space entry inside a list, tuple or dataclass of a config leaf, or None.
 
     The walker does not descend into these, so such an entry would reach the
     trainable as it is (e.g. a ``PolicySpec(config={"lr": tune.loguniform(...)})``
-    given to a function trainable, or ``[tune.choice(...), 64]``).
+    given to a function trainable, or ``[tune.choice(...), 64]``). The
+    container named is the outermost one the walker stopped at.
     """
     if isinstance(value, Mapping):
         items: Iterator[tuple[Any, Any]] = iter(value.items())
@@ -279,10 +280,11 @@ def _hidden_entry(value: Any, where: str) -> tuple[str, str] | None:
         items = ((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
     else:
         return None
+    container = container or f"a {type(value).__name__}"
     for key, inner in items:
         if as_entry(inner) is not None:
-            return f"{where}.{key}", f"a {type(value).__name__}"
-        found = _hidden_entry(inner, f"{where}.{key}")
+            return f"{where}.{key}", container
+        found = _hidden_entry(inner, f"{where}.{key}", container)
         if found is not None:
             return found
     return None

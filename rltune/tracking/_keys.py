@@ -14,8 +14,8 @@ from rltune.tracking._mlflow_compat import MAX_ENTITY_KEY_LENGTH
 _SKIP_RESULT_KEYS = frozenset({"config", "hist_stats"})  # config: not a metric; hist_stats: per-episode lists
 _BAD_KEY_CHARS = re.compile(r"[^/\w.\- :]")
 # Result dicts keyed by policy id (multi-agent): each id is one part of the metric name.
-_POLICY_DICTS = frozenset({"policy_reward_mean", "policy_reward_min", "policy_reward_max", "info/learner",
-                           "evaluation/policy_reward_mean"})
+_POLICY_DICTS = frozenset({"info/learner", *(f"{where}policy_reward_{stat}" for where in ("", "evaluation/")
+                                                for stat in ("mean", "min", "max"))})
 _POLICIES_PARAM = "multiagent.policies"  # the config's dict keyed by policy id, in flatten_params' dotted names
 
 
