@@ -45,20 +45,27 @@ OPPONENT_ODDS = (0.6, 0.2, 0.2)  # rock, paper, scissors
 BEST_RETURN = ROUNDS * (OPPONENT_ODDS[ROCK] - OPPONENT_ODDS[SCISSORS])  # always paper
 
 
-def make_rps(env_config: dict[str, Any]) -> PettingZooEnv:
-    """The env creator given to ``register_env``: PettingZoo's AEC rps, wrapped."""
-    from pettingzoo.classic import rps_v2
+def pettingzoo_rps(rounds: int) -> Any:
+    """PettingZoo's AEC rock-paper-scissors of ``rounds`` rounds (``pettingzoo.make``, PettingZoo 1.27 on)."""
+    import pettingzoo
 
-    return PettingZooEnv(rps_v2.env(max_cycles=int(env_config.get("rounds", ROUNDS))))
+    if hasattr(pettingzoo, "make"):
+        return pettingzoo.make("aec", "classic/rps-v2", max_cycles=rounds)
+    from pettingzoo.classic import rps_v2  # older PettingZoo
+
+    return rps_v2.env(max_cycles=rounds)
+
+
+def make_rps(env_config: dict[str, Any]) -> PettingZooEnv:
+    """The env creator given to ``register_env``: PettingZoo's game, wrapped."""
+    return PettingZooEnv(pettingzoo_rps(int(env_config.get("rounds", ROUNDS))))
 
 
 class RockPaperScissors(PettingZooEnv):
     """The same game as a class taking ``env_config`` (``rounds``, default 10), for import strings in YAML."""
 
     def __init__(self, env_config: dict[str, Any] | None = None) -> None:
-        from pettingzoo.classic import rps_v2
-
-        super().__init__(rps_v2.env(max_cycles=int((env_config or {}).get("rounds", ROUNDS))))
+        super().__init__(pettingzoo_rps(int((env_config or {}).get("rounds", ROUNDS))))
 
 
 class RockLover(Policy):
