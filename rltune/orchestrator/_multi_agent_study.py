@@ -9,7 +9,8 @@
   policy (``policy_reward_mean/<id>``, ``info/learner/<id>/...``) must name
   a policy of the config, checked before any trial runs (a result lacks a
   policy's reward until one of its episodes ends, so a misspelt id would
-  otherwise never be noticed).
+  otherwise never be noticed); ``policy_reward_mean`` alone, a dict, is no
+  metric.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rltune._metrics import per_policy_key
 from rltune.orchestrator._search_space import as_entry
 
 _LEARNER_PREFIXES = ("info/learner/", "info.learner.")
+_POLICY_GROUPS = {f"{where}policy_reward_{stat}" for where in ("", "evaluation/") for stat in ("mean", "min", "max")}
 
 
 def plain_multiagent(config: dict[str, Any]) -> dict[str, Any]:
@@ -52,6 +54,10 @@ def per_policy_key_problems(field: str, keys: Iterable[str], config: dict[str, A
     ids = policy_ids(config)
     problems = []
     for key in keys:
+        if key.replace(".", "/") in _POLICY_GROUPS:
+            problems.append(f"{field}: {key!r} holds one number per policy; name one policy's, "
+                            f"{key}/<policy id> (the policies: {ids or 'none, config.multiagent.policies is not set'})")
+            continue
         policy = _named_policy(key, ids or [])
         if policy is None:
             continue

@@ -214,7 +214,7 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
     except ValidationError as exc:
         problems = [_describe_field_error(root, err) for err in exc.errors()]
         if isinstance(fields.get("config"), dict):  # the search space's problems too, all at once
-            problems.extend(at(("config", *_path_of(p)), p) for p in parse_space(fields["config"])[1])
+            problems.extend(at(("config", *_path_of(p)), p) for p in parse_space(plain_multiagent(fields["config"]))[1])
         raise ConfigError(_by_line(problems), where=where) from None
     problems: list[str] = []
 

@@ -88,6 +88,13 @@ def test_a_per_policy_key_must_name_a_policy_of_the_config(field, key, message):
     assert make_plan(fields).spec.name  # the policy's own keys are fine
 
 
+def test_the_dict_of_every_policys_reward_is_no_metric():
+    with pytest.raises(ConfigError) as info:
+        make_plan({"run": "PPO", "metric": "policy_reward_mean", "config": turn_game_config({"pol_x", "pol_o"})})
+    assert info.value.problems == ["metric: 'policy_reward_mean' holds one number per policy; name one policy's, "
+                                   "policy_reward_mean/<policy id> (the policies: ['pol_o', 'pol_x'])"]
+
+
 def test_a_per_policy_metric_of_a_single_agent_study_says_so(tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text("run: PPO\nmetric: policy_reward_mean/main\nconfig:\n  env: CartPole-v1\n")
