@@ -222,12 +222,14 @@ class TrialTracker(Tracker):
         :mod:`rltune.tracking._mlflow_model`). A multi-agent trainer's trained
         policies are one model each, ``policy_model/<policy id>`` (the id as
         :func:`~rltune.tracking._keys.policy_key` writes it); the URI returned
-        is then their parent.
+        is then their parent (None when no policy is trained).
         """
-        def log() -> str:
+        def log() -> str | None:
             from rltune.tracking._mlflow_model import exported_policy_ids, save_policy_model
 
             ids = exported_policy_ids(trainer_or_checkpoint)
+            if not ids:
+                return None  # only heuristics and frozen policies: no trained policy to serve
             with tempfile.TemporaryDirectory(prefix="rltune_model_") as tmp:
                 if ids == ["default_policy"]:
                     save_policy_model(trainer_or_checkpoint, Path(tmp) / "model")

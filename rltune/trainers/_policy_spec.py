@@ -77,9 +77,9 @@ def plain_policies(value: Any) -> Any:
     """``multiagent.policies`` with every :class:`PolicySpec` and 4-tuple written as a dict, as YAML writes it.
 
     ``{"p0": PolicySpec(config={"lr": x})}`` becomes ``{"p0": {"config":
-    {"lr": x}}}`` (fields left None or empty are left out), so that the values inside
-    a spec's ``config`` sit in nested dicts like the rest of a config (a
-    study's search space is found there, under
+    {"lr": x}}}`` (fields left None or empty are left out), so that the
+    values inside a spec's ``config`` sit in nested dicts like the rest of a
+    config (a study's search space is found there, under
     ``multiagent.policies.p0.config.lr``). :func:`parse_policies` reads the
     dict form back. Nothing is validated here: a value that is not a dict of
     specs, or a spec of another shape, is kept as it is, for the config's
@@ -96,7 +96,8 @@ def plain_policies(value: Any) -> Any:
         else:
             plain[pid] = spec
             continue
-        plain[pid] = {key: field for key, field in zip(_SPEC_KEYS, fields) if field is not None and field != {}}
+        plain[pid] = {key: field for key, field in zip(_SPEC_KEYS, fields)
+                      if field is not None and not (isinstance(field, dict) and not field)}
     return plain
 
 
