@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
 
 from rltune import tune
