@@ -3,6 +3,9 @@
 Public names::
 
     PPO, DQN, Trainer, get_trainer_class
+    PPOConfig, DQNConfig, AlgorithmConfig   config builders (RLlib's AlgorithmConfig API)
+    PPOTrainer, DQNTrainer                  old RLlib names of PPO and DQN
+    pretty_print                            a result dict as YAML-like text (RLlib's)
     register_env, registered_envs, EnvContext (defined in rltune.env)
     Policy, RandomPolicy, DEFAULT_POLICY_ID
     PolicySpec                              one policy of a multi-agent config
@@ -15,10 +18,12 @@ import difflib
 import importlib
 
 from rltune._imports import import_object
+from rltune._pretty_print import pretty_print
 from rltune.env import EnvContext, register_env, registered_envs
 from rltune.errors import ConfigError
 from rltune.env import MultiAgentEnv
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy, RandomPolicy
+from rltune.trainers._config_builder import AlgorithmConfig, DQNConfig, PPOConfig
 from rltune.trainers._policy_spec import PolicySpec
 from rltune.trainers._trainer import Trainer
 
@@ -46,23 +51,32 @@ def get_trainer_class(name: str) -> type[Trainer]:
     raise ConfigError(f"unknown algorithm {name!r}{hint} (available: {', '.join(sorted(_TRAINERS))})")
 
 
+_OLD_NAMES = {"PPOTrainer": "PPO", "DQNTrainer": "DQN"}  # RLlib's names before 2.0: the same classes
+
+
 def __getattr__(name: str):  # lazy PPO / DQN, so that importing the package stays cheap
-    if name in _TRAINERS:
-        return get_trainer_class(name)
+    if name in _TRAINERS or name in _OLD_NAMES:
+        return get_trainer_class(_OLD_NAMES.get(name, name))
     raise AttributeError(f"module 'rltune.trainers' has no attribute {name!r}")
 
 
 __all__ = [
+    "AlgorithmConfig",
     "DEFAULT_POLICY_ID",
     "DQN",
+    "DQNConfig",
+    "DQNTrainer",
     "EnvContext",
     "MultiAgentEnv",
     "PPO",
+    "PPOConfig",
+    "PPOTrainer",
     "Policy",
     "PolicySpec",
     "RandomPolicy",
     "Trainer",
     "get_trainer_class",
+    "pretty_print",
     "register_env",
     "registered_envs",
 ]

@@ -35,6 +35,7 @@ from rltune.env._registry import resolve_env
 from rltune.errors import ConfigError, RLTuneError
 from rltune.trainers._algorithm import Algorithm, StepOutcome
 from rltune.trainers._config import TrainerSettings, default_config, describe_config, validate_config
+from rltune.trainers._config_builder import AlgorithmConfig, config_for_trainer
 from rltune.trainers._learner import Learner
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._policy_spec import multi_agent_problems
@@ -61,6 +62,9 @@ def resolve_callable(spec: Any, key: str) -> Callable[..., Any]:
 
 class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
     """Base class of PPO, DQN and later algorithms: ``Trainer(config=dict, env=...)``.
+
+    ``config`` may also be a config builder (``PPOConfig()...``); given to
+    ``Trainer`` itself, the builder's algorithm is built.
 
     Lifecycle: ``__init__`` validates the config, starts the rollout workers,
     builds the :class:`Algorithm` (its learners, one per policy id) over the
@@ -132,14 +136,20 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         return problems
 
     # -- construction -----------------------------------------------------------------
+    def __new__(cls, config: Any = None, *args: Any, **kwargs: Any) -> "Trainer":
+        # Trainer(config=PPOConfig()...) builds the builder's algorithm, as PPO(config=...) does.
+        if cls is Trainer and isinstance(config, AlgorithmConfig) and config.algo_class is not None:
+            cls = config.algo_class
+        return super().__new__(cls)
+
     def __init__(
         self,
-        config: dict[str, Any] | None = None,
+        config: dict[str, Any] | AlgorithmConfig | None = None,
         env: Any = None,
         *,
         results_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        config = dict(config or {})
+        config = dict(config_for_trainer(config, type(self)) or {})
         if env is not None:
             config["env"] = env
         self.cfg = self.validate(config)
