@@ -11,6 +11,7 @@ import yaml
 
 import rltune.trainers.dqn as dqn
 import rltune.trainers.ppo as ppo
+from rltune import tune
 from rltune.errors import CheckpointError
 from rltune.trainers import DQN, PPO, DQNTrainer, PPOConfig, PPOTrainer, pretty_print
 
@@ -50,6 +51,7 @@ def test_pretty_print_is_yaml_of_the_result_without_config_and_hist_stats():
         "sampled": np.array([1, 2]),
     }
     text = pretty_print(result)
+    assert tune.pretty_print is pretty_print  # where RLlib users found it (ray.tune.logger)
     assert "hist_stats" not in text and "config" not in text and "evaluation" not in text
     assert "info:\n  learner:\n    default_policy:\n" in text  # nested blocks, indented
     parsed = yaml.safe_load(text)
