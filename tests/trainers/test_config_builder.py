@@ -250,3 +250,17 @@ def test_search_space_entries_survive_into_to_dict_and_build_refuses_them():
         config.build()
     with pytest.raises(ConfigError, match="search-space entries"):
         PPO(config=config)
+
+
+def test_multi_agent_calls_fill_the_multiagent_block():
+    def mapping(agent_id, episode, worker, **kwargs):
+        return "p0"
+
+    config = PPOConfig().multi_agent(policies={"p0", "p1"}, policy_mapping_fn=mapping).multi_agent(policies_to_train=["p0"])
+    block = config.to_dict()["multiagent"]
+    assert block == {"policies": {"p0", "p1"}, "policy_mapping_fn": mapping, "policies_to_train": ["p0"]}
+    config.validate()
+    with pytest.raises(ConfigError, match=r"multiagent.policies_to_train: \['p9'\] are not policy ids"):
+        config.multi_agent(policies_to_train=["p9"]).validate()
+    with pytest.raises(ConfigError, match=r"multiagent: not a keyword of training\(\); set it with .multi_agent\("):
+        PPOConfig().training(multiagent={})
