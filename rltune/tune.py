@@ -110,7 +110,7 @@ def run(
     before any trial.
 
     RLlib's and Tune's names work too: ``config`` may be a config builder
-    (``PPOConfig()...``, its search-space entries kept; ``run`` defaults to
+    (``rltune.trainers.<ALGO>Config()...``, its search-space entries kept; ``run`` defaults to
     its algorithm), ``local_dir`` is ``results_dir``, and
     ``resources_per_trial={"cpu": N}`` sets the CPUs a trial holds of the
     budget that ``n_jobs`` trials share (a trainer's at least 1 + num_workers).

@@ -63,7 +63,7 @@ def resolve_callable(spec: Any, key: str) -> Callable[..., Any]:
 class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
     """Base class of PPO, DQN and later algorithms: ``Trainer(config=dict, env=...)``.
 
-    ``config`` may also be a config builder (``PPOConfig()...``); given to
+    ``config`` may also be a config builder (``rltune.trainers.<ALGO>Config()...``); given to
     ``Trainer`` itself, the builder's algorithm is built.
 
     Lifecycle: ``__init__`` validates the config, starts the rollout workers,
@@ -137,7 +137,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
 
     # -- construction -----------------------------------------------------------------
     def __new__(cls, config: Any = None, *args: Any, **kwargs: Any) -> "Trainer":
-        # Trainer(config=PPOConfig()...) builds the builder's algorithm, as PPO(config=...) does.
+        # Trainer(config=<a PPO builder>) builds the builder's algorithm, as PPO(config=...) does.
         if cls is Trainer and isinstance(config, AlgorithmConfig) and config.algo_class is not None:
             cls = config.algo_class
         return super().__new__(cls)
