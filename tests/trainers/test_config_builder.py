@@ -171,8 +171,8 @@ def test_a_bad_keyword_or_value_fails_at_its_call_naming_method_and_keyword(call
 
 
 def test_dqn_keywords_are_checked_against_dqn():
-    with pytest.raises(ConfigError, match=r"DQNConfig.training\(\): num_atoms: an RLlib setting rltune does not support yet"):
-        DQNConfig().training(num_atoms=51)
+    with pytest.raises(ConfigError, match=r"DQNConfig.training\(\): before_learn_on_batch: an RLlib setting rltune does not support yet"):
+        DQNConfig().training(before_learn_on_batch=print)
     with pytest.raises(ConfigError, match=r"PPOConfig.training\(\): target_network_update_freq: a training\(\) keyword of DQN, not of PPO"):
         PPOConfig().training(target_network_update_freq=10)  # DQN's keyword given to PPO
     with pytest.raises(ConfigError, match=r"clip_param: a training\(\) keyword of PPO only; use PPOConfig\(\)"):
