@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import math
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from rltune._validation import UserInput
 
@@ -35,8 +35,9 @@ class ResourcesPerTrial(UserInput):
         """The CPUs asked for, as a whole number (at least 1)."""
         return max(1, math.ceil(self.cpu + self.extra_cpu))
 
-    def note_gpus(self) -> None:
-        """Say once, in the log, that a GPU request reserves nothing."""
+    @model_validator(mode="after")
+    def _note_gpus(self) -> "ResourcesPerTrial":
         if self.gpu + self.extra_gpu > 0:
             logger.warning("resources_per_trial: gpu=%g reserves nothing in rltune; a trainer uses the device its "
                            "config's num_gpus asks for, shared by the trials that run at once", self.gpu + self.extra_gpu)
+        return self

@@ -273,8 +273,6 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
                 problems.append(at(("config", *_path_of(p)), p))
     if problems:
         raise ConfigError(_by_line(problems), where=where)
-    if spec.resources_per_trial is not None:
-        spec.resources_per_trial.note_gpus()
     name_given = spec.name is not None
     if not name_given:
         from datetime import datetime

@@ -151,10 +151,6 @@ INSTEAD: dict[str, str] = {
     "horizon": "wrap the env in gymnasium.wrappers.TimeLimit",
     "soft_horizon": "have the env's step() return truncated=True",
     "no_done_at_end": "have the env's step() return truncated=True",
-    "evaluation_num_workers": "evaluation runs in the trainer's process (evaluation_duration sets its episodes)",
-    "evaluation_num_env_runners": "evaluation runs in the trainer's process (evaluation_duration sets its episodes)",
-    "use_kl_loss": "kl_coeff=0 turns the KL term off",
-    "num_learners": "rltune trains one learner per policy in the trainer's process",
     "input_": "rltune samples from envs only (input_='sampler')",
     "output": "rltune samples from envs only; 'rltune rollout CHECKPOINT --out FILE' writes a trained "
               "policy's episodes as JSON lines",

@@ -141,7 +141,9 @@ def problems_of(settings: type[TrainerSettings], values: dict[str, Any]) -> list
                 validate_config(settings, {**candidate, **overrides})
             except ConfigError as exc:
                 add([f"evaluation_config.{p}" for p in exc.problems if p.split(":")[0].split(".")[0] in overrides])
-    return problems
+    # A key named by a clearer problem (an RLlib key rltune lacks, from the name translation) is not also 'unknown'.
+    named = {p.partition(":")[0] for p in problems if not p.partition(":")[2].strip().startswith("unknown key")}
+    return [p for p in problems if not (p.partition(":")[0] in named and p.partition(":")[2].strip().startswith("unknown key"))]
 
 
 def explain(problem: str, renamed: dict[str, str], given: dict[str, str]) -> str:

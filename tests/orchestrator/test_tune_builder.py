@@ -54,12 +54,15 @@ def _plan(resources, **config):
     return make_plan(fields)
 
 
-def test_resources_per_trial_sets_the_cpus_a_trial_holds_a_trainer_at_least_its_processes():
+def test_resources_per_trial_sets_the_cpus_a_trial_holds_a_trainer_at_least_its_processes(caplog):
     assert _plan(None, num_workers=2).cpus_per_trial({"num_workers": 2}) == 3
     assert _plan({"cpu": 1}, num_workers=2).cpus_per_trial({"num_workers": 2}) == 3
     assert _plan({"cpu": 5}, num_workers=2).cpus_per_trial({"num_workers": 2}) == 5
     assert _plan({"cpu": 1, "extra_cpu": 3}).cpus_per_trial({}) == 4  # old Tune's extra_cpu
     assert _plan({"cpu": 0.5, "gpu": 0}).cpus_per_trial({}) == 1
+    assert "reserves nothing" not in caplog.text
+    _plan({"cpu": 1, "gpu": 1})
+    assert "resources_per_trial: gpu=1 reserves nothing in rltune" in caplog.text
     with pytest.raises(ConfigError, match=r"resources_per_trial.cpus: unknown field; did you mean 'cpu'\?"):
         _plan({"cpus": 2})
     with pytest.raises(ConfigError, match="resources_per_trial.cpu: Input should be greater than or equal to 0"):

@@ -138,13 +138,11 @@ def test_dqn_builder_builds_a_dqn_that_trains():
         (lambda c: c.training(num_workers=2),
          "PPOConfig.training(): num_workers: not a keyword of training(); set it with .env_runners(num_env_runners=...) "
          "or .rollouts(num_rollout_workers=...)"),
-        (lambda c: c.rollouts(sample_async=True), "invalid PPOConfig.rollouts(): sample_async: an RLlib setting rltune does not support yet"),
-        (lambda c: c.rollouts(horizon=200), "horizon: an RLlib setting rltune does not support yet; wrap the env in gymnasium.wrappers.TimeLimit"),
-        (lambda c: c.offline_data(input_="/data/cartpole"), "invalid PPOConfig.offline_data(): input_: an RLlib setting rltune does not support yet"),
-        (lambda c: c.offline_data(output="/tmp/out"), "invalid PPOConfig.offline_data(): output: an RLlib setting rltune does not support yet"),
-        (lambda c: c.training(use_kl_loss=False), "use_kl_loss: an RLlib setting rltune does not support yet; kl_coeff=0 turns the KL term off"),
-        (lambda c: c.learners(num_learners=4), "num_learners: an RLlib setting rltune does not support yet"),
-        (lambda c: c.evaluation(evaluation_num_workers=2), "evaluation runs in the trainer's process"),
+        # RLlib settings rltune lacks: named as such at their call, with what to do instead where there is something
+        (lambda c: c.rollouts(sample_async=True), ("invalid PPOConfig.rollouts(): sample_async: an RLlib ", "does not support yet")),
+        (lambda c: c.rollouts(horizon=200), ("invalid PPOConfig.rollouts(): horizon: an RLlib ", "does not support yet", "TimeLimit")),
+        (lambda c: c.offline_data(input_="/data/cartpole"), ("invalid PPOConfig.offline_data(): input_: an RLlib ", "does not support yet")),
+        (lambda c: c.offline_data(output="/tmp/out"), ("invalid PPOConfig.offline_data(): output: an RLlib ", "does not support yet")),
         (lambda c: c.evaluation(evaluation_config={"gamma": 2.0}), "invalid PPOConfig.evaluation(): evaluation_config.gamma: Input should be less than or equal to 1"),
         (lambda c: c.exploration(explore="maybe"), "invalid PPOConfig.exploration(): explore: Input should be a valid boolean"),
         (lambda c: c.rollouts(explore=False), "explore: not a keyword of rollouts(); set it with .env_runners(explore=...) or .exploration(explore=...)"),
@@ -165,13 +163,14 @@ def test_a_bad_keyword_or_value_fails_at_its_call_naming_method_and_keyword(call
     before = config.to_dict()
     with pytest.raises(ConfigError) as info:
         call(config)
-    assert expected in str(info.value)
+    for text in (expected,) if isinstance(expected, str) else expected:
+        assert text in str(info.value)
     assert len(info.value.problems) == 1
     assert config.to_dict() == before  # a failed call changes nothing
 
 
 def test_dqn_keywords_are_checked_against_dqn():
-    with pytest.raises(ConfigError, match=r"DQNConfig.training\(\): before_learn_on_batch: an RLlib setting rltune does not support yet"):
+    with pytest.raises(ConfigError, match=r"DQNConfig.training\(\): before_learn_on_batch: an RLlib .* does not support yet"):
         DQNConfig().training(before_learn_on_batch=print)
     with pytest.raises(ConfigError, match=r"PPOConfig.training\(\): target_network_update_freq: a training\(\) keyword of DQN, not of PPO"):
         PPOConfig().training(target_network_update_freq=10)  # DQN's keyword given to PPO
