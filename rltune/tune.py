@@ -28,9 +28,11 @@ goes on.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from rltune.errors import StudyFailedError
+from rltune._pretty_print import pretty_print
+from rltune.errors import ConfigError, StudyFailedError
 from rltune.orchestrator._analysis import Analysis, TrialRecord
 from rltune.orchestrator._reporter import Reporter, TrialStopped, report
 from rltune.orchestrator._run_study import all_failed, first_error, run_plan
@@ -47,6 +49,7 @@ __all__ = [
     "grid_search",
     "load_study_file",
     "loguniform",
+    "pretty_print",
     "quniform",
     "randint",
     "report",
@@ -79,6 +82,8 @@ def run(
     trial_timeout_s: float | None = None,
     storage: str | None = None,
     results_dir: str | None = None,
+    local_dir: str | None = None,
+    resources_per_trial: dict[str, float] | None = None,
     tracking_uri: str | None = None,
     tracking: bool | None = None,
     curriculum: dict[str, Any] | None = None,
@@ -103,47 +108,64 @@ def run(
     raises :class:`~rltune.errors.StudyLockedError`; an env that cannot be
     built, :class:`~rltune.errors.ConfigError` or :class:`~rltune.errors.EnvError`,
     before any trial.
+
+    RLlib's and Tune's names work too: ``config`` may be a config builder
+    (``rltune.trainers.<ALGO>Config()...``, its search-space entries kept; ``run`` defaults to
+    its algorithm), ``local_dir`` is ``results_dir``, and
+    ``resources_per_trial={"cpu": N}`` sets the CPUs a trial holds of the
+    budget that ``n_jobs`` trials share (a trainer's at least 1 + num_workers).
     """
-    fields = {
-        "run": run_or_experiment,
-        "config": config,
-        "stop": stop,
-        "name": name,
-        "metric": metric,
-        "mode": mode,
-        "num_samples": num_samples,
-        "search_alg": search_alg,
-        "scheduler": scheduler,
-        "pruner": pruner,
-        "n_trials": n_trials,
-        "timeout_s": timeout_s,
-        "n_jobs": n_jobs,
-        "max_concurrent": max_concurrent,
-        "checkpoint_freq": checkpoint_freq,
-        "checkpoint_at_end": checkpoint_at_end,
-        "keep_checkpoints_num": keep_checkpoints_num,
-        "max_failures": max_failures,
-        "trial_timeout_s": trial_timeout_s,
-        "storage": storage,
-        "results_dir": results_dir,
-        "tracking_uri": tracking_uri,
-        "tracking": tracking,
-        "curriculum": curriculum,
-        "env": env,
-        "seed": seed,
-    }
+    fields = dict(
+        run=run_or_experiment, config=config, stop=stop, name=name, metric=metric, mode=mode,
+        num_samples=num_samples, search_alg=search_alg, scheduler=scheduler, pruner=pruner, n_trials=n_trials,
+        timeout_s=timeout_s, n_jobs=n_jobs, resources_per_trial=resources_per_trial, max_concurrent=max_concurrent,
+        checkpoint_freq=checkpoint_freq, checkpoint_at_end=checkpoint_at_end,
+        keep_checkpoints_num=keep_checkpoints_num, max_failures=max_failures, trial_timeout_s=trial_timeout_s,
+        storage=storage, results_dir=results_dir, local_dir=local_dir, tracking_uri=tracking_uri,
+        tracking=tracking, curriculum=curriculum, env=env, seed=seed,
+    )
     plan = _plan(fields, resume)
     analysis = run_plan(plan, resume=resume, verbose=verbose)
     _raise_on_failures(analysis, plan.name, raise_on_failed_trial)
     return analysis
 
 
+def _from_builder(run: Any, config: Any) -> tuple[Any, Any]:
+    """``(run, config)`` with a config builder made its dict; ``run`` defaults to the builder's algorithm.
+
+    A builder of another algorithm than ``run`` is an error naming both.
+    """
+    builders = sys.modules.get("rltune.trainers._config_builder")  # a builder exists only if it was imported
+    if builders is None or not isinstance(config, builders.AlgorithmConfig):
+        return run, config
+    algo = config.algo_class
+    if algo is not None:
+        if run is None:
+            run = algo.name
+        elif isinstance(run, (str, type)):
+            from rltune.trainers import get_trainer_class
+
+            try:
+                trainer_cls = get_trainer_class(run)
+            except ConfigError:  # a function, or a bad name: the study's checks say which
+                return run, config.to_dict()
+            if not issubclass(trainer_cls, algo):
+                raise ConfigError(f"config is a {type(config).__name__}, which configures {algo.name}, but run is "
+                                  f"{trainer_cls.name}; use {trainer_cls.name}Config()", where="tune.run")
+    return run, config.to_dict()
+
+
 def _plan(fields: dict[str, Any], resume: bool) -> StudyPlan:
     """The study plan of :func:`run`'s arguments (None: the field's default); ConfigError on a bad field."""
     if resume and fields["name"] is None:
-        from rltune.errors import ConfigError
-
         raise ConfigError("resume=True needs the name of the study to continue (name=...)", where="tune.run")
+    fields["run"], fields["config"] = _from_builder(fields["run"], fields["config"])
+    local_dir = fields.pop("local_dir")
+    if local_dir is not None:
+        if fields["results_dir"] is not None and fields["results_dir"] != local_dir:
+            raise ConfigError(f"local_dir is {local_dir!r} but results_dir is {fields['results_dir']!r}; give one "
+                              "(local_dir is Tune's name of results_dir)", where="tune.run")
+        fields["results_dir"] = local_dir
     return make_plan({k: v for k, v in fields.items() if v is not None}, where="tune.run")
 
 

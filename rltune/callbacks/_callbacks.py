@@ -146,6 +146,10 @@ for _hook in ALL_HOOKS:
 
 
 def _resolve_one(spec: Any, where: str) -> DefaultCallbacks:
+    if isinstance(spec, dict):  # old RLlib's {"on_episode_end": fn, ...}
+        from rltune.callbacks._legacy import legacy_callbacks_class
+
+        return legacy_callbacks_class(spec, where)()
     if isinstance(spec, str):
         spec = import_object(spec, where)
     if isinstance(spec, DefaultCallbacks):
@@ -160,7 +164,8 @@ def _resolve_one(spec: Any, where: str) -> DefaultCallbacks:
 
 
 def make_callbacks(spec: Any, where: str = "callbacks") -> DefaultCallbacks:
-    """Build the callbacks object for a config's ``callbacks`` value: None, a class, an import string, or a list."""
+    """Build the callbacks object for a config's ``callbacks`` value: None, a class, an import string, a list,
+    or old RLlib's dict of hook functions (see ``_legacy.py``)."""
     if spec is None:
         return DefaultCallbacks()
     if isinstance(spec, (list, tuple)):

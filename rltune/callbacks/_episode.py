@@ -6,6 +6,9 @@ import random
 from typing import Any
 
 
+SINGLE_AGENT_ID = "agent0"  # the id RLlib gave the only agent of a single-agent env
+
+
 class Episode:
     """One episode of one env, as the episode hooks see it.
 
@@ -61,6 +64,27 @@ class Episode:
     def last_action(self) -> Any:
         """The latest action sent to the env (None before the first step)."""
         return self._last_action
+
+    # RLlib's per-agent names; a single-agent episode has one agent, so the id may be left out.
+    def last_observation_for(self, agent_id: Any = None) -> Any:
+        """:meth:`last_observation` (RLlib's name; ``agent_id`` may be omitted: the only agent)."""
+        self._only_agent(agent_id, "last_observation_for")
+        return self._last_obs
+
+    def last_info_for(self, agent_id: Any = None) -> Any:
+        """:meth:`last_info` (RLlib's name; ``agent_id`` may be omitted: the only agent)."""
+        self._only_agent(agent_id, "last_info_for")
+        return self._last_info
+
+    def last_action_for(self, agent_id: Any = None) -> Any:
+        """:meth:`last_action` (RLlib's name; ``agent_id`` may be omitted: the only agent)."""
+        self._only_agent(agent_id, "last_action_for")
+        return self._last_action
+
+    def _only_agent(self, agent_id: Any, method: str) -> None:
+        if agent_id not in (None, SINGLE_AGENT_ID):
+            raise KeyError(f"episode.{method}({agent_id!r}): a single-agent episode has one agent; "
+                           f"call {method}() without an agent id")
 
     def __repr__(self) -> str:
         return (

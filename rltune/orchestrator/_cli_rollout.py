@@ -1,9 +1,20 @@
-"""``rltune rollout``: evaluate a checkpoint with deterministic episodes (a subcommand of :mod:`rltune.orchestrator.cli`)."""
+"""``rltune rollout``: evaluate a checkpoint with deterministic episodes (a subcommand of :mod:`rltune.orchestrator.cli`).
+
+With ``--out FILE`` (RLlib's flag) every step of the episodes is written to
+FILE as JSON lines, one object per step: ``episode``, ``t``, ``obs``,
+``action``, ``reward``, ``next_obs``, ``terminated``, ``truncated`` (and
+``info`` with ``--save-info``); arrays are lists. RLlib wrote a pickle (the
+same fields as ``[obs, action, next_obs, reward, done]`` lists per episode);
+JSON lines are read by any tool and run no code when loaded.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import json
+import os
+from pathlib import Path
+from typing import Any, TextIO
 
 from rltune.errors import ConfigError
 
@@ -22,13 +33,19 @@ def add_rollout_parser(commands: Any, log_levels: tuple[str, ...]) -> None:
             "config it uses only an env that is a gymnasium id, a register_env name or an import string of a "
             "gymnasium.Env subclass, and callbacks that are DefaultCallbacks subclasses; give anything else "
             "with --env / --config (a multi-agent checkpoint's policy_mapping_fn: --config "
-            "'{\"multiagent\": {\"policy_mapping_fn\": \"pkg.module:fn\"}}')."
+            "'{\"multiagent\": {\"policy_mapping_fn\": \"pkg.module:fn\"}}'). --out FILE writes the "
+            "episodes' steps as JSON lines, one object per step (episode, t, obs, action, reward, next_obs, "
+            "terminated, truncated; info with --save-info)."
         ),
     )
     p.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint directory or trial directory")
     p.add_argument("--episodes", type=int, metavar="N", help="number of episodes (default 10)")
     p.add_argument("--steps", type=int, metavar="N", help="run episodes until at least N env steps")
+    p.add_argument("--run", metavar="ALGO", help="the checkpoint's algorithm (RLlib's flag): a checkpoint of another is an error")
     p.add_argument("--env", help="env to use instead of the checkpoint's (e.g. 'pkg.module:EnvClass' or a creator function)")
+    p.add_argument("--out", metavar="FILE", help="write every step of the episodes to FILE as JSON lines (see below)")
+    p.add_argument("--save-info", action="store_true", help="with --out: write each step's info dict too")
+    p.add_argument("--no-render", action="store_true", help="accepted for RLlib's command lines: rltune never renders")
     p.add_argument(
         "--config", metavar="JSON",
         help="config overrides as a JSON object (e.g. env_config, or callbacks and env_task_fn, which a checkpoint may not name)",
@@ -53,13 +70,20 @@ def _rollout(args: argparse.Namespace) -> int:
         overrides["log_level"] = args.log_level
     _setup_logging(overrides.get("log_level", "WARN"))
     path = _find_checkpoint(args.checkpoint)
+    if args.run is not None:
+        _check_run(args.run, path)
+    out = _out_path(args.out, args.save_info)
     try:
         trainer = Trainer.from_checkpoint(path, overrides)
     except ConfigError as exc:
         hint = " (rollout builds the env and trainer from the checkpoint's saved config; --env and --config override it)"
         raise ConfigError([*exc.problems[:-1], exc.problems[-1] + hint], where=f"{exc.where} of checkpoint {path!r}") from None
     try:
-        rewards, lengths, by_policy = _run_episodes(trainer, episodes, args.steps)
+        if out is None:
+            rewards, lengths, by_policy = _run_episodes(trainer, episodes, args.steps)
+        else:
+            rewards, lengths = _write_episodes(trainer, episodes, args.steps, out, args.save_info)
+            by_policy = {}
     finally:
         trainer.stop()
     mean = sum(rewards) / len(rewards)
@@ -73,7 +97,88 @@ def _rollout(args: argparse.Namespace) -> int:
     for pid, returns in sorted(by_policy.items()):  # multi-agent: one line per policy that acted
         print(f"policy_reward_mean/{pid}: {sum(returns) / len(returns):.3f} over {len(returns)} agent episodes "
               f"(min {min(returns):.3f}, max {max(returns):.3f})", flush=True)
+    if out is not None:
+        print(f"steps written to {out} (JSON lines, one per step)", flush=True)
     return 0
+
+
+def _check_run(run: str, path: str) -> None:
+    """RLlib's ``--run``: the checkpoint must be of that algorithm."""
+    from rltune.trainers import get_trainer_class
+    from rltune.trainers._checkpoint import read_metadata
+
+    try:
+        wanted = get_trainer_class(run).name
+    except ConfigError as exc:
+        raise ConfigError(exc.problems, where="--run") from None
+    saved = read_metadata(path).get("algorithm")
+    if saved != wanted:
+        raise ConfigError(f"is {run!r}, but {path!r} is a checkpoint of {saved!r}; give --run {saved} (or leave "
+                          "--run out: the checkpoint names its algorithm)", where="--run")
+
+
+def _out_path(out: str | None, save_info: bool) -> Path | None:
+    """``--out FILE``, checked before any compute: its directory exists and FILE is not a directory."""
+    if out is None:
+        if save_info:
+            raise ConfigError("writes the steps' info dicts into the --out file: give --out FILE too", where="--save-info")
+        return None
+    path = Path(os.path.expanduser(out))
+    if "\x00" in out or not out.strip():
+        raise ConfigError(f"must be a file path, but got {out!r}", where="--out")
+    if path.is_dir():
+        raise ConfigError(f"{out!r} is a directory; give a file name, e.g. {str(path / 'rollouts.jsonl')!r}", where="--out")
+    if not path.parent.is_dir():
+        raise ConfigError(f"the directory of {out!r} does not exist", where="--out")
+    return path
+
+
+def _write_episodes(trainer: Any, episodes: int | None, steps: int | None, out: Path,
+                    save_info: bool) -> tuple[list[float], list[float]]:
+    """Run deterministic episodes in a fresh evaluation env, writing each step to ``out``; returns and lengths."""
+    from rltune.env._build import build_env
+    from rltune.env._context import EnvContext
+
+    cfg = trainer.cfg
+    if cfg.multiagent.policies:
+        raise ConfigError("writes single-agent episodes; multi-agent envs are not supported yet (rollout without "
+                          "--out evaluates them)", where="--out")
+    env_config = cfg.evaluation_config.get("env_config", cfg.env_config)
+    ctx = EnvContext(env_config, worker_index=cfg.num_workers + 1, num_workers=cfg.num_workers)
+    env = build_env(trainer.env_spec, ctx, check=False)
+    rewards: list[float] = []
+    lengths: list[float] = []
+    try:
+        with open(out, "w", encoding="utf-8") as f:
+            while (episodes is None or len(rewards) < episodes) and (steps is None or sum(lengths) < steps):
+                seed = None if cfg.seed is None or rewards else cfg.seed
+                reward, length = _write_episode(trainer, env, len(rewards), seed, f, save_info)
+                rewards.append(reward)
+                lengths.append(length)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {str(out)!r}: {exc.strerror or exc}", where="--out") from None
+    finally:
+        env.close()
+    return rewards, lengths
+
+
+def _write_episode(trainer: Any, env: Any, number: int, seed: int | None, f: TextIO, save_info: bool) -> tuple[float, int]:
+    from rltune._json import json_safe
+
+    obs, info = env.reset(seed=seed)
+    total, t, done = 0.0, 0, False
+    while not done:
+        action = trainer.compute_single_action(obs, explore=False)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        step = {"episode": number, "t": t, "obs": obs, "action": action, "reward": reward, "next_obs": next_obs,
+                "terminated": terminated, "truncated": truncated}
+        if save_info:
+            step["info"] = info
+        f.write(json.dumps(json_safe(step)) + "\n")
+        total += float(reward)
+        t += 1
+        obs, done = next_obs, terminated or truncated
+    return total, t
 
 
 def _find_checkpoint(path: str) -> str:

@@ -274,7 +274,8 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
             self._cpu_note = True
             self._emit("message",
                        f"n_jobs is {self._limit()}, but {self.cpu_count} CPUs hold {len(self.active)} trial(s) of "
-                       f"{cpus} CPU(s) (1 + num_workers) at a time; --max-concurrent N overrides the CPU budget")
+                       f"{cpus} CPU(s) (1 + num_workers, or resources_per_trial) at a time; --max-concurrent N overrides "
+                       "the CPU budget")
 
     def _fill(self) -> None:
         while len(self.active) < self._limit():

@@ -36,24 +36,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
-KINDS = ("grid_search", "choice", "uniform", "loguniform", "randint", "quniform")
+from rltune._search_entries import KINDS, Domain, as_entry
+
 GRID_LIMIT = 100_000  # values of one discrete entry expanded for search_alg grid
 
 
 # -- the Python API's entries (tune.choice(...) etc.) ----------------------------------------
-@dataclass(frozen=True)
-class Domain:
-    """A search-space entry written in Python: ``kind`` (one of :data:`KINDS`) and its ``args``."""
-
-    kind: str
-    args: tuple[Any, ...]
-
-    def to_yaml(self) -> dict[str, Any]:
-        """The entry as it is written in a study file (``{"loguniform": [0.0001, 0.01]}``)."""
-        values = self.args[0] if self.kind in ("grid_search", "choice") else self.args
-        return {self.kind: list(values)}
-
-
 def grid_search(values: Sequence[Any]) -> dict[str, list[Any]]:
     """Run every value (a cartesian product with the other grid entries); Ray's ``{"grid_search": [...]}``."""
     return {"grid_search": list(values)}
@@ -210,19 +198,6 @@ def _short(values: Sequence[Any], limit: int = 40) -> str:
 
 
 # -- parsing ----------------------------------------------------------------------------------
-def as_entry(value: Any) -> tuple[str, Any] | None:
-    """``(kind, args)`` if ``value`` is a search-space entry (a :class:`Domain` or a one-key dict), else None."""
-    if isinstance(value, Domain):
-        if value.kind in ("grid_search", "choice"):
-            return value.kind, value.args[0]
-        return value.kind, list(value.args)
-    if isinstance(value, Mapping) and len(value) == 1:
-        (kind, args), = value.items()
-        if kind in KINDS:
-            return kind, args
-    return None
-
-
 def parse_space(config: Mapping[str, Any], *, where: str = "config") -> tuple[SearchSpace, list[str]]:
     """Find every search-space entry in ``config``; return them and the problems found (``where.path.kind: ...``)."""
     params: list[Param] = []

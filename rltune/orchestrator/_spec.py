@@ -42,6 +42,7 @@ from rltune._imports import import_object
 from rltune._validation import MAX_SEED, MAX_TRIALS, UserInput, name_problem, results_dir_problem, safe_name
 from rltune.errors import ConfigError
 from rltune.orchestrator._multi_agent_study import per_policy_key_problems, plain_multiagent
+from rltune.orchestrator._resources import ResourcesPerTrial
 from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs, without_paths
 from rltune.orchestrator._stop import StopCriteria
 from rltune.orchestrator._yaml_files import deep_merge, line_of, read_mapping
@@ -84,6 +85,8 @@ class StudySpec(UserInput):
     scheduler: Any = Field(None, description="Pruner: none, median, asha, successive_halving, hyperband; or {type: NAME, ...}.")
     pruner: Any = Field(None, description="Same as scheduler (Optuna's word).")
     n_jobs: int = Field(1, ge=1, description="Trials at once (capped by the CPUs: a trial uses 1 + num_workers).")
+    resources_per_trial: Optional[ResourcesPerTrial] = Field(
+        None, description="Tune's {cpu: N}: CPUs a trial holds of the budget (a trainer's at least 1 + num_workers).")
     max_concurrent: Optional[int] = Field(None, ge=1, description="Trials at once, ignoring the CPU budget.")
     checkpoint_freq: int = Field(0, ge=0, description="Checkpoint every N iterations (0: only at the end).")
     checkpoint_at_end: bool = Field(True, description="Checkpoint a trial when it stops.")
@@ -178,7 +181,9 @@ class StudyPlan:
 
     def cpus_per_trial(self, config: dict[str, Any]) -> int:
         workers = config.get("num_workers", 0) if self.trainable.kind == "trainer" else 0
-        return 1 + (workers if isinstance(workers, int) and workers > 0 else 0)
+        own = 1 + (workers if isinstance(workers, int) and workers > 0 else 0)
+        asked = self.spec.resources_per_trial
+        return max(own, asked.cpus()) if asked is not None else own
 
 
 # -- loading ------------------------------------------------------------------------------------
@@ -220,11 +225,11 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
 
     config = dict(spec.config)
     if spec.env is not None:
-        if "env" in config and config["env"] != spec.env:
+        if config.get("env") is not None and config["env"] != spec.env:
             problems.append(at(("env",), f"env is {spec.env!r} but config.env is {config['env']!r}; give the env once"))
         config["env"] = spec.env
     if spec.curriculum is not None:
-        if "curriculum" in config:
+        if config.get("curriculum") is not None:
             problems.append(at(("curriculum",), "curriculum is given both as a field and in config; give it once"))
         config["curriculum"] = spec.curriculum
 
@@ -333,8 +338,9 @@ def _describe_field_error(root: yaml.Node | None, err: dict[str, Any]) -> str:
     line = line_of(root, loc) if root is not None else None
     at = f"line {line}: " if line else ""
     if err["type"] == "extra_forbidden":
-        close = difflib.get_close_matches(str(loc[-1]), FIELDS, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}?" if close else f"the fields are {', '.join(FIELDS)}"
+        valid = list(ResourcesPerTrial.model_fields) if loc[0] == "resources_per_trial" else FIELDS
+        close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else f"the fields are {', '.join(valid)}"
         return f"{at}{path}: unknown field; {hint}"
     if err["type"] == "missing":
         return f"{at}{path}: required (a trainer name such as PPO, 'pkg.module:Name', or a function)"

@@ -127,3 +127,14 @@ def _threshold(value: Any) -> float | None:
         except ValueError:
             return None
     return as_number(value)
+
+
+def with_timesteps(stop: dict[str, Any] | None, steps: int, *, where: str) -> dict[str, Any]:
+    """Stop criteria plus ``timesteps_total: steps`` (``rltune train --steps N``); training stops at either."""
+    if steps < 1:
+        raise ConfigError(f"must be >= 1, but got {steps}", where=where)
+    if stop and "timesteps_total" in stop:
+        given = stop["timesteps_total"]
+        shown = format(given, "g") if isinstance(given, (int, float)) else repr(given)
+        raise ConfigError(f"the stop criteria have timesteps_total: {shown} already; give it once", where=where)
+    return {**(stop or {}), "timesteps_total": steps}

@@ -126,6 +126,7 @@ def _add_train_parser(commands: Any) -> None:
         epilog=(
             "examples:\n"
             "  rltune train --run PPO --env CartPole-v1 --stop '{\"episode_reward_mean\": 475}'\n"
+            "  rltune train --run DQN --env CartPole-v1 --steps 50000 --local-dir ~/ray_results\n"
             "  rltune train -f studies/cartpole-ppo.yaml --config '{\"seed\": 1}'\n"
             "  rltune train --run PPO --show-config\n\n"
             "Import strings ('pkg.module:Name') are resolved from the current directory too."
@@ -143,6 +144,7 @@ def _add_train_parser(commands: Any) -> None:
         "\"timesteps_total\": 200000}'; nested keys as 'info/learner/default_policy/kl'. "
         "Without criteria: train until Ctrl-C",
     )
+    p.add_argument("--steps", type=int, metavar="N", help="stop after N env timesteps (adds timesteps_total: N to the stop criteria)")
     p.add_argument("--checkpoint-freq", type=int, metavar="N", help="save a checkpoint every N iterations")
     p.add_argument(
         "--checkpoint-at-end",
@@ -150,7 +152,8 @@ def _add_train_parser(commands: Any) -> None:
         default=None,
         help="save a checkpoint when training stops (default: no)",
     )
-    p.add_argument("--results-dir", metavar="DIR", help="default: $RLTUNE_RESULTS_DIR or ~/rltune_results")
+    p.add_argument("--results-dir", "--local-dir", dest="results_dir", metavar="DIR",
+                   help="default: $RLTUNE_RESULTS_DIR or ~/rltune_results (--local-dir: RLlib's name)")
     p.add_argument("--name", help="trial directory name (default: RUN_ENV_timestamp)")
     p.add_argument(
         "--log-level",
@@ -164,7 +167,7 @@ def _add_train_parser(commands: Any) -> None:
 
 def _train_spec(args: argparse.Namespace) -> Any:
     """The trial's fields: the train file's, overridden by the flags."""
-    from rltune.orchestrator._stop import StopCriteria
+    from rltune.orchestrator._stop import StopCriteria, with_timesteps
     from rltune.orchestrator._train_file import TrainSpec, load_train_file, validate_train_fields
 
     spec = load_train_file(args.file) if args.file else TrainSpec()
@@ -181,6 +184,8 @@ def _train_spec(args: argparse.Namespace) -> Any:
     if flags["stop"] is not None:
         flags["stop"] = StopCriteria(flags["stop"], where="--stop").criteria
     fields.update({k: v for k, v in flags.items() if v is not None})
+    if args.steps is not None:
+        fields["stop"] = with_timesteps(fields.get("stop"), args.steps, where="--steps")
     config = deep_merge(fields.get("config") or {}, _json_object(args.config, "--config") or {})
     if args.env is not None:
         config.pop("env", None)
@@ -333,7 +338,8 @@ def _add_tune_parser(commands: Any) -> None:
                    help="Optuna storage URL (default: a journal file in the study directory); keep a password off the "
                         "command line with PGPASSWORD / ~/.pgpass, or '${NAME}' / '${file:PATH}' in the URL")
     p.add_argument("--resume", action="store_true", help="continue the study: keep finished trials, resume interrupted ones")
-    p.add_argument("--results-dir", metavar="DIR", help="default: $RLTUNE_RESULTS_DIR or ~/rltune_results")
+    p.add_argument("--results-dir", "--local-dir", dest="results_dir", metavar="DIR",
+                   help="default: $RLTUNE_RESULTS_DIR or ~/rltune_results (--local-dir: RLlib's name)")
     p.add_argument("--name", help="study name (default: the file's name field, or its file name)")
     p.add_argument("--num-samples", type=int, metavar="N", help="runs of each grid point")
     p.add_argument("--stop", metavar="JSON", help="stop criteria of every trial, replacing the file's")

@@ -3,6 +3,9 @@
 Public names::
 
     PPO, DQN, Trainer, get_trainer_class
+    PPOConfig, DQNConfig, AlgorithmConfig   config builders (RLlib's AlgorithmConfig API)
+    PPOTrainer, DQNTrainer                  old RLlib names of PPO and DQN
+    pretty_print                            a result dict as YAML-like text (RLlib's)
     register_env, registered_envs, EnvContext (defined in rltune.env)
     Policy, RandomPolicy, DEFAULT_POLICY_ID
     PPOPolicy, DQNPolicy                    the algorithms' policies, to subclass (a custom model or postprocessing)
@@ -16,10 +19,12 @@ import difflib
 import importlib
 
 from rltune._imports import import_object
+from rltune._pretty_print import pretty_print
 from rltune.env import EnvContext, register_env, registered_envs
 from rltune.errors import ConfigError
 from rltune.env import MultiAgentEnv
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy, RandomPolicy
+from rltune.trainers._config_builder import AlgorithmConfig, DQNConfig, PPOConfig
 from rltune.trainers._policy_spec import PolicySpec
 from rltune.trainers._trainer import Trainer
 
@@ -48,9 +53,12 @@ def get_trainer_class(name: str) -> type[Trainer]:
     raise ConfigError(f"unknown algorithm {name!r}{hint} (available: {', '.join(sorted(_TRAINERS))})")
 
 
+_OLD_NAMES = {"PPOTrainer": "PPO", "DQNTrainer": "DQN"}  # RLlib's names before 2.0: the same classes
+
+
 def __getattr__(name: str):  # lazy PPO / DQN (and their policies), so that importing the package stays cheap
-    if name in _TRAINERS:
-        return get_trainer_class(name)
+    if name in _TRAINERS or name in _OLD_NAMES:
+        return get_trainer_class(_OLD_NAMES.get(name, name))
     if name.endswith("Policy") and name[: -len("Policy")] in _POLICIES:
         module, _, attr = _POLICIES[name[: -len("Policy")]].partition(":")
         return getattr(importlib.import_module(module), attr)
@@ -58,18 +66,24 @@ def __getattr__(name: str):  # lazy PPO / DQN (and their policies), so that impo
 
 
 __all__ = [
+    "AlgorithmConfig",
     "DEFAULT_POLICY_ID",
     "DQN",
+    "DQNConfig",
     "DQNPolicy",
+    "DQNTrainer",
     "EnvContext",
     "MultiAgentEnv",
     "PPO",
+    "PPOConfig",
     "PPOPolicy",
+    "PPOTrainer",
     "Policy",
     "PolicySpec",
     "RandomPolicy",
     "Trainer",
     "get_trainer_class",
+    "pretty_print",
     "register_env",
     "registered_envs",
 ]

@@ -19,7 +19,7 @@ from typing import Any, Callable, ClassVar, Optional
 
 import numpy as np
 
-from rltune.trainers._config import TrainerConfig
+from rltune.trainers._config import TrainerSettings
 from rltune.trainers._learner import Learner
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._replay_buffer import ReplayBuffer
@@ -47,7 +47,7 @@ class Algorithm:
     policy_class: ClassVar[type[Policy]] = Policy
     learner_class: ClassVar[type[Learner]] = Learner
 
-    def __init__(self, cfg: TrainerConfig, policies: dict[str, Policy], source: SampleSource, rng: np.random.Generator) -> None:
+    def __init__(self, cfg: TrainerSettings, policies: dict[str, Policy], source: SampleSource, rng: np.random.Generator) -> None:
         self.cfg = cfg
         self.policies = policies
         self.source = source
@@ -144,7 +144,7 @@ class OnPolicyAlgorithm(Algorithm):
 class OffPolicyLearner(Learner):
     """A learner with a target network: a frozen copy of the model, synced by :meth:`sync_target`."""
 
-    def __init__(self, policy: Policy, cfg: TrainerConfig, rng: np.random.Generator) -> None:
+    def __init__(self, policy: Policy, cfg: TrainerSettings, rng: np.random.Generator) -> None:
         self.target_model = copy.deepcopy(policy.model)
         self.target_model.requires_grad_(False)
         super().__init__(policy, cfg, rng)
@@ -193,7 +193,7 @@ class OffPolicyAlgorithm(Algorithm):
 
     learner_class: ClassVar[type[OffPolicyLearner]] = OffPolicyLearner
 
-    def __init__(self, cfg: TrainerConfig, policies: dict[str, Policy], source: SampleSource, rng: np.random.Generator) -> None:
+    def __init__(self, cfg: TrainerSettings, policies: dict[str, Policy], source: SampleSource, rng: np.random.Generator) -> None:
         super().__init__(cfg, policies, source, rng)
         self.replay = self.replay_settings()
         self.buffers = {pid: ReplayBuffer(self.replay.capacity) for pid in self.learners}

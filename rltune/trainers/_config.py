@@ -1,6 +1,6 @@
 """Typed trainer configs: defaults, one documented field per key, validation at the edge.
 
-Each trainer has a pydantic model (:class:`TrainerConfig` and a subclass per
+Each trainer has a pydantic model (:class:`TrainerSettings` and a subclass per
 algorithm). User dicts are validated once, in :func:`validate_config`, which
 collects every problem and names it by its path (``model.fcnet_hiddens``) and,
 for an unknown key, the closest valid one. The core then trusts the model.
@@ -85,7 +85,7 @@ class MultiAgentConfig(_Strict):
         return {pid: spec.to_json() for pid, spec in policies.items()}
 
 
-class TrainerConfig(_Strict):
+class TrainerSettings(_Strict):
     """Keys shared by every trainer (RLlib's classic names)."""
 
     env: Any = Field(None, description="Gymnasium id, env class, register_env name or 'pkg.module:Name'.")

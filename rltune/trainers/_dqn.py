@@ -25,7 +25,7 @@ from pydantic import Field, field_validator
 from torch.nn import functional as F
 
 from rltune.trainers._algorithm import OffPolicyAlgorithm, OffPolicyLearner, ReplaySettings
-from rltune.trainers._config import TrainerConfig, _Strict
+from rltune.trainers._config import TrainerSettings, _Strict
 from rltune.trainers._models import QModel
 from rltune.trainers._policy import Policy
 from rltune.trainers._postprocessing import compute_n_step
@@ -76,7 +76,7 @@ class EpsilonGreedyConfig(_Strict):
     epsilon_timesteps: int = Field(10_000, ge=0, description="Timesteps over which epsilon anneals linearly.")
 
 
-class DQNConfig(TrainerConfig):
+class DQNSettings(TrainerSettings):
     """DQN's keys (RLlib's classic names and defaults)."""
 
     lr: float = Field(5e-4, gt=0.0, description="Learning rate (start value when lr_schedule is set).")
@@ -101,7 +101,7 @@ class DQNConfig(TrainerConfig):
 class DQNPolicy(Policy):
     """Q-network policy: epsilon-greedy while exploring, greedy otherwise; n-step postprocessing."""
 
-    config: DQNConfig
+    config: DQNSettings
 
     def make_model(self) -> QModel:
         check_action_space(self.action_space, "DQN", (gym.spaces.Discrete,))
@@ -157,7 +157,7 @@ class DQNPolicy(Policy):
 class DQNLearner(OffPolicyLearner):
     """DQN's learner: TD loss against the target network, one gradient step per ``train_batch_size`` rows."""
 
-    cfg: DQNConfig
+    cfg: DQNSettings
 
     def loss_function(self) -> LossFn:
         return self._double_q_loss if self.cfg.double_q else self.loss
@@ -242,7 +242,7 @@ class DQNAlgorithm(OffPolicyAlgorithm):
 
     policy_class = DQNPolicy
     learner_class = DQNLearner
-    cfg: DQNConfig
+    cfg: DQNSettings
 
     def replay_settings(self) -> ReplaySettings:
         cfg = self.cfg
@@ -268,9 +268,9 @@ class DQN(Trainer):
     """Deep Q-Network for Discrete action spaces."""
 
     name = "DQN"
-    config_class = DQNConfig
+    config_class = DQNSettings
     algorithm_class = DQNAlgorithm
-    cfg: DQNConfig
+    cfg: DQNSettings
 
 
 def _half_mse(q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rltune.trainers._config import TrainerConfig, schedule_value
+from rltune.trainers._config import TrainerSettings, schedule_value
 from rltune.trainers._flat_params import FlatParameters
 from rltune.trainers._models import make_adam
 from rltune.trainers._policy import Policy
@@ -44,7 +44,7 @@ class Learner:
         if "update" in cls.__dict__:
             cls.update = _bumps_weights_version(cls.__dict__["update"])  # type: ignore[method-assign]
 
-    def __init__(self, policy: Policy, cfg: TrainerConfig, rng: np.random.Generator) -> None:
+    def __init__(self, policy: Policy, cfg: TrainerSettings, rng: np.random.Generator) -> None:
         self.policy = policy
         self.cfg = cfg
         self.rng = rng

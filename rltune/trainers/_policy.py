@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rltune.trainers._config import TrainerConfig
+from rltune.trainers._config import TrainerSettings
 from rltune.trainers._numpy_mlp import MAX_NUMPY_ROWS
 from rltune.trainers._sample_batch import SampleBatch, flatten_time_major
 from rltune.trainers._spaces import ObsPreprocessor
@@ -45,7 +45,7 @@ class Policy:
         self,
         observation_space: gym.Space,
         action_space: gym.Space,
-        config: TrainerConfig,
+        config: TrainerSettings,
         *,
         device: torch.device | str = "cpu",
         seed: int | None = None,

@@ -19,7 +19,7 @@ import gymnasium as gym
 from rltune._imports import import_object
 from rltune.errors import ConfigError
 
-# Keys of the shared TrainerConfig that a policy may override (the algorithms' own keys may all be).
+# Keys of the shared TrainerSettings that a policy may override (the algorithms' own keys may all be).
 PER_POLICY_SHARED_KEYS = frozenset({"gamma", "lr", "lr_schedule", "grad_clip", "model", "clip_actions", "explore"})
 
 
@@ -144,10 +144,10 @@ def resolve_policy_class(cls: Any, where: str) -> type:
 
 def policy_overrides_problems(config_class: type, pid: str, overrides: dict[str, Any]) -> list[str]:
     """Keys of a policy's config overrides that may not differ by policy (run-level keys)."""
-    from rltune.trainers._config import TrainerConfig
+    from rltune.trainers._config import TrainerSettings
 
-    shared = set(TrainerConfig.model_fields) | {"lambda"}
-    own = set(config_class.model_fields) - set(TrainerConfig.model_fields) | {"lambda"} if config_class is not TrainerConfig else set()
+    shared = set(TrainerSettings.model_fields) | {"lambda"}
+    own = set(config_class.model_fields) - set(TrainerSettings.model_fields) | {"lambda"} if config_class is not TrainerSettings else set()
     problems = []
     for key in overrides:
         if key in shared and key not in PER_POLICY_SHARED_KEYS and key not in own:

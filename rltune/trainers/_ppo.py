@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from pydantic import Field, field_validator
 
-from rltune.trainers._config import TrainerConfig, _check_schedule, schedule_value
+from rltune.trainers._config import TrainerSettings, _check_schedule, schedule_value
 from rltune.trainers._distributions import Categorical, DiagGaussian, log_softmax, sample_categorical, sample_diag_gaussian
 from rltune.trainers._algorithm import OnPolicyAlgorithm
 from rltune.trainers._learner import Learner
@@ -50,7 +50,7 @@ from rltune.trainers._trainer import Trainer
 logger = logging.getLogger(__name__)
 
 
-class PPOConfig(TrainerConfig):
+class PPOSettings(TrainerSettings):
     """PPO's keys (RLlib's classic names and defaults)."""
 
     lr: float = Field(5e-5, gt=0.0, description="Learning rate (start value when lr_schedule is set).")
@@ -88,7 +88,7 @@ class PPOConfig(TrainerConfig):
 class PPOPolicy(Policy):
     """Actor-critic policy: samples actions with their log-probs and values; postprocesses with GAE."""
 
-    config: PPOConfig
+    config: PPOSettings
 
     def make_model(self) -> ActorCriticModel:
         check_action_space(self.action_space, "PPO", (gym.spaces.Discrete, gym.spaces.Box))
@@ -160,10 +160,10 @@ class PPOLearner(Learner):
     """PPO's learner: the clipped-surrogate loss, minibatch SGD epochs and the adaptive ``kl_coeff``."""
 
     adam_eps = 1e-5
-    cfg: PPOConfig
+    cfg: PPOSettings
     policy: PPOPolicy
 
-    def __init__(self, policy: Policy, cfg: TrainerConfig, rng: np.random.Generator) -> None:
+    def __init__(self, policy: Policy, cfg: TrainerSettings, rng: np.random.Generator) -> None:
         self.kl_coeff = cfg.kl_coeff  # type: ignore[attr-defined]
         super().__init__(policy, cfg, rng)
 
@@ -308,14 +308,14 @@ class PPO(Trainer):
     """Proximal Policy Optimization for Discrete and Box action spaces."""
 
     name = "PPO"
-    config_class = PPOConfig
+    config_class = PPOSettings
     algorithm_class = PPOAlgorithm
-    cfg: PPOConfig
+    cfg: PPOSettings
 
     @classmethod
-    def check_config(cls, cfg: TrainerConfig) -> list[str]:
+    def check_config(cls, cfg: TrainerSettings) -> list[str]:
         problems = super().check_config(cfg)
-        assert isinstance(cfg, PPOConfig)
+        assert isinstance(cfg, PPOSettings)
         if cfg.sgd_minibatch_size > cfg.train_batch_size:
             problems.append(
                 f"sgd_minibatch_size ({cfg.sgd_minibatch_size}) must be <= train_batch_size ({cfg.train_batch_size})"

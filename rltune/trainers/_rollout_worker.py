@@ -19,7 +19,7 @@ from rltune.env._context import EnvContext
 from rltune.env._registry import EnvSpec
 from rltune.env._task import task_env
 from rltune.errors import ConfigError, EnvError
-from rltune.trainers._config import TrainerConfig
+from rltune.trainers._config import TrainerSettings
 from rltune.trainers._multi_agent_sampler import MultiAgentSampler
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._policy_spec import (
@@ -43,7 +43,7 @@ class RolloutWorker:
         self,
         *,
         env_spec: EnvSpec,
-        config: TrainerConfig,
+        config: TrainerSettings,
         policy_class: type[Policy],
         worker_index: int,
         num_workers: int,

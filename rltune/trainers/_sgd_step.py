@@ -45,7 +45,7 @@ import torch
 from torch import nn
 
 from rltune.errors import ConfigError
-from rltune.trainers._config import TrainerConfig
+from rltune.trainers._config import TrainerSettings
 from rltune.trainers import _torch_compat
 from rltune.trainers._compile_auto import AutoCompile, cxx_compiler, mark_compiled, step_fingerprint
 from rltune.trainers._flat_params import FlatParameters, clip_coefficient
@@ -397,7 +397,7 @@ def _check_backend(backend: str, mode: Optional[str]) -> None:
 
 
 def make_sgd_step(
-    cfg: TrainerConfig,
+    cfg: TrainerSettings,
     model: nn.Module,
     flat_params: FlatParameters,
     optimizer: torch.optim.Adam,

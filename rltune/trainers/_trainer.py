@@ -34,7 +34,8 @@ from rltune.env._context import EnvContext
 from rltune.env._registry import resolve_env
 from rltune.errors import ConfigError, RLTuneError
 from rltune.trainers._algorithm import Algorithm, StepOutcome
-from rltune.trainers._config import TrainerConfig, default_config, describe_config, validate_config
+from rltune.trainers._config import TrainerSettings, default_config, describe_config, validate_config
+from rltune.trainers._config_builder import AlgorithmConfig, config_for_trainer
 from rltune.trainers._learner import Learner
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._policy_spec import multi_agent_problems
@@ -62,6 +63,9 @@ def resolve_callable(spec: Any, key: str) -> Callable[..., Any]:
 class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
     """Base class of PPO, DQN and later algorithms: ``Trainer(config=dict, env=...)``.
 
+    ``config`` may also be a config builder (``rltune.trainers.<ALGO>Config()...``); given to
+    ``Trainer`` itself, the builder's algorithm is built.
+
     Lifecycle: ``__init__`` validates the config, starts the rollout workers,
     builds the :class:`Algorithm` (its learners, one per policy id) over the
     :meth:`make_sample_source` and calls :meth:`setup`; each :meth:`train`
@@ -77,7 +81,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
     """
 
     name: ClassVar[str] = "Trainer"
-    config_class: ClassVar[type[TrainerConfig]] = TrainerConfig
+    config_class: ClassVar[type[TrainerSettings]] = TrainerSettings
     policy_class: ClassVar[type[Policy]] = Policy
     algorithm_class: ClassVar[type[Algorithm]] = Algorithm
 
@@ -98,7 +102,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         return "\n".join(describe_config(cls.config_class))
 
     @classmethod
-    def validate(cls, config: dict[str, Any] | None) -> TrainerConfig:
+    def validate(cls, config: dict[str, Any] | None) -> TrainerSettings:
         """Validate a user config dict; raise one :class:`ConfigError` with every problem."""
         cfg = validate_config(cls.config_class, config, where=f"{cls.name} config")
         problems = cls.check_config(cfg)
@@ -107,7 +111,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         return cfg
 
     @classmethod
-    def check_config(cls, cfg: TrainerConfig) -> list[str]:
+    def check_config(cls, cfg: TrainerSettings) -> list[str]:
         """Cross-field checks of a typed config; return the problems found (each with its arithmetic)."""
         problems = []
         problems.extend(multi_agent_problems(cfg, cls.policy_class))
@@ -132,14 +136,20 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         return problems
 
     # -- construction -----------------------------------------------------------------
+    def __new__(cls, config: Any = None, *args: Any, **kwargs: Any) -> "Trainer":
+        # Trainer(config=<a PPO builder>) builds the builder's algorithm, as PPO(config=...) does.
+        if cls is Trainer and isinstance(config, AlgorithmConfig) and config.algo_class is not None:
+            cls = config.algo_class
+        return super().__new__(cls)
+
     def __init__(
         self,
-        config: dict[str, Any] | None = None,
+        config: dict[str, Any] | AlgorithmConfig | None = None,
         env: Any = None,
         *,
         results_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        config = dict(config or {})
+        config = dict(config_for_trainer(config, type(self)) or {})
         if env is not None:
             config["env"] = env
         self.cfg = self.validate(config)
@@ -161,7 +171,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         self._results_root = Path(os.path.expanduser(results_dir)) if results_dir else default_results_dir()
         self._logdir: Path | None = None
         self._eval_workers: dict[int, RolloutWorker] = {}  # by number of envs
-        self._eval_cfg: TrainerConfig | None = None
+        self._eval_cfg: TrainerSettings | None = None
         self._last_evaluation: dict[str, Any] | None = None
         self._stopped = False
 

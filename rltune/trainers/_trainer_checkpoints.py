@@ -83,6 +83,14 @@ class CheckpointMixin:
         self._call("on_checkpoint_saved", trainer=self, path=str(saved))
         return str(saved)
 
+    def save_checkpoint(self, checkpoint_dir: str | os.PathLike[str]) -> str:
+        """RLlib's name for :meth:`save` into a given directory: the checkpoint is ``checkpoint_dir`` (new or empty)."""
+        return self.save(checkpoint_dir)
+
+    def load_checkpoint(self, checkpoint_path: str | os.PathLike[str]) -> None:
+        """RLlib's name for :meth:`restore`."""
+        self.restore(checkpoint_path)
+
     def restore(self, checkpoint_path: str | os.PathLike[str]) -> None:
         """Load a checkpoint of this algorithm; training goes on from its iteration and timestep counts.
 

@@ -10,7 +10,7 @@ import gymnasium as gym
 from rltune.env._context import EnvContext
 from rltune.env._registry import EnvSpec
 from rltune.errors import WorkerError
-from rltune.trainers._config import TrainerConfig
+from rltune.trainers._config import TrainerSettings
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._remote import RemoteWorker, WorkerDiedError
 from rltune.trainers._rollout_worker import RolloutWorker
@@ -31,7 +31,7 @@ class WorkerSet:
     worker 1.
     """
 
-    def __init__(self, env_spec: EnvSpec, config: TrainerConfig, policy_class: type[Policy], device: str) -> None:
+    def __init__(self, env_spec: EnvSpec, config: TrainerSettings, policy_class: type[Policy], device: str) -> None:
         self.config = config
         num_workers = config.num_workers
         self.remote_workers: list[RemoteWorker] = []

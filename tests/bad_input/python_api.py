@@ -30,6 +30,21 @@ def space(make):
     return call
 
 
+def builder(chain):
+    """A call of ``chain(PPOConfig())``."""
+    def call(ctx: Context) -> None:
+        from rltune.trainers import PPOConfig
+
+        chain(PPOConfig())
+    return call
+
+
+def dqn_of_a_ppo_builder(ctx: Context) -> None:
+    from rltune.trainers import DQN, PPOConfig
+
+    DQN(config=PPOConfig().environment("CartPole-v1"))
+
+
 def ppo(config):
     def call(ctx: Context) -> None:
         from rltune.trainers import get_trainer_class
@@ -78,4 +93,16 @@ CASES: list[Case] = [
     Case("api trainer batch bool", "train_batch_size: a bool is not a number", call=ppo({"train_batch_size": True})),
     Case("api trainer seed huge", "seed: Input should be less than or equal to", call=ppo({"seed": 10**30})),
     Case("api trainer hiddens bool", "model.fcnet_hiddens", call=ppo({"model": {"fcnet_hiddens": [True]}})),
+    Case("api builder lr nan", "invalid PPOConfig.training(): lr: Input should be a finite number",
+         call=builder(lambda c: c.training(lr=math.nan))),
+    Case("api builder unknown keyword", "invalid PPOConfig.env_runners(): num_env_runner: unknown keyword; did you mean",
+         call=builder(lambda c: c.env_runners(num_env_runner=2))),
+    Case("api builder wrong method", "num_envs_per_worker: not a keyword of training()",
+         call=builder(lambda c: c.training(num_envs_per_worker=2))),
+    Case("api builder grid then build", "search-space entries make a study",
+         call=builder(lambda c: c.training(lr={"grid_search": [0.1, 0.01]}).environment("CartPole-v1").build())),
+    Case("api builder other algorithm", "got a PPOConfig, which configures PPO, not DQN", call=dqn_of_a_ppo_builder),
+    Case("api run resources unknown", "resources_per_trial.memory: unknown field",
+         call=run(resources_per_trial={"cpu": 1, "memory": 2})),
+    Case("api run local_dir and results_dir", "local_dir is", call=run(local_dir="{tmp}/a")),
 ]

@@ -245,6 +245,71 @@ def test_rollout_of_a_checkpoint_whose_env_is_unknown_here_points_to_env(tmp_pat
     assert code == 0 and "episode_reward_mean: 7.000 over 2" in out
 
 
+# -- RLlib's flags: train --steps / --local-dir, rollout --run / --out ---------------------------------
+def test_train_steps_stops_after_that_many_timesteps_in_local_dir(tmp_path, capsys):
+    code, out, err = run(capsys, "train", "--run", "PPO", "--env", "CartPole-v1", "--config", TINY_JSON,
+                         "--local-dir", str(tmp_path), "--name", "steps", "--steps", "300")  # fmt: skip
+    assert code == 0, err
+    assert [r["timesteps_total"] for r in read_results(tmp_path / "steps")] == [200, 400]
+    assert "stopped: timesteps_total = 400 >= 300" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--steps", "0"], "invalid --steps: must be >= 1, but got 0"),
+        (["--steps", "100", "--stop", '{"timesteps_total": 50}'],
+         "invalid --steps: the stop criteria have timesteps_total: 50 already; give it once"),
+    ],
+)
+def test_bad_train_steps_exits_2(tmp_path, capsys, argv, message):
+    code, out, err = run(capsys, *train_argv(tmp_path, *argv))
+    assert code == 2 and message in err and not list(tmp_path.iterdir())
+
+
+def test_rollout_out_writes_every_step_as_json_lines(trained, tmp_path, capsys):
+    path = tmp_path / "rollouts.jsonl"
+    code, out, err = run(capsys, "rollout", str(trained), "--run", "PPO", "--env", "CartPole-v1", "--episodes", "3",
+                         "--out", str(path), "--save-info", "--no-render")  # fmt: skip
+    assert code == 0, err
+    steps = [json.loads(line) for line in path.read_text().splitlines()]
+    assert sorted({s["episode"] for s in steps}) == [0, 1, 2]
+    assert set(steps[0]) == {"episode", "t", "obs", "action", "reward", "next_obs", "terminated", "truncated", "info"}
+    returns = []
+    for episode in range(3):
+        mine = [s for s in steps if s["episode"] == episode]
+        assert [s["t"] for s in mine] == list(range(len(mine)))
+        assert all(a["next_obs"] == b["obs"] for a, b in zip(mine, mine[1:]))  # consecutive steps chain
+        assert (mine[-1]["terminated"] or mine[-1]["truncated"]) and not any(s["terminated"] for s in mine[:-1])
+        assert len(mine[0]["obs"]) == 4 and mine[0]["action"] in (0, 1)
+        returns.append(sum(s["reward"] for s in mine))
+    assert f"episode_reward_mean: {sum(returns) / 3:.3f} over 3 deterministic episodes" in out
+    assert f"steps written to {path}" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--run", "DQN"], "invalid --run: is 'DQN', but {ckpt!r} is a checkpoint of 'PPO'; give --run PPO"),
+        (["--run", "PPX"], "invalid --run: unknown algorithm 'PPX'; did you mean 'PPO'?"),
+        (["--out", "{tmp}/missing/r.jsonl"], "invalid --out: the directory of '{tmp}/missing/r.jsonl' does not exist"),
+        (["--out", "{tmp}"], "invalid --out: '{tmp}' is a directory"),
+        (["--save-info"], "invalid --save-info: writes the steps' info dicts into the --out file: give --out FILE too"),
+    ],
+)
+def test_bad_rollout_flags_exit_2_before_running_episodes(trained, tmp_path, capsys, monkeypatch, argv, message):
+    from rltune.trainers import Trainer
+
+    def no_trainer(*args, **kwargs):
+        raise AssertionError("a trainer was built for bad flags")
+
+    monkeypatch.setattr(Trainer, "from_checkpoint", no_trainer)
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    code, out, err = run(capsys, "rollout", str(trained), *argv)
+    assert code == 2
+    assert message.format(ckpt=str(trained / "checkpoint_000002"), tmp=tmp_path) in err
+
+
 # -- rollout of a checkpoint runs no code it names (but envs and callbacks of the expected kinds) --------
 def touch_marker(*args, **kwargs):
     """Neither an env class, callbacks nor a task function: creates ``$RLTUNE_TEST_MARKER`` when called."""

@@ -70,14 +70,14 @@ def test_the_joint_policy_acts_in_the_product_space_and_sends_tuples():
     import gymnasium as gym
 
     from examples.multi_agent_groups import JointPolicy
-    from rltune.trainers._ppo import PPOConfig
+    from rltune.trainers._ppo import PPOSettings
 
     space = gym.spaces.Tuple([gym.spaces.Discrete(3), gym.spaces.Discrete(2)])
-    policy = JointPolicy(gym.spaces.Box(0.0, 1.0, (2,), np.float32), space, PPOConfig())
+    policy = JointPolicy(gym.spaces.Box(0.0, 1.0, (2,), np.float32), space, PPOSettings())
     assert policy.action_space == gym.spaces.Discrete(6)
     assert policy.to_env_actions(np.array([0, 1, 5])) == [(0, 0), (0, 1), (2, 1)]
     with pytest.raises(ValueError, match="JointPolicy acts in a Tuple of Discrete spaces"):
-        JointPolicy(gym.spaces.Box(0.0, 1.0, (2,), np.float32), gym.spaces.Discrete(3), PPOConfig())
+        JointPolicy(gym.spaces.Box(0.0, 1.0, (2,), np.float32), gym.spaces.Discrete(3), PPOSettings())
 
 
 def test_grouped_agents_find_the_best_pair_of_the_climbing_game(examples, tmp_path):

@@ -13,7 +13,7 @@ import torch
 
 from rltune.trainers import DQN, PPO, Trainer
 from rltune.trainers._algorithm import StepOutcome
-from rltune.trainers._config import TrainerConfig
+from rltune.trainers._config import TrainerSettings
 from rltune.trainers._sample_batch import SampleResult
 from rltune.trainers._sample_source import SampleSource
 from .reinforce import REINFORCE, REINFORCEAlgorithm, REINFORCEPolicy
@@ -123,7 +123,7 @@ def _batch(policy: REINFORCEPolicy, rows: int = 20) -> dict[str, np.ndarray]:
 
 def test_an_algorithm_trains_a_dict_of_policies_and_checkpoints_every_learner():
     policies = _two_policies()
-    cfg: TrainerConfig = next(iter(policies.values())).config
+    cfg: TrainerSettings = next(iter(policies.values())).config
     source = ReplaySource([SampleResult(batches={pid: _batch(p) for pid, p in policies.items()}, env_steps=20)])
     algorithm = REINFORCEAlgorithm(cfg, policies, source, np.random.default_rng(0))
     outcome = algorithm.training_step(0)
@@ -174,7 +174,7 @@ def test_the_off_policy_base_takes_its_numbers_from_the_algorithm_not_dqn_keys()
 
     from .reinforce import REINFORCELearner
 
-    class ToyConfig(TrainerConfig):
+    class ToyConfig(TrainerSettings):
         buffer_size: int = 60
         warmup_steps: int = 20
 
