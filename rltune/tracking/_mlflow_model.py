@@ -156,6 +156,7 @@ def load_policy(policy_dir: str | os.PathLike[str]) -> Any:
     config = {k: v for k, v in spec["config"].items()
               if k in fields and k not in _UNSAVED_CONFIG_KEYS
               and not (isinstance(v, dict) and "__unserializable__" in v)}
+    config = trainer_cls.saved_config(config)  # an export of an older rltune: the defaults it was written with
     config["num_gpus"] = 0
     cfg = validate_config(trainer_cls.config_class, config, where="exported policy config")
     policy = trainer_cls.policy_class(space_from_json(spec["observation_space"]), space_from_json(spec["action_space"]),

@@ -131,7 +131,7 @@ def policy_overrides_problems(config_class: type, pid: str, overrides: dict[str,
 
 
 def policy_config(cfg: Any, overrides: dict[str, Any]) -> Any:
-    """The trainer config ``cfg`` with one policy's overrides (``model`` merged key by key), validated."""
+    """The trainer config ``cfg`` with one policy's overrides (``model``, and ``exploration_config`` of the same type, merged key by key), validated."""
     from rltune.trainers._config import validate_config
 
     if not overrides:
@@ -140,6 +140,9 @@ def policy_config(cfg: Any, overrides: dict[str, Any]) -> Any:
     for key, value in overrides.items():
         if key == "model" and isinstance(value, dict):
             merged["model"] = {**merged["model"], **value}
+        elif key == "exploration_config" and isinstance(value, dict) and isinstance(merged.get(key), dict) \
+                and value.get("type", merged[key].get("type")) == merged[key].get("type"):
+            merged[key] = {**merged[key], **value}  # the same type: key by key (RLlib); another type: its own defaults
         else:
             merged[key] = value
     merged["multiagent"] = {}

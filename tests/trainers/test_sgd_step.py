@@ -81,8 +81,10 @@ def test_compiled_ppo_updates_as_the_eager_one(env):
     assert s_compiled["num_sgd_steps"] == s_eager["num_sgd_steps"] == 6
 
 
-@pytest.mark.parametrize("double_q", [False, True], ids=["fixed targets", "double q"])
+@pytest.mark.parametrize("double_q", [False, True], ids=["fixed targets", "double q, noisy head"])
 def test_compiled_dqn_updates_as_the_eager_one(double_q):
+    # The double-Q case runs RLlib's noisy Q head: the noise buffers, resampled in place before
+    # every step, are inputs of the compiled step (the same draws in both runs: one torch seed).
     config = {
         "num_envs_per_worker": 1,
         "rollout_fragment_length": 8,
@@ -91,6 +93,8 @@ def test_compiled_dqn_updates_as_the_eager_one(double_q):
         "min_sample_timesteps_per_iteration": 1,
         "double_q": double_q,
         "dueling": True,
+        "hiddens": [16] if double_q else [],
+        "noisy": double_q,
         "lr": 1e-2,
         "model": {"fcnet_hiddens": [32]},
         "seed": 0,
