@@ -186,12 +186,12 @@ class DQNPolicy(Policy):
             return self.model(self.obs_tensor(obs), noise=noise).cpu().numpy()
 
     def _draw_noise(self) -> None:
-        """New noise in the noisy layers' buffers, from the policy's generator (as the numpy path draws it)."""
+        """New noise in the noisy layers' buffers, from the policy's generator: one draw, split as the numpy path splits it."""
+        buffers = [b for name, b in self.model.named_buffers() if name.endswith(("eps_in", "eps_out"))]
+        draw = scaled_noise(self.rng.standard_normal(sum(b.shape[0] for b in buffers)).astype(np.float32))
         with torch.no_grad():
-            for name, buffer in self.model.named_buffers():
-                if name.endswith(("eps_in", "eps_out")):
-                    draw = scaled_noise(self.rng.standard_normal(buffer.shape[0]).astype(np.float32))
-                    buffer.copy_(torch.from_numpy(draw))
+            for buffer, values in zip(buffers, np.split(draw, np.cumsum([b.shape[0] for b in buffers])[:-1])):
+                buffer.copy_(torch.from_numpy(values))
 
     def compute_actions(self, obs: np.ndarray, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         q_values = self.exploration.q_values(self, obs, explore)

@@ -111,15 +111,15 @@ class RandomExploration(QExploration):
 class ParameterNoise(QExploration):
     """Acts with a copy of the Q-net whose weights carry Gaussian noise; the model's own weights never do.
 
-    The noise (one standard normal draw per perturbed weight, times
-    ``stddev``) is added to the current weights when actions are computed, so
-    the learner trains the unperturbed net and a weight update keeps the
+    The noise (a normal draw of the current ``stddev`` per perturbed weight)
+    is added to the current weights when actions are computed, so the
+    learner trains the unperturbed net and a weight update keeps the
     episode's perturbation. After every sampled fragment the stddev adapts as
     in RLlib (Plappert et al. 2018): the KL divergence of softmax(Q) of the
     perturbed net from the unperturbed one's, over the fragment's
     observations, is compared with ``-log(1 - eps + eps / num_actions)`` of the
     sub-exploration's epsilon: stddev x 1.01 when below, / 1.01 otherwise.
-    New noise is drawn when an episode ended in the fragment. Actions are
+    New noise (of the adapted stddev) is drawn when an episode ended in the fragment. Actions are
     the sub-exploration's (epsilon-greedy) on the perturbed Q-values.
     """
 
@@ -136,21 +136,21 @@ class ParameterNoise(QExploration):
         self.names = model.perturbable_names()
         self.noise: dict[str, np.ndarray] = {}
         self._resample(model)
-        self._cache: Optional[tuple[tuple[Any, ...], Any]] = None
+        self._cache: Optional[tuple[int, Any]] = None
 
     def _resample(self, model: torch.nn.Module) -> None:
         params = dict(model.named_parameters())
-        self.noise = {name: self.rng.standard_normal(tuple(params[name].shape)).astype(np.float32) for name in self.names}
+        self.noise = {name: (self.stddev * self.rng.standard_normal(tuple(params[name].shape))).astype(np.float32)
+                      for name in self.names}
         self._cache = None
 
     def perturbed_q(self, policy: Any, obs: np.ndarray) -> np.ndarray:
         """Q-values of the perturbed copy of the policy's current weights."""
-        key = (policy.weights_version, id(self.noise), self.stddev)
-        if self._cache is None or self._cache[0] != key:
+        if self._cache is None or self._cache[0] != policy.weights_version:
             params = {k: v.detach().cpu().numpy() for k, v in policy.model.state_dict().items()}
             for name in self.names:
-                params[name] = params[name] + self.stddev * self.noise[name]
-            self._cache = (key, policy.model.numpy_net(params))
+                params[name] = params[name] + self.noise[name]
+            self._cache = (policy.weights_version, policy.model.numpy_net(params))
         return self._cache[1](np.ascontiguousarray(obs, dtype=np.float32))
 
     def q_values(self, policy: Any, obs: np.ndarray, explore: bool) -> np.ndarray:

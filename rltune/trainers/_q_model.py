@@ -224,6 +224,7 @@ class NumpyQNet:
         self.streams = [self._stream(params, "advantage", model.advantage_hidden, model.advantage_head)]
         if model.value_head is not None:
             self.streams.append(self._stream(params, "value", model.value_hidden, model.value_head))
+        self.noise_size = sum(m.in_features + m.out_features for m in model.modules() if isinstance(m, NoisyLinear))
 
     @staticmethod
     def _layer(params: Mapping[str, np.ndarray], prefix: str, module: nn.Module) -> tuple[np.ndarray, ...]:
@@ -243,7 +244,15 @@ class NumpyQNet:
         return layers, self._layer(params, f"{name}_head", head)
 
     def __call__(self, obs: np.ndarray, noise_rng: Optional[np.random.Generator] = None) -> np.ndarray:
-        """Q-values of ``obs`` rows; noisy layers draw one noise sample each from ``noise_rng`` (None: at their means)."""
+        """Q-values of ``obs`` rows; noisy layers take one noise sample each from ``noise_rng`` (None: at their means).
+
+        The noise of all layers is one draw, split in layer order (each stream's
+        hidden layers, then its output layer; ``e_in`` before ``e_out``).
+        """
+        noise = None
+        if noise_rng is not None and self.noise_size:
+            noise = scaled_noise(noise_rng.standard_normal(self.noise_size).astype(np.float32))
+        at = 0
         x = obs
         for weight, bias in self.body:
             x = self.activation(x @ weight + bias)
@@ -251,22 +260,26 @@ class NumpyQNet:
         for hidden, head in self.streams:
             y = x
             for layer, norm in hidden:
-                y = np.maximum(_affine(y, layer, noise_rng), 0)
+                y, at = _affine(y, layer, noise, at)
+                y = np.maximum(y, 0)
                 if norm is not None:
                     gain, shift, eps = norm
                     y = (y - y.mean(axis=1, keepdims=True)) / np.sqrt(y.var(axis=1, keepdims=True) + eps) * gain + shift
-            outputs.append(_affine(y, head, noise_rng))
+            y, at = _affine(y, head, noise, at)
+            outputs.append(y)
         if len(outputs) == 1:
             return outputs[0]
         advantages, values = outputs
         return values + advantages - advantages.mean(axis=1, keepdims=True)
 
 
-def _affine(x: np.ndarray, layer: tuple[np.ndarray, ...], noise_rng: Optional[np.random.Generator]) -> np.ndarray:
+def _affine(x: np.ndarray, layer: tuple[np.ndarray, ...], noise: Optional[np.ndarray], at: int) -> tuple[np.ndarray, int]:
+    """One (noisy) affine layer; noise ``e_in``, ``e_out`` read from ``noise`` at ``at``; the output and the next offset."""
     y = x @ layer[0] + layer[1]
-    if len(layer) == 4 and noise_rng is not None:
+    if len(layer) == 4 and noise is not None:
         weight_sigma, bias_sigma = layer[2], layer[3]
-        eps_in = scaled_noise(noise_rng.standard_normal(weight_sigma.shape[0]).astype(np.float32))
-        eps_out = scaled_noise(noise_rng.standard_normal(weight_sigma.shape[1]).astype(np.float32))
+        n_in, n_out = weight_sigma.shape
+        eps_in, eps_out = noise[at : at + n_in], noise[at + n_in : at + n_in + n_out]
         y = y + ((x * eps_in) @ weight_sigma + bias_sigma) * eps_out
-    return y
+        at += n_in + n_out
+    return y, at
