@@ -141,7 +141,7 @@ class DQNConfig(TrainerConfig):
     def _not_distributional(cls, atoms: int) -> int:
         if atoms > 1:
             raise ValueError(
-                f"distributional DQN (C51, num_atoms > 1) is not built in rltune yet; set num_atoms: 1"
+                "distributional DQN (C51, num_atoms > 1) is not built in rltune yet; set num_atoms: 1"
             )
         return atoms
 

@@ -142,7 +142,7 @@ def test_the_public_torch_compile_path_updates_as_the_eager_one(monkeypatch):
     assert s_compiled["total_loss"] == pytest.approx(s_eager["total_loss"], rel=1e-3, abs=1e-5)
 
     dqn_config = {"rollout_fragment_length": 8, "train_batch_size": 16, "learning_starts": 0, "min_sample_timesteps_per_iteration": 16,
-                  "lr": 1e-2, "model": {"fcnet_hiddens": [16]}, "seed": 0}
+                  "lr": 1e-2, "model": {"fcnet_hiddens": [16]}, "hiddens": [16], "seed": 0}
 
     def learn_dqn(trainer):
         trainer.train()
