@@ -119,14 +119,10 @@ def _config_and_policy_specs(trainer_or_checkpoint: Any) -> tuple[dict[str, Any]
 
 
 def _policy_export_config(config: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """One policy's config: the trainer's with the policy's overrides (``model`` key by key), no ``multiagent``."""
-    merged = {k: v for k, v in config.items() if k != "multiagent"}
-    for key, value in (overrides or {}).items():
-        if key == "model" and isinstance(value, dict):
-            merged["model"] = {**(merged.get("model") or {}), **value}
-        else:
-            merged[key] = value
-    return merged
+    """One policy's config: the trainer's with the policy's overrides (as training merges them), no ``multiagent``."""
+    from rltune.trainers._policy_spec import merge_overrides
+
+    return merge_overrides({k: v for k, v in config.items() if k != "multiagent"}, overrides)
 
 
 def write_policy_dir(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *, policy_id: str = "default_policy") -> Path:
