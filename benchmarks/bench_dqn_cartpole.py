@@ -65,6 +65,7 @@ def rltune_config(seed: int, total_steps: int) -> dict[str, Any]:
         "target_network_update_freq": 10,
         "double_q": False,
         "dueling": False,
+        "hiddens": [],  # SB3's Q-net is net_arch alone: no RLlib-style head after the fcnet layers
         "n_step": 1,
         "replay_buffer_config": {"capacity": 100_000},
         "exploration_config": {

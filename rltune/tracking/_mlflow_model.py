@@ -119,14 +119,10 @@ def _config_and_policy_specs(trainer_or_checkpoint: Any) -> tuple[dict[str, Any]
 
 
 def _policy_export_config(config: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """One policy's config: the trainer's with the policy's overrides (``model`` key by key), no ``multiagent``."""
-    merged = {k: v for k, v in config.items() if k != "multiagent"}
-    for key, value in (overrides or {}).items():
-        if key == "model" and isinstance(value, dict):
-            merged["model"] = {**(merged.get("model") or {}), **value}
-        else:
-            merged[key] = value
-    return merged
+    """One policy's config: the trainer's with the policy's overrides (as training merges them), no ``multiagent``."""
+    from rltune.trainers._policy_spec import merge_overrides
+
+    return merge_overrides({k: v for k, v in config.items() if k != "multiagent"}, overrides)
 
 
 def write_policy_dir(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *, policy_id: str = "default_policy") -> Path:
@@ -208,6 +204,7 @@ def load_policy(policy_dir: str | os.PathLike[str]) -> Any:
     config = {k: v for k, v in spec["config"].items()
               if k in fields and k not in _UNSAVED_CONFIG_KEYS
               and not (isinstance(v, dict) and "__unserializable__" in v)}
+    config = trainer_cls.saved_config(config)  # an export of an older rltune: the defaults it was written with
     config["num_gpus"] = 0
     cfg = validate_config(trainer_cls.config_class, config, where="exported policy config")
     policy = trainer_cls.policy_class(space_from_json(spec["observation_space"]), space_from_json(spec["action_space"]),

@@ -1,4 +1,9 @@
-"""DQN (Mnih et al. 2015) with double Q (van Hasselt et al. 2016), dueling heads and n-step returns.
+"""DQN (Mnih et al. 2015) with double Q (van Hasselt et al. 2016), dueling heads, noisy nets and n-step returns.
+
+The Q-network is RLlib's (``_q_model.py``): the ``model`` block's fcnet
+layers, then ``hiddens`` ReLU layers per stream (advantages; with
+``dueling`` a value stream too), noisy layers with ``noisy``. Actions while
+sampling come from ``exploration_config`` (``_exploration.py``).
 
 One training iteration repeats, until ``min_sample_timesteps_per_iteration``
 env steps were sampled: sample one round, add it to the replay buffer, and
@@ -21,13 +26,24 @@ from typing import Any, Callable, Literal, Optional
 import gymnasium as gym
 import numpy as np
 import torch
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 from torch.nn import functional as F
 
 from rltune.trainers._algorithm import OffPolicyAlgorithm, OffPolicyLearner, ReplaySettings
 from rltune.trainers._config import TrainerSettings, _Strict
-from rltune.trainers._models import QModel
+from rltune.trainers._exploration import (
+    Q_TYPES,
+    EpsilonGreedyConfig,
+    ExplorationConfig,
+    ParameterNoiseConfig,
+    map_old_exploration_keys,
+    parse_exploration,
+    type_keys,
+)
+from rltune.trainers._numpy_mlp import MAX_NUMPY_ROWS
 from rltune.trainers._policy import Policy
+from rltune.trainers._q_exploration import QExploration, make_q_exploration
+from rltune.trainers._q_model import QModel, scaled_noise
 from rltune.trainers._postprocessing import compute_n_step
 from rltune.trainers._sgd_step import LossFn
 from rltune.trainers._sample_batch import (
@@ -67,15 +83,6 @@ class ReplayBufferConfig(_Strict):
         return value
 
 
-class EpsilonGreedyConfig(_Strict):
-    """Epsilon-greedy exploration, linearly annealed (RLlib's ``exploration_config``)."""
-
-    type: Literal["EpsilonGreedy"] = Field("EpsilonGreedy", description="The only exploration DQN has.")
-    initial_epsilon: float = Field(1.0, ge=0.0, le=1.0, description="Epsilon at timestep 0.")
-    final_epsilon: float = Field(0.02, ge=0.0, le=1.0, description="Epsilon after epsilon_timesteps.")
-    epsilon_timesteps: int = Field(10_000, ge=0, description="Timesteps over which epsilon anneals linearly.")
-
-
 class DQNSettings(TrainerSettings):
     """DQN's keys (RLlib's classic names and defaults)."""
 
@@ -85,10 +92,22 @@ class DQNSettings(TrainerSettings):
     learning_starts: int = Field(1000, ge=0, description="Sampled timesteps before learning starts.")
     target_network_update_freq: int = Field(500, ge=1, description="Sampled timesteps between target network syncs.")
     double_q: bool = Field(True, description="Double Q-learning targets.")
-    dueling: bool = Field(True, description="Dueling head (value + advantages).")
+    dueling: bool = Field(True, description="Dueling head: a value and an advantage stream, each with its hiddens.")
+    hiddens: list[int] = Field(
+        [256], description="Q-head layers (ReLU) after the model's fcnet layers, per stream (RLlib's); [] for none."
+    )
+    noisy: bool = Field(False, description="Noisy head layers (factorised Gaussian noise): on while exploring and learning.")
+    sigma0: float = Field(0.5, gt=0.0, description="Initial noise scale of the noisy layers (sigma0 / sqrt(fan_in)).")
+    num_atoms: int = Field(1, ge=1, description="Atoms of distributional DQN (C51); only 1 (not distributional) is built.")
+    v_min: float = Field(-10.0, description="Lowest atom of distributional DQN (num_atoms > 1, not built).")
+    v_max: float = Field(10.0, description="Highest atom of distributional DQN (num_atoms > 1, not built).")
     n_step: int = Field(1, ge=1, description="n-step returns.")
     replay_buffer_config: ReplayBufferConfig = Field(default_factory=ReplayBufferConfig, description="Replay buffer.")
-    exploration_config: EpsilonGreedyConfig = Field(default_factory=EpsilonGreedyConfig, description="Exploration.")
+    exploration_config: ExplorationConfig = Field(
+        default_factory=EpsilonGreedyConfig,
+        description="Exploration while sampling: {type: ..., keys}; a block without type is EpsilonGreedy. "
+        f"Types and their keys' defaults: {type_keys(Q_TYPES)}.",
+    )
     training_intensity: Optional[float] = Field(
         None, gt=0.0, description="Trained / sampled steps ratio (x train_batch_size); None: one gradient step per round."
     )
@@ -97,41 +116,92 @@ class DQNSettings(TrainerSettings):
     td_error_loss_fn: Literal["huber", "mse"] = Field("huber", description="Loss on the TD error.")
     store_buffer_in_checkpoints: bool = Field(False, description="Save the replay buffer with each checkpoint.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_exploration_keys(cls, data: Any) -> Any:
+        return map_old_exploration_keys(data)
+
+    @field_validator("exploration_config", mode="before")
+    @classmethod
+    def _exploration_type(cls, value: Any, info: ValidationInfo) -> Any:
+        parsed = parse_exploration(value, algorithm="DQN", accepted=Q_TYPES, default="EpsilonGreedy")
+        if info.data.get("noisy") and isinstance(parsed, ParameterNoiseConfig):
+            raise ValueError("type ParameterNoise and noisy: true both perturb the Q-net; use one of them")
+        return parsed
+
+    @field_validator("hiddens")
+    @classmethod
+    def _positive_sizes(cls, sizes: list[int]) -> list[int]:
+        if any(s <= 0 for s in sizes):
+            raise ValueError(f"layer sizes must be positive, but got {sizes}")
+        return sizes
+
+    @field_validator("num_atoms")
+    @classmethod
+    def _not_distributional(cls, atoms: int) -> int:
+        if atoms > 1:
+            raise ValueError(
+                "distributional DQN (C51, num_atoms > 1) is not built in rltune yet; set num_atoms: 1"
+            )
+        return atoms
+
 
 class DQNPolicy(Policy):
-    """Q-network policy: epsilon-greedy while exploring, greedy otherwise; n-step postprocessing."""
+    """Q-network policy: actions from its ``exploration_config`` while exploring, greedy otherwise; n-step postprocessing."""
 
     config: DQNSettings
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.exploration: QExploration = make_q_exploration(self.config.exploration_config, self)
+
     def make_model(self) -> QModel:
         check_action_space(self.action_space, "DQN", (gym.spaces.Discrete,))
-        return QModel(self.preprocessor.size, int(self.action_space.n), self.config.model, dueling=self.config.dueling)
+        cfg = self.config
+        return QModel(
+            self.preprocessor.size, int(self.action_space.n), cfg.model, dueling=cfg.dueling, hiddens=cfg.hiddens,
+            noisy=cfg.noisy, sigma0=cfg.sigma0, layer_norm=isinstance(cfg.exploration_config, ParameterNoiseConfig),
+        )
 
     @property
     def epsilon(self) -> float:
-        """Current exploration epsilon (linear in the global timestep)."""
-        exp = self.config.exploration_config
-        if exp.epsilon_timesteps == 0:
-            return exp.final_epsilon
-        frac = min(1.0, self.global_timestep / exp.epsilon_timesteps)
-        return exp.initial_epsilon + frac * (exp.final_epsilon - exp.initial_epsilon)
+        """Current exploration epsilon (EpsilonGreedy's, ParameterNoise's sub-exploration's; 1.0 for Random, else 0.0)."""
+        return self.exploration.stats(self.global_timestep).get("cur_epsilon", 0.0)
+
+    def q_values(self, obs: np.ndarray, *, noise: bool = False) -> np.ndarray:
+        """Q-values ``[B, num_actions]`` of preprocessed observations; ``noise``: noisy layers sample their noise."""
+        noise = noise and self.config.noisy and isinstance(self.model, QModel)
+        if isinstance(self.model, QModel) and self.device.type == "cpu" and len(obs) <= MAX_NUMPY_ROWS:
+            self._sync_fast_paths()
+            return self.model.numpy_forward(np.ascontiguousarray(obs, dtype=np.float32), self.rng if noise else None)
+        if not isinstance(self.model, QModel):
+            q_values = self.numpy_inference(obs)
+            if q_values is not None:
+                return q_values
+            with torch.inference_mode():
+                return self.inference_forward(self.obs_tensor(obs)).cpu().numpy()
+        if noise:
+            self._draw_noise()
+        with torch.inference_mode():
+            return self.model(self.obs_tensor(obs), noise=noise).cpu().numpy()
+
+    def _draw_noise(self) -> None:
+        """New noise in the noisy layers' buffers, from the policy's generator: one draw, split as the numpy path splits it."""
+        buffers = [b for name, b in self.model.named_buffers() if name.endswith(("eps_in", "eps_out"))]
+        draw = scaled_noise(self.rng.standard_normal(sum(b.shape[0] for b in buffers)).astype(np.float32))
+        with torch.no_grad():
+            for buffer, values in zip(buffers, np.split(draw, np.cumsum([b.shape[0] for b in buffers])[:-1])):
+                buffer.copy_(torch.from_numpy(values))
 
     def compute_actions(self, obs: np.ndarray, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        q_values = self.numpy_inference(obs)
-        if q_values is not None:
-            actions = q_values.argmax(axis=1)
-        else:
-            with torch.inference_mode():
-                actions = self.inference_forward(self.obs_tensor(obs)).argmax(dim=-1).cpu().numpy()
+        q_values = self.exploration.q_values(self, obs, explore)
+        actions = self.exploration.actions(q_values, self.global_timestep, explore)
         if explore:
-            n = len(actions)
-            rolls = self.rng.random(n)
-            random_actions = self.rng.integers(0, int(self.action_space.n), n)
-            actions = np.where(rolls < self.epsilon, random_actions, actions)
-            self.global_timestep += n
+            self.global_timestep += len(actions)
         return actions, {}
 
     def postprocess_trajectory(self, batch: SampleBatch) -> SampleBatch:
+        self.exploration.postprocess(self, batch)
         gamma = self.config.gamma
         if self.config.n_step > 1:
             returns, offsets, discounts = compute_n_step(
@@ -184,17 +254,28 @@ class DQNLearner(OffPolicyLearner):
         if self.cfg.double_q:
             columns = (obs, actions, rewards, discounts, not_terminated, new_obs)
         else:
+            if self.cfg.noisy:
+                self._resample_noise()
             with torch.no_grad():
                 targets = rewards + discounts * not_terminated * self.target_model(new_obs).max(dim=1).values
             columns = (obs, actions, targets)
         last_stats = torch.full((3,), float("nan"))
         for i in range(num_steps):
+            if self.cfg.noisy and (i or self.cfg.double_q):  # fixed targets drew their noise above
+                self._resample_noise()
             rows = slice(i * size, (i + 1) * size)
             stats, _ = self.sgd_step(*(c[rows] for c in columns), with_stats=i == num_steps - 1)
             if stats is not None:
                 last_stats = stats
         total_loss, mean_q, mean_td_error = last_stats.tolist()  # one device sync per draw, for the last step's stats
         return {"total_loss": total_loss, "mean_q": mean_q, "mean_td_error": mean_td_error, "cur_lr": lr}
+
+    def _resample_noise(self) -> None:
+        """New noise for the noisy layers of the online and target networks (one draw per gradient step)."""
+        for model in (self.policy.model, self.target_model):
+            resample = getattr(model, "resample_noise_", None)
+            if resample is not None:
+                resample()
 
     def loss(  # type: ignore[override]
         self,
@@ -256,7 +337,8 @@ class DQNAlgorithm(OffPolicyAlgorithm):
         )
 
     def round_stats(self, policy_id: str) -> dict[str, float]:
-        return {"cur_epsilon": self.policies[policy_id].epsilon, **super().round_stats(policy_id)}  # type: ignore[attr-defined]
+        policy = self.policies[policy_id]
+        return {**policy.exploration.stats(policy.global_timestep), **super().round_stats(policy_id)}  # type: ignore[attr-defined]
 
     def buffer_columns(self, policy_id: str) -> dict[str, tuple[int, ...]]:
         policy = self.policies[policy_id]
@@ -265,12 +347,17 @@ class DQNAlgorithm(OffPolicyAlgorithm):
 
 
 class DQN(Trainer):
-    """Deep Q-Network for Discrete action spaces."""
+    """Deep Q-Network for Discrete action spaces, with RLlib's Q head (``hiddens``, ``dueling``, ``noisy``)."""
 
     name = "DQN"
     config_class = DQNSettings
     algorithm_class = DQNAlgorithm
     cfg: DQNSettings
+
+    @classmethod
+    def saved_config(cls, config: dict[str, Any]) -> dict[str, Any]:
+        """Checkpoints written before the Q head existed (no ``hiddens`` key) hold the head-less net: ``hiddens: []``."""
+        return config if "hiddens" in config else {**config, "hiddens": []}
 
 
 def _half_mse(q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -135,43 +135,6 @@ class ActorCriticModel(nn.Module):
         return self.vf_head(features).squeeze(-1)
 
 
-class QModel(nn.Module):
-    """Q-values over an MLP, with an optional dueling head (value + centred advantages)."""
-
-    def __init__(self, obs_size: int, num_actions: int, cfg: ModelConfig, *, dueling: bool) -> None:
-        super().__init__()
-        self.body, size = mlp(obs_size, cfg.fcnet_hiddens, cfg.fcnet_activation)
-        self.activation = cfg.fcnet_activation
-        self.dueling = dueling
-        self.advantage_head = _linear(size, num_actions, 1.0)
-        self.value_head = _linear(size, 1, 1.0) if dueling else None
-        self.invalidate_fused()
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Q-values ``[B, num_actions]``."""
-        features = self.body(obs)
-        advantages = self.advantage_head(features)
-        if self.value_head is None:
-            return advantages
-        return self.value_head(features) + advantages - advantages.mean(dim=-1, keepdim=True)
-
-    def numpy_forward(self, obs: np.ndarray) -> np.ndarray:
-        """:meth:`forward` on float32 numpy rows, in numpy (a rollout step's few rows, on the CPU)."""
-        if self._numpy is None:
-            heads = [self.advantage_head] + ([self.value_head] if self.value_head is not None else [])
-            with torch.no_grad():
-                self._numpy = NumpyMLP(_body_and_stacked_heads(self.body, heads), self.activation)
-        x = self._numpy(obs)
-        if self.value_head is None:
-            return x
-        advantages = x[:, :-1]
-        return x[:, -1:] + advantages - advantages.mean(axis=1, keepdims=True)
-
-    def invalidate_fused(self) -> None:
-        """Forget the numpy copy of the weights (call after changing parameters)."""
-        self._numpy: Optional[NumpyMLP] = None
-
-
 def make_adam(params: Iterable[torch.nn.Parameter], **kwargs: Any) -> torch.optim.Adam:
     """Adam with the fused kernel where torch has one for the device (a third fewer ops per step on CPU)."""
     params = list(params)

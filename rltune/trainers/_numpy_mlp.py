@@ -13,6 +13,8 @@ its ``weights_version`` grew).
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 import torch
 
@@ -24,14 +26,20 @@ MAX_NUMPY_ROWS = 64
 
 
 class NumpyMLP:
-    """Affine layers with ``activation`` between them (none after the last), on float32 arrays."""
+    """Affine layers with ``activation`` between them (none after the last), on float32 arrays.
 
-    def __init__(self, layers: list[tuple[torch.Tensor, torch.Tensor]], activation: str) -> None:
+    ``activation`` is one name for every gap, or one name per gap (``len(layers) - 1``).
+    """
+
+    def __init__(self, layers: list[tuple[torch.Tensor, torch.Tensor]], activation: str | Sequence[str]) -> None:
         # Weights stored transposed and contiguous: x @ w reads them row by row.
         self.layers = [
             (weight.detach().cpu().numpy().T.copy(), bias.detach().cpu().numpy().copy()) for weight, bias in layers
         ]
-        self.activation = ACTIVATIONS[activation].numpy_fn
+        names = [activation] * (len(layers) - 1) if isinstance(activation, str) else list(activation)
+        if len(names) != len(layers) - 1:
+            raise ValueError(f"{len(layers)} layers need {len(layers) - 1} activations, but got {len(names)}")
+        self.activations = [ACTIVATIONS[name].numpy_fn for name in names]
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """The network's output ``[B, out]`` for inputs ``[B, in]``."""
@@ -40,5 +48,5 @@ class NumpyMLP:
             x = x @ weight
             x += bias
             if i < last:
-                x = self.activation(x)
+                x = self.activations[i](x)
         return x

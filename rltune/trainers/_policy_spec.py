@@ -158,18 +158,32 @@ def policy_overrides_problems(config_class: type, pid: str, overrides: dict[str,
     return problems
 
 
+def merge_overrides(config: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """A config dict with one policy's overrides: ``model`` key by key, ``exploration_config`` too when of the same type.
+
+    An ``exploration_config`` of another type replaces the trainer's whole
+    (its other keys take that type's defaults), as RLlib merges it.
+    """
+    merged = dict(config)
+    for key, value in (overrides or {}).items():
+        base = merged.get(key)
+        if key == "model" and isinstance(value, dict):
+            merged["model"] = {**(base or {}), **value}
+        elif key == "exploration_config" and isinstance(value, dict) and isinstance(base, dict) \
+                and value.get("type", base.get("type")) == base.get("type"):
+            merged[key] = {**base, **value}
+        else:
+            merged[key] = value
+    return merged
+
+
 def policy_config(cfg: Any, overrides: dict[str, Any]) -> Any:
-    """The trainer config ``cfg`` with one policy's overrides (``model`` merged key by key), validated."""
+    """The trainer config ``cfg`` with one policy's overrides (:func:`merge_overrides`), validated."""
     from rltune.trainers._config import validate_config
 
     if not overrides:
         return cfg
-    merged = cfg.model_dump(by_alias=True)
-    for key, value in overrides.items():
-        if key == "model" and isinstance(value, dict):
-            merged["model"] = {**merged["model"], **value}
-        else:
-            merged[key] = value
+    merged = merge_overrides(cfg.model_dump(by_alias=True), overrides)
     merged["multiagent"] = {}
     return validate_config(type(cfg), merged, where="policy config")
 

@@ -15,7 +15,7 @@ each iteration, as in RLlib.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 import gymnasium as gym
 import numpy as np
@@ -23,6 +23,15 @@ import torch
 from pydantic import Field, field_validator
 
 from rltune.trainers._config import TrainerSettings, _check_schedule, schedule_value
+from rltune.trainers._exploration import (
+    DISTRIBUTION_TYPES,
+    RandomConfig,
+    StochasticSamplingConfig,
+    parse_exploration,
+    random_phase,
+    type_keys,
+    uniform_actions,
+)
 from rltune.trainers._distributions import Categorical, DiagGaussian, log_softmax, sample_categorical, sample_diag_gaussian
 from rltune.trainers._algorithm import OnPolicyAlgorithm
 from rltune.trainers._learner import Learner
@@ -78,6 +87,16 @@ class PPOSettings(TrainerSettings):
     shuffle_sequences: bool = Field(True, description="Shuffle the batch before each epoch.")
     normalize_advantages: bool = Field(True, description="Normalise advantages per minibatch.")
     grad_clip: Optional[float] = Field(None, gt=0.0, description="Max global gradient norm; None for no clipping.")
+    exploration_config: Union[StochasticSamplingConfig, RandomConfig] = Field(
+        default_factory=StochasticSamplingConfig,
+        description="Exploration while sampling: {type: ..., keys}; a block without type is StochasticSampling. "
+        f"Types and their keys' defaults: {type_keys(DISTRIBUTION_TYPES)}.",
+    )
+
+    @field_validator("exploration_config", mode="before")
+    @classmethod
+    def _exploration_type(cls, value: Any) -> Any:
+        return parse_exploration(value, algorithm="PPO", accepted=DISTRIBUTION_TYPES, default="StochasticSampling")
 
     @field_validator("clip_param_schedule", "entropy_coeff_schedule")
     @classmethod
@@ -118,6 +137,11 @@ class PPOPolicy(Policy):
             actions = actions.reshape((-1,) + self.action_shape)
         else:
             actions, logp = sample_categorical(dist_inputs, self.rng, deterministic=not explore)
+        if explore:
+            if random_phase(self.config.exploration_config, self.global_timestep):
+                # Uniform actions, with their probability under that behaviour policy (the ratio's denominator).
+                actions, logp = uniform_actions(self.action_space, self.rng, len(actions))
+            self.global_timestep += len(actions)
         return actions, {ACTION_LOGP: logp, VF_PREDS: values}
 
     def values(self, obs: np.ndarray) -> np.ndarray:

@@ -43,6 +43,15 @@ def _state_dict_mismatch(expected: dict[str, Any], saved: Any, source: str = "th
 class CheckpointMixin:
     """The checkpoint methods of :class:`~rltune.trainers._trainer.Trainer`."""
 
+    @classmethod
+    def saved_config(cls, config: dict[str, Any]) -> dict[str, Any]:
+        """A checkpoint's saved config as this version reads it (default: as saved).
+
+        A trainer whose defaults changed since a checkpoint was written puts
+        the old values of the keys that checkpoint lacks here.
+        """
+        return config
+
     def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> str:
         """Write a checkpoint directory atomically and return its path.
 
@@ -237,7 +246,8 @@ class CheckpointMixin:
                 trainer_cls = get_trainer_class(algorithm)
             except ConfigError as exc:
                 raise meta.error("algorithm", f"names no trainer here ({'; '.join(exc.problems)})") from None
-        config = ckpt.checked_config(checkpoint_path, meta.get("config", dict, {}), config_overrides)
+        saved_config = trainer_cls.saved_config(meta.get("config", dict, {}))
+        config = ckpt.checked_config(checkpoint_path, saved_config, config_overrides)
         trainer = trainer_cls(config, **kwargs)
         try:
             trainer.restore(checkpoint_path)

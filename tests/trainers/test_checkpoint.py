@@ -323,6 +323,32 @@ def test_dqn_checkpoint_into_ppo(fresh, tmp_path):
         restored.stop()
 
 
+@pytest.mark.parametrize(
+    "head",
+    [{"hiddens": [8, 8], "noisy": True}, {"hiddens": [8], "dueling": False},
+     {"hiddens": [8], "exploration_config": {"type": "ParameterNoise", "random_timesteps": 0}}],
+    ids=["noisy", "one stream", "parameter noise (layer norms)"],
+)
+def test_dqn_q_heads_round_trip(head, tmp_path):
+    """RLlib's Q heads: weights, target network and Q-values come back; training goes on."""
+    from rltune.trainers import DQN
+
+    config = {**config_of(DQN), **head}
+    obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    with DQN(config=config, env="CartPole-v1") as trainer:
+        trainer.train()
+        path = trainer.save(tmp_path / "ck")
+        saved = trainer.get_policy().get_weights()
+        q_values = trainer.get_policy().q_values(obs)
+        target = _learner_modules(trainer)
+    with Trainer.from_checkpoint(path) as restored:
+        assert restored.config["hiddens"] == head["hiddens"]
+        assert_same_weights(restored.get_policy().get_weights(), saved)
+        np.testing.assert_array_equal(restored.get_policy().q_values(obs), q_values)
+        _assert_same(target, _learner_modules(restored))
+        assert restored.train()["training_iteration"] == 2
+
+
 def test_checkpoint_of_an_incompatible_model(trainer_cls, trained_by, tmp_path):
     _, path, _ = trained_by
     with trainer_cls(config={**config_of(trainer_cls), "model": {"fcnet_hiddens": [32, 32]}}, env=ContextEnv) as bigger:

@@ -181,32 +181,29 @@ def test_replay_buffer_survives_a_checkpoint_when_asked(tmp_path):
         restored.stop()
 
 
-def test_dqn_learns_cartpole():
-    trainer = DQN(
-        config={
-            "rollout_fragment_length": 4,
-            "train_batch_size": 32,
-            "learning_starts": 500,
-            "target_network_update_freq": 250,
-            "exploration_config": {"epsilon_timesteps": 5000, "final_epsilon": 0.05},
-            "training_intensity": 32,
-            "lr": 1e-3,
-            "model": {"fcnet_hiddens": [64, 64], "fcnet_activation": "relu"},
-            "min_sample_timesteps_per_iteration": 1000,
-            "seed": 0,
-        },
-        env="CartPole-v1",
-    )
-    try:
-        first = trainer.train()["episode_reward_mean"]
-        best = first
-        for _ in range(12):
-            best = max(best, trainer.train()["episode_reward_mean"])
-            if best > max(2.5 * first, 60):
+def test_dqn_learns_cartpole_with_rllibs_tuned_example_model():
+    """RLlib's cartpole-dqn model block (a linear [64] fcnet) learns through the default Q head (hiddens [256], ReLU).
+
+    Without the head (``hiddens: []``) this net is linear in the observation, and the same run's greedy
+    return stays near that of a random policy (< 80 in every one of 3 seeds over 5 iterations).
+    """
+    config = {
+        "model": {"fcnet_hiddens": [64], "fcnet_activation": "linear"},
+        "n_step": 3,
+        "lr": 1e-3,
+        "exploration_config": {"epsilon_timesteps": 3000},
+        "target_network_update_freq": 250,
+        "learning_starts": 500,
+        "seed": 0,
+    }
+    with DQN(config=config, env="CartPole-v1") as trainer:
+        returns = []
+        for _ in range(4):  # 1000 env steps each
+            trainer.train()
+            returns.append(trainer.evaluate(10)["evaluation"]["episode_reward_mean"])
+            if returns[-1] >= 150:
                 break
-        assert best > max(2.5 * first, 60), (first, best)
-    finally:
-        trainer.stop()
+        assert returns[-1] >= 150, returns
 
 
 def test_without_double_q_the_targets_of_a_round_come_from_the_fixed_target_network():

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from rltune.trainers._config import ModelConfig
-from rltune.trainers._models import ActorCriticModel, QModel
+from rltune.trainers._models import ActorCriticModel
+from rltune.trainers._q_model import QModel
 
 
 def _obs(rows: int, size: int) -> np.ndarray:

@@ -81,8 +81,10 @@ def test_compiled_ppo_updates_as_the_eager_one(env):
     assert s_compiled["num_sgd_steps"] == s_eager["num_sgd_steps"] == 6
 
 
-@pytest.mark.parametrize("double_q", [False, True], ids=["fixed targets", "double q"])
+@pytest.mark.parametrize("double_q", [False, True], ids=["fixed targets", "double q, noisy head"])
 def test_compiled_dqn_updates_as_the_eager_one(double_q):
+    # The double-Q case runs RLlib's noisy Q head: the noise buffers, resampled in place before
+    # every step, are inputs of the compiled step (the same draws in both runs: one torch seed).
     config = {
         "num_envs_per_worker": 1,
         "rollout_fragment_length": 8,
@@ -91,6 +93,8 @@ def test_compiled_dqn_updates_as_the_eager_one(double_q):
         "min_sample_timesteps_per_iteration": 1,
         "double_q": double_q,
         "dueling": True,
+        "hiddens": [16] if double_q else [],
+        "noisy": double_q,
         "lr": 1e-2,
         "model": {"fcnet_hiddens": [32]},
         "seed": 0,
@@ -138,7 +142,7 @@ def test_the_public_torch_compile_path_updates_as_the_eager_one(monkeypatch):
     assert s_compiled["total_loss"] == pytest.approx(s_eager["total_loss"], rel=1e-3, abs=1e-5)
 
     dqn_config = {"rollout_fragment_length": 8, "train_batch_size": 16, "learning_starts": 0, "min_sample_timesteps_per_iteration": 16,
-                  "lr": 1e-2, "model": {"fcnet_hiddens": [16]}, "seed": 0}
+                  "lr": 1e-2, "model": {"fcnet_hiddens": [16]}, "hiddens": [16], "seed": 0}
 
     def learn_dqn(trainer):
         trainer.train()

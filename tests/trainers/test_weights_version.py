@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 import rltune.trainers._models as models
+import rltune.trainers._q_model as q_model
 from rltune.trainers import DQN, PPO
 from rltune.trainers._dqn import DQNPolicy
 from rltune.trainers._numpy_mlp import MAX_NUMPY_ROWS
@@ -97,6 +98,7 @@ def test_acting_with_unchanged_weights_copies_them_once(trainer_cls, config, mon
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(models, "NumpyMLP", CountingNumpyMLP)
+    monkeypatch.setattr(q_model, "NumpyMLP", CountingNumpyMLP)  # DQN's QModel
     trainer = trainer_cls(config=config, env="CartPole-v1")
     try:
         for _ in range(5):
