@@ -176,8 +176,18 @@ class StudyPlan:
         return getattr(optuna.pruners, PRUNERS[self.pruner_name])(**self.pruner_options)
 
     def cpus_per_trial(self, config: dict[str, Any]) -> int:
-        workers = config.get("num_workers", 0) if self.trainable.kind == "trainer" else 0
-        return 1 + (workers if isinstance(workers, int) and workers > 0 else 0)
+        """CPUs a trial counts for: ``num_cpus_for_driver + num_workers x num_cpus_per_worker`` (default 1 each), rounded up."""
+        if self.trainable.kind != "trainer":
+            return 1
+
+        def number(key: str, default: float) -> float:
+            value = config.get(key, default)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+            return float(value) if ok else default
+
+        workers = int(number("num_workers", 0))
+        cpus = number("num_cpus_for_driver", 1) + workers * number("num_cpus_per_worker", 1)
+        return max(1, math.ceil(cpus - 1e-9))
 
 
 # -- loading ------------------------------------------------------------------------------------
@@ -208,14 +218,16 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
         line = line_of(root, path) if root is not None else None
         return f"line {line}: {message}" if line else message
 
+    from rltune.trainers._rllib_names import translate_fields
+
+    fields, problems = translate_fields(fields)  # Tune's local_dir / storage_path
     try:
         spec = StudySpec.model_validate(fields)
     except ValidationError as exc:
-        problems = [_describe_field_error(root, err) for err in exc.errors()]
+        problems += [_describe_field_error(root, err) for err in exc.errors()]
         if isinstance(fields.get("config"), dict):  # the search space's problems too, all at once
             problems.extend(at(("config", *_path_of(p)), p) for p in parse_space(fields["config"])[1])
         raise ConfigError(_by_line(problems), where=where) from None
-    problems: list[str] = []
 
     config = dict(spec.config)
     if spec.env is not None:
@@ -235,6 +247,11 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
 
     space, space_problems = parse_space(config)
     problems.extend(at(("config", *_path_of(p)), p) for p in space_problems)
+    # The trials run the config in rltune's names (RLlib's num_env_runners is num_workers, ...); problems are
+    # found on the config as written, which validation translates the same way and names as the user wrote it.
+    user_space, plan_config = space, _in_rltune_names(trainable, config)
+    if plan_config is not config and not space_problems:
+        space, _ = parse_space(plan_config)
 
     space, (sampler_name, sampler_options), (pruner_name, pruner_options) = _sampler_and_pruner(
         spec, space, bool(space_problems), problems, at)
@@ -263,8 +280,8 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
         if config.get("env") is None:
             problems.append(at(("config",), f"config.env: {trainable.name} needs an env (e.g. env: CartPole-v1)"))
         else:  # the rest of the config, without the entries already reported
-            checked = without_paths(config, space.invalid)
-            for p in _validate_trainer_configs(trainable, checked, space):
+            checked = without_paths(config, user_space.invalid)
+            for p in _validate_trainer_configs(trainable, checked, user_space):
                 problems.append(at(("config", *_path_of(p)), p))
     if problems:
         raise ConfigError(_by_line(problems), where=where)
@@ -273,8 +290,18 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
         from datetime import datetime
 
         spec = spec.model_copy(update={"name": f"{trainable.name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"})
-    return StudyPlan(spec, trainable, config, space, stop, sampler_name, sampler_options, pruner_name, pruner_options,
+    return StudyPlan(spec, trainable, plan_config, space, stop, sampler_name, sampler_options, pruner_name, pruner_options,
                      name_given)
+
+
+def _in_rltune_names(trainable: Trainable | None, config: dict[str, Any]) -> dict[str, Any]:
+    """A trainer's config with RLlib's other names translated (search-space entries kept), else ``config``."""
+    if trainable is None or trainable.kind != "trainer":
+        return config
+    from rltune.trainers import get_trainer_class
+    from rltune.trainers._rllib_names import translate_config
+
+    return translate_config(config, get_trainer_class(trainable.ref).config_class).config
 
 
 def _sampler_and_pruner(spec: StudySpec, space: Any, space_invalid: bool, problems: list[str],

@@ -13,7 +13,10 @@ A train file holds the fields of ``rltune train``'s flags::
     curriculum: {phases: [{task: 2, threshold: 0.9}, {task: 8}]}   # optional
 
 RLlib's tuned-example layout, the same fields under one top-level key that
-becomes the name (``cartpole-ppo: {run: PPO, ...}``), is read too.
+becomes the name (``cartpole-ppo: {run: PPO, ...}``), is read too, with Tune's
+``local_dir`` / ``storage_path`` for ``results_dir``. A file whose config has
+search-space entries, or ``num_samples`` > 1, is a study: ``rltune train``
+says to run it with ``rltune tune``.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ class TrainSpec(UserInput):
     curriculum: Optional[dict[str, Any]] = Field(
         None, description="Curriculum phases (goes to config['curriculum']; see rltune.callbacks.CurriculumCallback)."
     )
+    num_samples: Optional[int] = Field(
+        None, ge=1, description="Tune's runs of the experiment: 1 here (more make a study: rltune tune FILE)."
+    )
 
 
     @field_validator("name")
@@ -76,10 +82,16 @@ def load_train_file(path: str | Path) -> TrainSpec:
 
 def validate_train_fields(fields: dict[str, Any], *, where: str, root: yaml.Node | None = None) -> TrainSpec:
     """A :class:`TrainSpec` of ``fields``, or one :class:`ConfigError` naming every bad field (and its line)."""
+    from rltune.trainers._rllib_names import translate_fields
+
+    fields, problems = translate_fields(fields)
     try:
-        return TrainSpec.model_validate(fields)
+        spec = TrainSpec.model_validate(fields)
     except ValidationError as exc:
-        raise ConfigError([_describe_field_error(root, err) for err in exc.errors()], where=where) from None
+        raise ConfigError(problems + [_describe_field_error(root, err) for err in exc.errors()], where=where) from None
+    if problems:
+        raise ConfigError(problems, where=where)
+    return spec
 
 
 def _describe_field_error(root: yaml.Node | None, err: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from rltune._metrics import finite
+from rltune._metrics import RESULT_SPELLINGS, finite
 from rltune._trial_files import json_safe
 from rltune.tracking._mlflow_compat import MAX_ENTITY_KEY_LENGTH
 
@@ -47,11 +47,14 @@ def flatten_metrics(result: Mapping[str, Any], prefix: str = "") -> dict[str, fl
     """The numeric leaves of a result as ``{"info/learner/default_policy/entropy": 0.69, ...}``.
 
     Bools (not numbers, see :mod:`rltune._metrics`), NaN, infinities, strings, lists (``hist_stats``) and the
-    ``config`` entry are left out.
+    ``config`` entry are left out, and so are RLlib's other spellings of the episode stats
+    (:data:`~rltune._metrics.RESULT_SPELLINGS`: ``env_runners/...``, ``episode_return_mean``) beside
+    ``episode_reward_mean``: MLflow gets each value once, under rltune's classic name.
     """
     out: dict[str, float] = {}
+    copies = "episode_reward_mean" in result
     for key, value in result.items():
-        if not prefix and key in _SKIP_RESULT_KEYS:
+        if not prefix and key in _SKIP_RESULT_KEYS or copies and key in RESULT_SPELLINGS:
             continue
         name = f"{prefix}{key}"
         if isinstance(value, Mapping):
