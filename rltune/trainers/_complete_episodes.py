@@ -36,7 +36,8 @@ class EpisodeBuffer:
     def __init__(self) -> None:
         self._pending: dict[TrajectoryKey, tuple[str, list[SampleBatch]]] = {}
         self._ready: dict[str, list[tuple[TrajectoryKey, SampleBatch]]] = {}
-        self.episodes: dict[tuple[int, int], Any] = {}  # (env index, episode number) -> its episode object
+        # (env index, episode number) -> its episode object, kept by the sampler while the episode's trajectories may wait
+        self.episodes: dict[tuple[int, int], Any] = {}
         self.ready_rows = 0
 
     def add(self, policy_id: str, key: TrajectoryKey, piece: SampleBatch, *, ended: bool) -> None:
@@ -68,8 +69,6 @@ class EpisodeBuffer:
             out[pid] = (flat, keys, [len(b[REWARDS]) for b in batches])
         self._ready = {}
         self.ready_rows = 0
-        running = {key[:2] for key in self._pending}
-        self.episodes = {k: v for k, v in self.episodes.items() if k in running}
         return out
 
     def clear(self) -> None:

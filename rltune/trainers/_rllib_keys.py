@@ -78,6 +78,7 @@ NO_EFFECT: dict[str, tuple[tuple | None, str]] = {
     "count_steps_by": (("env_steps",), "rltune counts env steps"),
     "grad_clip_by": (("global_norm",), "grad_clip clips the global norm"),
     "evaluation_duration_unit": (("episodes",), "evaluation_duration counts episodes"),
+    "normalize_actions": ((False,), "rltune sends the env the actions as sampled (clip_actions clips them to the bounds)"),
 }
 BLOCK_NO_EFFECT: dict[str, dict[str, tuple[tuple | None, str]]] = {
     "model": {
@@ -107,7 +108,6 @@ _UNSUPPORTED_BY_HINT: dict[str, tuple[str, ...]] = {
         "replay_mode", "off_policy_estimation_methods", "input", "input_", "input_config", "output", "output_config",
         "postprocess_inputs", "shuffle_buffer_size", "actions_in_input_normalized", "offline_sampling",
     ),
-    "clip_actions (clip continuous actions to the action space bounds)": ("normalize_actions",),
     "a gymnasium wrapper in the env creator (e.g. gymnasium.wrappers.ClipReward)": ("clip_rewards",),
     "the env's own time limit (gymnasium's max_episode_steps, or a TimeLimit wrapper)": ("horizon", "soft_horizon"),
     "recreate_failed_workers (restart a rollout worker that died)": (

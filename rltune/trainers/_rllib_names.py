@@ -50,8 +50,8 @@ _MISSING = object()
 
 
 def say_once(level: int, message: str) -> None:
-    """Log ``message`` at ``level`` the first time this process sees it."""
-    if message not in _said:
+    """Log ``message`` at ``level`` the first time this process logs it (a level not shown does not count)."""
+    if message not in _said and logger.isEnabledFor(level):
         _said.add(message)
         logger.log(level, message)
 
@@ -115,8 +115,9 @@ def translate_config(config: Any, config_cls: Any) -> Translation:
     _framework(t, out)
     _gpus(out, fake_gpus)
     if "use_kl_loss" in out and "use_kl_loss" not in fields and "kl_coeff" in fields:
-        if out.pop("use_kl_loss") is False:
-            _set(t, config, "use_kl_loss", "kl_coeff", 0.0)
+        if out.pop("use_kl_loss") is False:  # RLlib then ignores kl_coeff
+            out["kl_coeff"] = 0.0
+            say_once(logging.INFO, "use_kl_loss: false is kl_coeff: 0 in rltune")
     _env_id(out)
     _autos(out, fields)
     for block in ("model", "multiagent", "replay_buffer_config"):
