@@ -75,9 +75,30 @@ FIELDS = list(TrainSpec.model_fields)
 
 
 def load_train_file(path: str | Path) -> TrainSpec:
-    """Read and validate a train file; :class:`ConfigError` names the file, the line and the fix."""
+    """Read and validate a train file; :class:`ConfigError` names the file, the line and the fix.
+
+    A study (search-space entries, ``num_samples`` > 1) is named as one
+    first, whatever study fields it has besides.
+    """
     data, root = read_mapping(path, kind="train file", fields=FIELDS, required="'run' and 'env'")
-    return validate_train_fields(data, where=f"train file {str(path)!r}", root=root)
+    where = f"train file {str(path)!r}"
+    problem = study_problem(data.get("config"), data.get("num_samples"), f"rltune tune {path}")
+    if problem:
+        raise ConfigError(problem, where=where)
+    return validate_train_fields(data, where=where, root=root)
+
+
+def study_problem(config: Any, num_samples: Any, command: str) -> str | None:
+    """Why fields with search-space entries or ``num_samples`` > 1 are a study for ``command``, or None."""
+    from rltune.orchestrator._search_space import parse_space
+
+    space, _ = parse_space(config) if isinstance(config, dict) else (None, [])
+    if space:
+        entries = ", ".join(f"config.{p.name} ({p.kind})" for p in space.params)
+        return f"{entries}: search-space entries make a study of many trials; run it with '{command}'"
+    if isinstance(num_samples, int) and not isinstance(num_samples, bool) and num_samples > 1:
+        return f"num_samples: {num_samples} runs make a study of {num_samples} trials; run it with '{command}'"
+    return None
 
 
 def validate_train_fields(fields: dict[str, Any], *, where: str, root: yaml.Node | None = None) -> TrainSpec:

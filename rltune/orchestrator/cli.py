@@ -200,17 +200,12 @@ def _train_spec(args: argparse.Namespace) -> Any:
 
 def _reject_search_space(spec: Any, args: argparse.Namespace) -> None:
     """A config with grid_search / choice / ... entries, or num_samples > 1, is a study: say so instead of a type error."""
-    from rltune.orchestrator._search_space import parse_space
+    from rltune.orchestrator._train_file import study_problem
 
-    space, _ = parse_space(spec.config or {})
     command = f"rltune tune {args.file}" if args.file else "rltune tune STUDY.yaml"
-    if space:
-        entries = ", ".join(f"config.{p.name} ({p.kind})" for p in space.params)
-        raise ConfigError(f"{entries}: search-space entries make a study of many trials; run it with '{command}'",
-                          where=_source(args))
-    if spec.num_samples is not None and spec.num_samples > 1:
-        raise ConfigError(f"num_samples: {spec.num_samples} runs make a study of {spec.num_samples} trials; "
-                          f"run it with '{command}'", where=_source(args))
+    problem = study_problem(spec.config or {}, spec.num_samples, command)
+    if problem:
+        raise ConfigError(problem, where=_source(args))
 
 
 def _source(args: argparse.Namespace) -> str:

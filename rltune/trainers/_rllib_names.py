@@ -152,7 +152,7 @@ def _set(t: Translation, given: dict[str, Any], name: str, target: str, value: A
     origin = t.origins.get(target)
     if current is not _MISSING and not _same(current, value):
         first = origin or target
-        t.problems.append(f"{name} and {first} are the same setting ({name} is RLlib's name of {target}); "
+        t.problems.append(f"{name}: the same setting as {first} ({name} is RLlib's name of {target}); "
                           f"give one of them, but got {name}={value!r} and {first}={current!r}")
         return
     block[key] = value
@@ -287,8 +287,8 @@ def _translate_block(t: Translation, out: dict[str, Any], block: str, config_cls
                 inner[name] = value
             continue
         if target in inner and not _same(inner[target], value):
-            t.problems.append(f"{block}.{name} and {block}.{target} are the same setting ({name} is RLlib's old name "
-                              f"of {target}); give one of them")
+            t.problems.append(f"{block}.{name}: the same setting as {block}.{target} ({name} is RLlib's old name "
+                              f"of {target}); give one of them, but got {inner[target]!r} and {value!r}")
             continue
         inner[target] = value
         t.origins.setdefault(f"{block}.{target}", f"{block}.{name}")
@@ -342,7 +342,7 @@ def translate_fields(fields: dict[str, Any]) -> tuple[dict[str, Any], list[str]]
             continue
         value = out.pop(name)
         if target in out and out[target] != value:
-            problems.append(f"{name} and {target} are the same field ({name} is Tune's name of {target}); give one")
+            problems.append(f"{name}: the same field as {target} ({name} is Tune's name of {target}); give one")
             continue
         out[target] = value
         say_once(logging.INFO, f"Tune's {name} is {target} in rltune")

@@ -97,7 +97,7 @@ def test_an_alias_and_its_key_with_different_values_is_an_error_naming_both(conf
     with pytest.raises(ConfigError) as info:
         PPO.validate(config)
     message = str(info.value)
-    assert "are the same setting" in message
+    assert "the same setting as" in message
     for name in names:
         assert name in message
 
