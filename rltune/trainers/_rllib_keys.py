@@ -46,7 +46,7 @@ ALIASES: dict[str, str] = {
 # Inside a block: block -> {RLlib name: rltune key in that block}.
 BLOCK_ALIASES: dict[str, dict[str, str]] = {
     "multiagent": {"policy_graphs": "policies"},  # Ray 0.6-0.7
-    "replay_buffer_config": {"learning_starts": "^learning_starts"},  # Ray 2.0-2.3 kept it in the buffer's config; ^: top level
+    "replay_buffer_config": {"learning_starts": "^learning_starts"},  # early Ray 2.x kept it in the buffer's config; ^: top level
 }
 
 API_STACK = "RLlib's API-stack switches change nothing here: rltune has one stack (torch models, its own samplers and learners)"
