@@ -109,7 +109,7 @@ def translate_config(config: Any, config_cls: Any) -> Translation:
     out, fields = t.config, _fields(config_cls)
     for name, target in ALIASES.items():
         if name in out and name not in fields and _has_path(config_cls, target):
-            _move(t, config, name, target)
+            _move(t, name, target)
     fake_gpus = out.get("_fake_gpus") is True
     _drop_no_effect(t, out, NO_EFFECT, "")
     _framework(t, out)
@@ -131,14 +131,14 @@ def translate_config(config: Any, config_cls: Any) -> Translation:
     return t
 
 
-def _move(t: Translation, given: dict[str, Any], name: str, target: str) -> None:
-    """Move ``name``'s value to the dotted ``target`` (``^x``: top-level x from inside a block)."""
+def _move(t: Translation, name: str, target: str) -> None:
+    """Move the value of ``name`` to the dotted ``target``."""
     value = t.config.pop(name)
-    _set(t, given, name, target, value)
+    _set(t, name, target, value)
     say_once(logging.INFO, f"RLlib's {name} is {target} in rltune")
 
 
-def _set(t: Translation, given: dict[str, Any], name: str, target: str, value: Any) -> None:
+def _set(t: Translation, name: str, target: str, value: Any) -> None:
     """Set the dotted ``target`` to ``value`` unless the user gave it another value (a problem naming both)."""
     head, _, rest = target.partition(".")
     if rest:
@@ -281,7 +281,7 @@ def _translate_block(t: Translation, out: dict[str, Any], block: str, config_cls
         value = inner.pop(name)
         if target.startswith("^"):
             if target[1:] in _fields(config_cls):
-                _set(t, {}, f"{block}.{name}", target[1:], value)
+                _set(t, f"{block}.{name}", target[1:], value)
                 say_once(logging.INFO, f"RLlib's {block}.{name} is {target[1:]} in rltune")
             else:
                 inner[name] = value
