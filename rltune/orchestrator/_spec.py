@@ -44,6 +44,7 @@ from rltune.errors import ConfigError
 from rltune.orchestrator._multi_agent_study import per_policy_key_problems, plain_multiagent
 from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs, without_paths
 from rltune.orchestrator._stop import StopCriteria
+from rltune.orchestrator._rllib_study import in_rltune_names, tune_field_names
 from rltune.orchestrator._yaml_files import deep_merge, line_of, read_mapping
 
 SAMPLERS = {
@@ -219,9 +220,7 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
         line = line_of(root, path) if root is not None else None
         return f"line {line}: {message}" if line else message
 
-    from rltune.trainers._rllib_names import translate_fields
-
-    fields, problems = translate_fields(fields)  # Tune's local_dir / storage_path
+    fields, problems = tune_field_names(fields)
     try:
         spec = StudySpec.model_validate(fields)
     except ValidationError as exc:
@@ -250,11 +249,7 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
         config = plain_multiagent(config)  # a PolicySpec's config is searched like the rest
     space, space_problems = parse_space(config)
     problems.extend(at(("config", *_path_of(p)), p) for p in space_problems)
-    # The trials run the config in rltune's names (RLlib's num_env_runners is num_workers, ...); problems are
-    # found on the config as written, which validation translates the same way and names as the user wrote it.
-    user_space, plan_config = space, _in_rltune_names(trainable, config)
-    if plan_config is not config and not space_problems:
-        space, _ = parse_space(plan_config)
+    user_space, space, plan_config = in_rltune_names(trainable, config, space, bool(space_problems))
 
     space, (sampler_name, sampler_options), (pruner_name, pruner_options) = _sampler_and_pruner(
         spec, space, bool(space_problems), problems, at)
@@ -297,16 +292,6 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
         spec = spec.model_copy(update={"name": f"{trainable.name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"})
     return StudyPlan(spec, trainable, plan_config, space, stop, sampler_name, sampler_options, pruner_name, pruner_options,
                      name_given)
-
-
-def _in_rltune_names(trainable: Trainable | None, config: dict[str, Any]) -> dict[str, Any]:
-    """A trainer's config with RLlib's other names translated (search-space entries kept), else ``config``."""
-    if trainable is None or trainable.kind != "trainer":
-        return config
-    from rltune.trainers import get_trainer_class
-    from rltune.trainers._rllib_names import translate_config
-
-    return translate_config(config, get_trainer_class(trainable.ref).config_class).config
 
 
 def _sampler_and_pruner(spec: StudySpec, space: Any, space_invalid: bool, problems: list[str],
