@@ -25,6 +25,16 @@ MISSING = object()  # what lookup returns for a key the result lacks
 # policy_reward_mean/<policy id> (also _min, _max, and under evaluation/): the id may hold '/' and '.'
 _PER_POLICY = re.compile(r"^(?P<group>(?:evaluation[/.])?policy_reward_(?:mean|min|max))[/.](?P<policy>.+)$")
 
+# RLlib's other spellings of a trainer result's episode stats (rltune.trainers._rllib_names.add_result_spellings):
+# copies of values the result has under its classic names (episode_reward_mean, ...). MLflow logs each value
+# once, under the classic name, so these keys are left out of it wherever a result also has episode_reward_mean.
+RESULT_SPELLINGS = frozenset({
+    "episode_return_mean", "episode_return_min", "episode_return_max", "num_env_steps_sampled_lifetime",
+    "env_runners", "sampler_results",
+})
+# Path parts of RLlib's result keys that a few Ray versions spelled differently: read as rltune's.
+_PART_SPELLINGS = {"evaluation_results": "evaluation", "env_runner_results": "env_runners"}
+
 
 def as_number(value: Any) -> float | None:
     """``value`` as a float (NaN and infinities kept), or None when it is not a number (bools included)."""
@@ -55,11 +65,17 @@ def lookup(result: Mapping[str, Any], key: str) -> Any:
     """``result[key]`` where ``key`` may be a path written with ``/`` or ``.``; :data:`MISSING` if missing.
 
     A path component may itself contain dots (``"my.metric"``): each level
-    tries the longest run of components that names a key there.
+    tries the longest run of components that names a key there. RLlib's
+    ``evaluation_results/env_runner_results/...`` (a few Ray versions' names)
+    reads ``evaluation/env_runners/...``.
     """
     if key in result:
         return result[key]
-    return _walk(result, _SEPARATORS.split(key))
+    parts = _SEPARATORS.split(key)
+    found = _walk(result, parts)
+    if found is MISSING and any(p in _PART_SPELLINGS for p in parts):
+        found = _walk(result, [_PART_SPELLINGS.get(p, p) for p in parts])
+    return found
 
 
 def per_policy_key(key: str) -> tuple[str, str] | None:

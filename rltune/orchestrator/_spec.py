@@ -45,6 +45,7 @@ from rltune.orchestrator._multi_agent_study import per_policy_key_problems, plai
 from rltune.orchestrator._resources import ResourcesPerTrial
 from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs, without_paths
 from rltune.orchestrator._stop import StopCriteria
+from rltune.orchestrator._rllib_study import in_rltune_names, tune_field_names
 from rltune.orchestrator._yaml_files import deep_merge, line_of, read_mapping
 
 SAMPLERS = {
@@ -180,9 +181,20 @@ class StudyPlan:
         return getattr(optuna.pruners, PRUNERS[self.pruner_name])(**self.pruner_options)
 
     def cpus_per_trial(self, config: dict[str, Any]) -> int:
-        workers = config.get("num_workers", 0) if self.trainable.kind == "trainer" else 0
-        own = 1 + (workers if isinstance(workers, int) and workers > 0 else 0)
+        """CPUs a trial counts for: ``num_cpus_for_driver + num_workers x num_cpus_per_worker`` (default 1 each),
+        rounded up, or ``resources_per_trial``'s CPUs when that asks for more."""
         asked = self.spec.resources_per_trial
+        if self.trainable.kind != "trainer":
+            return max(1, asked.cpus()) if asked is not None else 1
+
+        def number(key: str, default: float) -> float:
+            value = config.get(key, default)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+            return float(value) if ok else default
+
+        workers = int(number("num_workers", 0))
+        cpus = number("num_cpus_for_driver", 1) + workers * number("num_cpus_per_worker", 1)
+        own = max(1, math.ceil(cpus - 1e-9))
         return max(own, asked.cpus()) if asked is not None else own
 
 
@@ -214,14 +226,14 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
         line = line_of(root, path) if root is not None else None
         return f"line {line}: {message}" if line else message
 
+    fields, problems = tune_field_names(fields)
     try:
         spec = StudySpec.model_validate(fields)
     except ValidationError as exc:
-        problems = [_describe_field_error(root, err) for err in exc.errors()]
+        problems += [_describe_field_error(root, err) for err in exc.errors()]
         if isinstance(fields.get("config"), dict):  # the search space's problems too, all at once
             problems.extend(at(("config", *_path_of(p)), p) for p in parse_space(plain_multiagent(fields["config"]))[1])
         raise ConfigError(_by_line(problems), where=where) from None
-    problems: list[str] = []
 
     config = dict(spec.config)
     if spec.env is not None:
@@ -243,6 +255,7 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
         config = plain_multiagent(config)  # a PolicySpec's config is searched like the rest
     space, space_problems = parse_space(config)
     problems.extend(at(("config", *_path_of(p)), p) for p in space_problems)
+    user_space, space, plan_config = in_rltune_names(trainable, config, space, bool(space_problems))
 
     space, (sampler_name, sampler_options), (pruner_name, pruner_options) = _sampler_and_pruner(
         spec, space, bool(space_problems), problems, at)
@@ -271,8 +284,8 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
         if config.get("env") is None:
             problems.append(at(("config",), f"config.env: {trainable.name} needs an env (e.g. env: CartPole-v1)"))
         else:  # the rest of the config, without the entries already reported
-            checked = without_paths(config, space.invalid)
-            for p in _validate_trainer_configs(trainable, checked, space):
+            checked = without_paths(config, user_space.invalid)
+            for p in _validate_trainer_configs(trainable, checked, user_space):
                 problems.append(at(("config", *_path_of(p)), p))
         problems.extend(at(("metric",), p) for p in per_policy_key_problems("metric", [spec.metric], config))
         problems.extend(at(("stop",), p) for p in per_policy_key_problems("stop", stop.criteria, config))
@@ -283,7 +296,7 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
         from datetime import datetime
 
         spec = spec.model_copy(update={"name": f"{trainable.name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"})
-    return StudyPlan(spec, trainable, config, space, stop, sampler_name, sampler_options, pruner_name, pruner_options,
+    return StudyPlan(spec, trainable, plan_config, space, stop, sampler_name, sampler_options, pruner_name, pruner_options,
                      name_given)
 
 

@@ -13,7 +13,10 @@ A train file holds the fields of ``rltune train``'s flags::
     curriculum: {phases: [{task: 2, threshold: 0.9}, {task: 8}]}   # optional
 
 RLlib's tuned-example layout, the same fields under one top-level key that
-becomes the name (``cartpole-ppo: {run: PPO, ...}``), is read too.
+becomes the name (``cartpole-ppo: {run: PPO, ...}``), is read too, with Tune's
+``local_dir`` / ``storage_path`` for ``results_dir``. A file whose config has
+search-space entries, or ``num_samples`` > 1, is a study: ``rltune train``
+says to run it with ``rltune tune``.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ class TrainSpec(UserInput):
     curriculum: Optional[dict[str, Any]] = Field(
         None, description="Curriculum phases (goes to config['curriculum']; see rltune.callbacks.CurriculumCallback)."
     )
+    num_samples: Optional[int] = Field(
+        None, ge=1, description="Tune's runs of the experiment: 1 here (more make a study: rltune tune FILE)."
+    )
 
 
     @field_validator("name")
@@ -69,17 +75,44 @@ FIELDS = list(TrainSpec.model_fields)
 
 
 def load_train_file(path: str | Path) -> TrainSpec:
-    """Read and validate a train file; :class:`ConfigError` names the file, the line and the fix."""
+    """Read and validate a train file; :class:`ConfigError` names the file, the line and the fix.
+
+    A study (search-space entries, ``num_samples`` > 1) is named as one
+    first, whatever study fields it has besides.
+    """
     data, root = read_mapping(path, kind="train file", fields=FIELDS, required="'run' and 'env'")
-    return validate_train_fields(data, where=f"train file {str(path)!r}", root=root)
+    where = f"train file {str(path)!r}"
+    problem = study_problem(data.get("config"), data.get("num_samples"), f"rltune tune {path}")
+    if problem:
+        raise ConfigError(problem, where=where)
+    return validate_train_fields(data, where=where, root=root)
+
+
+def study_problem(config: Any, num_samples: Any, command: str) -> str | None:
+    """Why fields with search-space entries or ``num_samples`` > 1 are a study for ``command``, or None."""
+    from rltune.orchestrator._search_space import parse_space
+
+    space, _ = parse_space(config) if isinstance(config, dict) else (None, [])
+    if space:
+        entries = ", ".join(f"config.{p.name} ({p.kind})" for p in space.params)
+        return f"{entries}: search-space entries make a study of many trials; run it with '{command}'"
+    if isinstance(num_samples, int) and not isinstance(num_samples, bool) and num_samples > 1:
+        return f"num_samples: {num_samples} runs make a study of {num_samples} trials; run it with '{command}'"
+    return None
 
 
 def validate_train_fields(fields: dict[str, Any], *, where: str, root: yaml.Node | None = None) -> TrainSpec:
     """A :class:`TrainSpec` of ``fields``, or one :class:`ConfigError` naming every bad field (and its line)."""
+    from rltune.trainers._rllib_names import translate_fields
+
+    fields, problems = translate_fields(fields)
     try:
-        return TrainSpec.model_validate(fields)
+        spec = TrainSpec.model_validate(fields)
     except ValidationError as exc:
-        raise ConfigError([_describe_field_error(root, err) for err in exc.errors()], where=where) from None
+        raise ConfigError(problems + [_describe_field_error(root, err) for err in exc.errors()], where=where) from None
+    if problems:
+        raise ConfigError(problems, where=where)
+    return spec
 
 
 def _describe_field_error(root: yaml.Node | None, err: dict[str, Any]) -> str:

@@ -203,16 +203,14 @@ def _train_spec(args: argparse.Namespace) -> Any:
     return validate_train_fields(fields, where=_source(args) if args.file is None else f"{_source(args)} and flags")
 
 
-def _reject_search_space(config: dict[str, Any], args: argparse.Namespace) -> None:
-    """A config with grid_search / choice / ... entries is a study: say so instead of a type error."""
-    from rltune.orchestrator._search_space import parse_space
+def _reject_search_space(spec: Any, args: argparse.Namespace) -> None:
+    """A config with grid_search / choice / ... entries, or num_samples > 1, is a study: say so instead of a type error."""
+    from rltune.orchestrator._train_file import study_problem
 
-    space, _ = parse_space(config)
-    if space:
-        entries = ", ".join(f"config.{p.name} ({p.kind})" for p in space.params)
-        command = f"rltune tune {args.file}" if args.file else "rltune tune STUDY.yaml"
-        raise ConfigError(f"{entries}: search-space entries make a study of many trials; run it with '{command}'",
-                          where=_source(args))
+    command = f"rltune tune {args.file}" if args.file else "rltune tune STUDY.yaml"
+    problem = study_problem(spec.config or {}, spec.num_samples, command)
+    if problem:
+        raise ConfigError(problem, where=_source(args))
 
 
 def _source(args: argparse.Namespace) -> str:
@@ -225,7 +223,7 @@ def _train(args: argparse.Namespace) -> int:
     from rltune.trainers import get_trainer_class
 
     spec = _train_spec(args)
-    _reject_search_space(spec.config or {}, args)
+    _reject_search_space(spec, args)
     if spec.run is None:
         raise ConfigError("no algorithm given: use --run ALGO (e.g. --run PPO) or 'run:' in the train file", where=_source(args))
     trainer_cls = get_trainer_class(spec.run)

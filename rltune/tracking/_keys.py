@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from rltune._metrics import finite
+from rltune._metrics import RESULT_SPELLINGS, finite
 from rltune._trial_files import json_safe
 from rltune.tracking._mlflow_compat import MAX_ENTITY_KEY_LENGTH
 
@@ -79,13 +79,16 @@ def flatten_metrics(result: Mapping[str, Any], prefix: str = "") -> dict[str, fl
     """The numeric leaves of a result as ``{"info/learner/default_policy/entropy": 0.69, ...}``.
 
     Bools (not numbers, see :mod:`rltune._metrics`), NaN, infinities, strings, lists (``hist_stats``) and the
-    ``config`` entry are left out. Policy ids (``policy_reward_mean/<id>``, ``info/learner/<id>/...``) are
-    written by :func:`policy_key`.
+    ``config`` entry are left out, and so are RLlib's other spellings of the episode stats
+    (:data:`~rltune._metrics.RESULT_SPELLINGS`: ``env_runners/...``, ``episode_return_mean``) beside
+    ``episode_reward_mean``: MLflow gets each value once, under rltune's classic name. Policy ids
+    (``policy_reward_mean/<id>``, ``info/learner/<id>/...``) are written by :func:`policy_key`.
     """
     out: dict[str, float] = {}
+    copies = "episode_reward_mean" in result
     by_policy = prefix[:-1] in _POLICY_DICTS
     for key, value in result.items():
-        if not prefix and key in _SKIP_RESULT_KEYS:
+        if not prefix and key in _SKIP_RESULT_KEYS or copies and key in RESULT_SPELLINGS:
             continue
         name = f"{prefix}{policy_key(key) if by_policy else key}"
         if isinstance(value, Mapping):

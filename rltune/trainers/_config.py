@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serial
 
 from rltune._validation import MAX_SEED, UserInput
 from rltune.errors import ConfigError
+from rltune.trainers._rllib_names import rllib_key_problem
 
 
 class _Strict(UserInput):
@@ -94,7 +95,7 @@ class TrainerSettings(_Strict):
     action_space: Any = Field(None, description="Action space; read from a rollout worker's env if unset.")
     disable_env_checking: bool = Field(False, description="Skip gymnasium's env checker on the first env built.")
     framework: Literal["torch"] = Field(
-        "torch", description="RLlib's framework key, accepted so that RLlib configs port; rltune runs on PyTorch."
+        "torch", description="RLlib's framework key; rltune runs on PyTorch ('tf', 'tf2' configs run on it too, with a warning)."
     )
     observation_filter: str = Field(
         "NoFilter", description="RLlib's observation filter; only NoFilter (observations as the env returns them)."
@@ -102,6 +103,17 @@ class TrainerSettings(_Strict):
     num_workers: int = Field(0, ge=0, description="Rollout worker processes; 0 samples in the trainer's own process.")
     num_envs_per_worker: int = Field(1, ge=1, description="Envs stepped as one vector (one batched forward per step).")
     rollout_fragment_length: int = Field(200, ge=1, description="Steps per env in one sample() call of a worker.")
+    batch_mode: Literal["truncate_episodes", "complete_episodes"] = Field(
+        "truncate_episodes",
+        description="truncate_episodes: a worker's sample is rollout_fragment_length steps of each env, cutting episodes; "
+        "complete_episodes: whole episodes only, at least that many steps (a running episode's steps wait for its end).",
+    )
+    num_cpus_per_worker: float = Field(
+        1, ge=0, description="CPUs a rollout worker process counts for in a study's CPU budget (trials at once)."
+    )
+    num_cpus_for_driver: float = Field(
+        1, ge=0, description="CPUs the trainer process counts for in a study's CPU budget (trials at once)."
+    )
     train_batch_size: int = Field(4000, ge=1, description="Samples per training iteration.")
     gamma: float = Field(0.99, ge=0.0, le=1.0, description="Discount factor.")
     lr: float = Field(5e-5, gt=0.0, description="Learning rate (start value when lr_schedule is set).")
@@ -209,6 +221,9 @@ def validate_config(config_cls: type[_Strict], config: dict[str, Any] | None, *,
 def _describe_error(config_cls: type[_Strict], err: dict[str, Any]) -> str:
     path = ".".join(str(p) for p in err["loc"])
     if err["type"] == "extra_forbidden":
+        rllib = rllib_key_problem(config_cls, tuple(str(p) for p in err["loc"]))
+        if rllib:
+            return rllib
         valid = _valid_keys(config_cls, err["loc"][:-1])
         close = difflib.get_close_matches(str(err["loc"][-1]), valid, n=1, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else ""

@@ -35,15 +35,13 @@ from rltune.trainers._agent_transitions import (
     TrajectoryKey,
     Transitions,
     in_trajectory_order,
-    pack_trajectories,
     trajectory_pieces,
 )
+from rltune.trainers._complete_episodes import EpisodeBuffer, Trajectories, chunk_steps, postprocess_packed
 from rltune.trainers._policy import Policy
 from rltune.trainers._policy_spec import PolicyMapping
 from rltune.trainers._sample_batch import (
     REWARDS,
-    TERMINATEDS,
-    TRUNCATEDS,
     EpisodeMetrics,
     SampleBatch,
     SampleResult,
@@ -75,6 +73,7 @@ class MultiAgentSampler:
         rebuild_env: Callable[[int], gym.Env],
         callbacks: DefaultCallbacks | None = None,
         worker: Any = None,
+        complete_episodes: bool = False,
     ) -> None:
         self.envs = envs
         self.contexts = contexts
@@ -101,6 +100,8 @@ class MultiAgentSampler:
         self._agent_returns: list[dict[Any, float]] = [{} for _ in range(n)]
         self._lengths = [0] * n
         self._store: dict[str, Transitions] = {}
+        # batch_mode complete_episodes: running episodes' trajectories wait here until their episode ends
+        self.episode_buffer = EpisodeBuffer() if complete_episodes else None
 
     def uses_policy(self, policy_id: str) -> bool:
         """Whether an agent of a running episode is mapped to ``policy_id``."""
@@ -146,6 +147,8 @@ class MultiAgentSampler:
         episode = MultiAgentEpisode(env_index=i, worker_index=self.contexts[i].worker_index, observation=obs, info=infos or {})
         self._episodes[i] = episode
         self._episode_number[i] += 1
+        if self.episode_buffer is not None:  # its trajectories may be postprocessed after it ended
+            self.episode_buffer.episodes[(i, self._episode_number[i])] = episode
         self._agent_policy[i] = {}
         self._agent_returns[i] = {}
         self._open[i] = {}
@@ -200,6 +203,8 @@ class MultiAgentSampler:
         first = not self._started
         self._started = True
         self._store = {}
+        if self.episode_buffer is not None:
+            self.episode_buffer.clear()
         for i in range(self.num_envs):
             self._new_episode(i, self._env_seed(i) if first else None)
 
@@ -208,6 +213,8 @@ class MultiAgentSampler:
         """Step every env ``num_steps`` times; return the postprocessed batches by policy id and finished episodes."""
         if not self._started:
             self.reset_all()
+        if self.episode_buffer is not None and postprocess:
+            return self._sample_complete_episodes(num_steps, explore)
         batched = self.batched() if postprocess else set()
         for pid in batched:
             self._store.setdefault(pid, Transitions())
@@ -221,6 +228,34 @@ class MultiAgentSampler:
         else:
             self._store = {}
         return result
+
+    def _sample_complete_episodes(self, num_steps: int, explore: bool) -> SampleResult:
+        """Step until whole episodes of at least ``num_steps x num_envs`` env steps ended; return those only."""
+        buffer, batched = self.episode_buffer, self.batched()
+        target = num_steps * self.num_envs
+        episodes: list[EpisodeMetrics] = []
+        env_steps = 0
+        ended = lambda episode: episode[1] < self._episode_number[episode[0]]  # noqa: E731 - (env index, number)
+        while env_steps < target:
+            for pid in batched:
+                self._store.setdefault(pid, Transitions())
+            done: list[EpisodeMetrics] = []
+            for _ in range(chunk_steps(target, env_steps, self.num_envs, num_steps)):
+                self._act_and_step(explore, batched, done)
+            episodes.extend(done)
+            env_steps += sum(e.episode_length for e in done)
+            for pid, (flat, keys, lengths) in self._closed_trajectories(batched).items():
+                start = 0
+                for key, length in zip(keys, lengths):
+                    piece = {name: column[start:start + length] for name, column in flat.items()}
+                    buffer.add(pid, key, piece, ended=ended(key[:2]))
+                    start += length
+            buffer.end_episodes(ended)
+        ready = buffer.take(batched)
+        batches = self._postprocess(ready)
+        agent_steps = sum(len(t[0][REWARDS]) for t in ready.values())
+        buffer.episodes = {k: v for k, v in buffer.episodes.items() if not ended(k)}
+        return SampleResult(batches=batches, episodes=episodes, env_steps=env_steps, agent_steps=agent_steps)
 
     def _act_and_step(self, explore: bool, batched: set[str], episodes: list[EpisodeMetrics]) -> int:
         groups: dict[str, list[tuple[int, Any]]] = {}
@@ -325,6 +360,10 @@ class MultiAgentSampler:
     # -- batches ------------------------------------------------------------------------
     def _build_batches(self, batched: set[str]) -> dict[str, SampleBatch]:
         """Postprocessed batches of the fragment's closed transitions; open ones move to the next fragment."""
+        return self._postprocess(self._closed_trajectories(batched))
+
+    def _closed_trajectories(self, batched: set[str]) -> dict[str, Trajectories]:
+        """Each policy's closed transitions of the fragment as trajectories; open ones move to the next fragment."""
         old = self._store
         self._store = {pid: Transitions() for pid in batched}
         trajectories: dict[str, tuple[SampleBatch, list[TrajectoryKey], list[int]]] = {}
@@ -333,6 +372,11 @@ class MultiAgentSampler:
             closed = store.closed_trajectories()
             if closed:
                 trajectories[pid] = in_trajectory_order(store.columns(computed[pid]), closed)
+        self._carry_open_transitions(old, computed)
+        return trajectories
+
+    def _postprocess(self, trajectories: dict[str, Trajectories]) -> dict[str, SampleBatch]:
+        """Each policy's trajectories postprocessed: packed in one call, or one call each (see _postprocess_each)."""
         each = {pid for pid in trajectories if self._per_trajectory or _wants_other_agent_batches(self.policies[pid])}
         pieces = {pid: trajectory_pieces(*trajectories[pid]) for pid in trajectories} if each else {}  # every policy's: the others' view
         batches = {}
@@ -340,8 +384,7 @@ class MultiAgentSampler:
             if pid in each:
                 batches[pid] = self._postprocess_each(pid, pieces)
             else:
-                batches[pid] = self._postprocess_packed(pid, flat, lengths)
-        self._carry_open_transitions(old, computed)
+                batches[pid] = postprocess_packed(self.policies[pid], flat, lengths)
         return batches
 
     def _carry_open_transitions(self, old: dict[str, Transitions], computed: dict[str, Any]) -> None:
@@ -358,19 +401,6 @@ class MultiAgentSampler:
             for k, (i, agent, tid) in enumerate(items):
                 key = (i, self._episode_number[i], agent)
                 self._open[i][agent] = (pid, new.open(key, first + k, store.rewards[tid]))
-
-    def _postprocess_packed(self, pid: str, flat: SampleBatch, lengths: list[int]) -> SampleBatch:
-        """All of a policy's trajectories in one postprocessing call: packed into ``[T, K]`` columns."""
-        slots, _ = pack_trajectories(lengths)
-        pad = slots < 0
-        take = np.where(pad, 0, slots)
-        batch = {name: column[take] for name, column in flat.items()}
-        batch[REWARDS] = np.where(pad, 0.0, batch[REWARDS]).astype(np.float32)
-        batch[TERMINATEDS] = batch[TERMINATEDS] | pad  # padding ends every recursion and needs no value
-        batch[TRUNCATEDS] = batch[TRUNCATEDS] & ~pad
-        processed = self.policies[pid].postprocess_trajectory(batch)
-        keep = ~pad.reshape(-1)
-        return {name: column[keep] for name, column in processed.items()}
 
     def _postprocess_each(self, pid: str, pieces: dict[str, dict[TrajectoryKey, SampleBatch]]) -> SampleBatch:
         """One postprocessing call per agent trajectory, with the other agents' batches of the same episode.
@@ -393,6 +423,8 @@ class MultiAgentSampler:
                 if e == env_index and k == number and a != agent
             }
             episode = self._episodes[env_index]
+            if self.episode_buffer is not None:  # complete episodes: the episode may have ended since
+                episode = self.episode_buffer.episodes.get((env_index, number), episode)
             if wants_others:
                 out = policy.postprocess_trajectory(piece, other_agent_batches=others, episode=episode)
             else:

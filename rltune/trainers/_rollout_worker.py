@@ -109,6 +109,7 @@ class RolloutWorker:
             rebuild_env=self._rebuild_env,
             callbacks=self.callbacks,
             worker=self,
+            complete_episodes=self.config.batch_mode == "complete_episodes",
         )
         if self.multi_agent:
             return MultiAgentSampler(

@@ -20,6 +20,7 @@ from rltune.callbacks._episode import Episode
 from rltune.env._build import where
 from rltune.env._context import EnvContext
 from rltune.errors import EnvError
+from rltune.trainers._complete_episodes import EpisodeBuffer, chunk_steps, postprocess_packed, split_env_columns
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._sample_batch import (
     ACTIONS,
@@ -54,6 +55,7 @@ class VectorSampler:
         rebuild_env: Callable[[int], gym.Env],
         callbacks: DefaultCallbacks | None = None,
         worker: Any = None,
+        complete_episodes: bool = False,
     ) -> None:
         self.envs = envs
         self.contexts = contexts
@@ -72,6 +74,9 @@ class VectorSampler:
         # Episode objects exist only when an episode hook is overridden: no cost otherwise.
         self._track = any(self.callbacks.overrides(h) for h in EPISODE_HOOKS)
         self._episodes: list[Episode | None] = [None] * self.num_envs
+        # batch_mode complete_episodes: running episodes' steps wait here until their episode ends
+        self.episode_buffer = EpisodeBuffer() if complete_episodes else None
+        self._episode_numbers = [0] * self.num_envs
 
     # -- env calls with failure handling --------------------------------------------------
     def _env_seed(self, i: int) -> int | None:
@@ -138,10 +143,42 @@ class VectorSampler:
         self._obs = obs
         self._returns = [0.0] * self.num_envs
         self._lengths = [0] * self.num_envs
+        if self.episode_buffer is not None:
+            self.episode_buffer.clear()
+            self._episode_numbers = [0] * self.num_envs
 
     # -- the sampling loop ------------------------------------------------------------
     def sample(self, num_steps: int, explore: bool = True, postprocess: bool = True) -> SampleResult:
-        """Step every env ``num_steps`` times; return the postprocessed batch and finished episodes."""
+        """Step every env ``num_steps`` times; return the postprocessed batch and finished episodes.
+
+        With ``complete_episodes`` (and ``postprocess``), step until whole
+        episodes of at least ``num_steps x num_envs`` steps ended, and return
+        those only (see :mod:`rltune.trainers._complete_episodes`).
+        """
+        if self.episode_buffer is not None and postprocess:
+            return self._sample_complete_episodes(num_steps, explore)
+        batch, episodes = self._step_fragment(num_steps, explore)
+        result = SampleResult(episodes=episodes, env_steps=num_steps * self.num_envs, agent_steps=num_steps * self.num_envs)
+        if postprocess:
+            result.batches[DEFAULT_POLICY_ID] = self.policy.postprocess_trajectory(batch)
+        return result
+
+    def _sample_complete_episodes(self, num_steps: int, explore: bool) -> SampleResult:
+        buffer = self.episode_buffer
+        target = num_steps * self.num_envs
+        episodes: list[EpisodeMetrics] = []
+        while buffer.ready_rows < target:
+            batch, ended = self._step_fragment(chunk_steps(target, buffer.ready_rows, self.num_envs, num_steps), explore)
+            episodes.extend(ended)
+            for i, number, piece, over in split_env_columns(batch, self._episode_numbers):
+                buffer.add(DEFAULT_POLICY_ID, (i, number, None), piece, ended=over)
+        rows = buffer.ready_rows
+        flat, _, lengths = buffer.take()[DEFAULT_POLICY_ID]
+        batch = postprocess_packed(self.policy, flat, lengths)
+        return SampleResult(batches={DEFAULT_POLICY_ID: batch}, episodes=episodes, env_steps=rows, agent_steps=rows)
+
+    def _step_fragment(self, num_steps: int, explore: bool) -> tuple[dict[str, np.ndarray], list[EpisodeMetrics]]:
+        """Step every env ``num_steps`` times: the time-major ``[num_steps, N]`` columns and the episodes that ended."""
         if self._obs is None:
             self.reset_all()
         policy = self.policy
@@ -212,10 +249,7 @@ class VectorSampler:
 
         batch = {OBS: obs_buf, ACTIONS: actions_buf, REWARDS: rewards, NEW_OBS: new_obs_buf,
                  TERMINATEDS: terminateds, TRUNCATEDS: truncateds, **extras_buf}
-        result = SampleResult(episodes=episodes, env_steps=num_steps * n, agent_steps=num_steps * n)
-        if postprocess:
-            result.batches[DEFAULT_POLICY_ID] = policy.postprocess_trajectory(batch)
-        return result
+        return batch, episodes
 
     def _fragment_buffers(self, num_steps: int) -> tuple[np.ndarray, ...]:
         """Empty time-major ``[num_steps, num_envs, ...]`` columns: obs, new obs, actions, rewards, terminateds, truncateds."""

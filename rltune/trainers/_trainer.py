@@ -40,6 +40,7 @@ from rltune.trainers._learner import Learner
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._policy_spec import multi_agent_problems
 from rltune.trainers._remote import set_compute_threads, setup_logging
+from rltune.trainers._rllib_names import add_result_spellings, translate_config
 from rltune.trainers._rollout_worker import RolloutWorker
 from rltune.trainers._sample_batch import EpisodeMetrics
 from rltune.trainers._sample_source import SampleSource
@@ -103,11 +104,22 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
 
     @classmethod
     def validate(cls, config: dict[str, Any] | None) -> TrainerSettings:
-        """Validate a user config dict; raise one :class:`ConfigError` with every problem."""
-        cfg = validate_config(cls.config_class, config, where=f"{cls.name} config")
+        """Validate a user config dict; raise one :class:`ConfigError` with every problem.
+
+        RLlib's other names of its keys (``num_env_runners``, ``num_epochs``,
+        ``framework: tf``...) are translated first (:mod:`._rllib_names`).
+        """
+        where = f"{cls.name} config"
+        translation = translate_config(config, cls.config_class)
+        try:
+            cfg = validate_config(cls.config_class, translation.config, where=where)
+        except ConfigError as exc:
+            raise ConfigError(translation.problems + translation.name_problems(exc.problems), where=where) from None
+        if translation.problems:
+            raise ConfigError(translation.problems, where=where)
         problems = cls.check_config(cfg)
         if problems:
-            raise ConfigError(problems, where=f"{cls.name} config")
+            raise ConfigError(problems, where=where)
         return cfg
 
     @classmethod
@@ -355,7 +367,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
             "policy_reward_max": {pid: float(np.max(r)) for pid, r in policy_rewards.items()},
             **self.sample_source.metrics(),
         }
-        return result
+        return add_result_spellings(result)
 
     # -- policies and inference ---------------------------------------------------------
     def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from rltune.trainers._rllib_names import add_result_spellings
 from rltune.trainers._rollout_worker import RolloutWorker
 from rltune.trainers._sample_batch import EpisodeMetrics
 
@@ -33,7 +34,8 @@ class EvaluationMixin:
         if self._last_evaluation is None or self.iteration % self.cfg.evaluation_interval == 0:
             self._last_evaluation = self.evaluate()["evaluation"]
             return copy.deepcopy(self._last_evaluation)  # callbacks may edit the result; the carried stats stay as measured
-        return {**copy.deepcopy(self._last_evaluation), "episodes_this_iter": 0, "hist_stats": {"episode_reward": []}}
+        carried = {**copy.deepcopy(self._last_evaluation), "episodes_this_iter": 0, "hist_stats": {"episode_reward": []}}
+        return add_result_spellings(carried)
 
     def evaluate(self, num_episodes: int | None = None, *, task: Any = None) -> dict[str, Any]:
         """Run deterministic episodes in a separate env (with ``evaluation_config``); training stats are untouched.
@@ -89,7 +91,7 @@ def _evaluation_stats(episodes: list[EpisodeMetrics]) -> dict[str, Any]:
     for episode in episodes:
         for _, pid, reward in episode.agent_rewards:
             policy_rewards.setdefault(pid, []).append(reward)
-    return {
+    return add_result_spellings({
         "episode_reward_mean": _mean_or_nan(rewards),
         "episode_reward_min": float(np.min(rewards)) if rewards else math.nan,
         "episode_reward_max": float(np.max(rewards)) if rewards else math.nan,
@@ -99,4 +101,4 @@ def _evaluation_stats(episodes: list[EpisodeMetrics]) -> dict[str, Any]:
         **({"policy_reward_mean": {pid: _mean_or_nan(r) for pid, r in policy_rewards.items()},
             "policy_reward_min": {pid: float(np.min(r)) for pid, r in policy_rewards.items()},
             "policy_reward_max": {pid: float(np.max(r)) for pid, r in policy_rewards.items()}} if policy_rewards else {}),
-    }
+    })

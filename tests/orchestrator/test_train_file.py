@@ -36,6 +36,7 @@ def test_reads_every_field(tmp_path):
         "checkpoint_at_end": True,
         "results_dir": "/tmp/r",
         "curriculum": None,
+        "num_samples": None,
     }
 
 
@@ -62,7 +63,7 @@ def test_an_rllib_tuned_example_ports_as_it_is(tmp_path):
 @pytest.mark.parametrize(
     "key, value, message",
     [
-        ("framework", "tf2", "framework: Input should be 'torch'"),
+        ("framework", "jax", "framework: 'jax' is not supported yet"),
         ("observation_filter", "MeanStdFilter", "observation_filter: 'MeanStdFilter' is not supported"),
     ],
 )
