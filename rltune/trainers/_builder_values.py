@@ -22,6 +22,7 @@ from rltune.trainers._builder_keys import (
     SAME_AS_RLTUNE,
 )
 from rltune.trainers._config import TrainerSettings, validate_config
+from rltune.trainers._rllib_names import translate_config
 
 # Blocks that a later call updates key by key, as RLlib does (a new exploration or replay buffer
 # 'type' replaces the block); every other key is replaced whole.
@@ -130,11 +131,14 @@ def problems_of(settings: type[TrainerSettings], values: dict[str, Any]) -> list
         if problem:
             add([problem])
             continue
+        translation = translate_config(candidate, settings)  # RLlib's other names, as Trainer.validate reads them
         try:
-            validate_config(settings, candidate)
+            validate_config(settings, translation.config)
         except ConfigError as exc:
-            add(exc.problems)
+            add(translation.problems + translation.name_problems(exc.problems))
             continue
+        add(translation.problems)
+        candidate = translation.config
         overrides = candidate.get("evaluation_config")
         if isinstance(overrides, dict) and overrides:
             try:
