@@ -35,7 +35,7 @@ from rltune.orchestrator._analysis import Analysis, TrialRecord
 from rltune.orchestrator._reporter import Reporter, TrialStopped, report
 from rltune.orchestrator._run_study import all_failed, first_error, run_plan
 from rltune.orchestrator._search_space import Domain, choice, grid_search, loguniform, quniform, randint, uniform
-from rltune.orchestrator._spec import StudyPlan, load_study_file, make_plan
+from rltune.orchestrator._spec import FIELDS, StudyPlan, load_study_file, make_plan
 
 __all__ = [
     "Analysis",
@@ -81,6 +81,7 @@ def run(
     results_dir: str | None = None,
     tracking_uri: str | None = None,
     tracking: bool | None = None,
+    tensorboard: bool | None = None,
     curriculum: dict[str, Any] | None = None,
     env: Any = None,
     seed: int | None = None,
@@ -104,34 +105,8 @@ def run(
     built, :class:`~rltune.errors.ConfigError` or :class:`~rltune.errors.EnvError`,
     before any trial.
     """
-    fields = {
-        "run": run_or_experiment,
-        "config": config,
-        "stop": stop,
-        "name": name,
-        "metric": metric,
-        "mode": mode,
-        "num_samples": num_samples,
-        "search_alg": search_alg,
-        "scheduler": scheduler,
-        "pruner": pruner,
-        "n_trials": n_trials,
-        "timeout_s": timeout_s,
-        "n_jobs": n_jobs,
-        "max_concurrent": max_concurrent,
-        "checkpoint_freq": checkpoint_freq,
-        "checkpoint_at_end": checkpoint_at_end,
-        "keep_checkpoints_num": keep_checkpoints_num,
-        "max_failures": max_failures,
-        "trial_timeout_s": trial_timeout_s,
-        "storage": storage,
-        "results_dir": results_dir,
-        "tracking_uri": tracking_uri,
-        "tracking": tracking,
-        "curriculum": curriculum,
-        "env": env,
-        "seed": seed,
-    }
+    arguments = dict(locals())  # every parameter but run_or_experiment, resume and the last three is a study field
+    fields = {"run": run_or_experiment, **{field: arguments[field] for field in FIELDS if field in arguments}}
     plan = _plan(fields, resume)
     analysis = run_plan(plan, resume=resume, verbose=verbose)
     _raise_on_failures(analysis, plan.name, raise_on_failed_trial)

@@ -1,0 +1,193 @@
+"""TensorBoard event files of a trial's results, in the trial's directory (``tensorboard --logdir``).
+
+Each result becomes one event at step ``timesteps_total`` (RLlib's
+convention; ``training_iteration`` for a result without it): every finite
+number of the result as a scalar, nested keys joined with '/'
+(``info/learner/default_policy/policy_loss``, ``evaluation/episode_reward_mean``,
+``custom_metrics/...``, ``policy_reward_mean/<policy id>``), and every
+non-empty list of numbers as a histogram (``hist_stats/episode_reward``).
+NaN and infinities are left out (TensorBoard cannot plot them; result.json
+keeps them), and so are ``timestamp`` (the event's wall time already) and
+``trial_number`` (the run's directory names it).
+
+The training loop pays for a copy of the result's numbers and a queue put;
+a writer thread builds the event, writes it and flushes it to disk (fsync)
+before it takes the next one, so an iteration is on disk soon after it ends
+and a slow disk never stalls training. :meth:`TensorBoardWriter.close` writes
+what is queued and closes the file. A trial restarted in its directory
+(resumed, or retried from a checkpoint) opens a new event file that tells
+TensorBoard to hide the steps the earlier attempt wrote after the step it
+restarts from.
+
+This is the one module that imports tensorboardX (tested with tensorboardX
+2.6.5): its ``EventsWriter`` (the synchronous writer under its
+``SummaryWriter``, which would add a process queue and a thread of its own
+per trial and build one event per scalar), its ``Event``/``Summary`` protocol
+buffers and ``summary.histogram``. tests/orchestrator/test_tensorboard.py
+reads the files back with TensorBoard's own loader and fails if these move.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rltune._trial_files import RESULT_FILE
+
+logger = logging.getLogger(__name__)
+
+CLOSE_TIMEOUT_S = 30.0  # close() waits this long for the writer thread (a hung disk must not hang the trial's end)
+EVENT_FILE_MARK = ".tfevents."  # what TensorBoard looks for in a file name
+HISTOGRAM_BINS = 30
+NOT_PLOTTED = frozenset({"timestamp", "trial_number"})
+_CLOSE = object()
+_files = itertools.count()
+
+
+def tensorboard_step(result: dict[str, Any]) -> int:
+    """The step of a result's event: ``timesteps_total`` if it is a finite number, else ``training_iteration``."""
+    steps = result.get("timesteps_total")
+    if _is_number(steps) and math.isfinite(steps):
+        return int(steps)
+    return int(result.get("training_iteration") or 0)
+
+
+def flatten_numbers(result: dict[str, Any], prefix: str = "") -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """The finite numbers of a nested result as ``a/b/c`` scalars, and its non-empty lists of numbers (histograms)."""
+    values: dict[str, float] = {}
+    lists: dict[str, np.ndarray] = {}
+    for key, value in result.items():
+        tag = f"{prefix}{key}"
+        if not prefix and key in NOT_PLOTTED:
+            continue
+        if isinstance(value, dict):
+            nested_values, nested_lists = flatten_numbers(value, tag + "/")
+            values.update(nested_values)
+            lists.update(nested_lists)
+        elif _is_number(value):
+            if math.isfinite(value):
+                values[tag] = float(value)
+        elif isinstance(value, (list, tuple, np.ndarray)) and len(value) and all(_is_number(v) for v in value):
+            array = np.asarray(value, dtype=np.float64)  # a copy: the trainable may change its list later
+            array = array[np.isfinite(array)]
+            if array.size:
+                lists[tag] = array
+    return values, lists
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+class TensorBoardWriter:
+    """Writes a trial's results as TensorBoard events in ``logdir`` from a thread of its own (see the module doc).
+
+    ``result(result)`` is called once per iteration by the loop (a
+    :class:`~rltune.orchestrator._reporter.Reporter` observer), ``close()``
+    once at the end on every path (idempotent). A write that fails is
+    logged once and the trial goes on without TensorBoard (result.json is
+    the record).
+    """
+
+    def __init__(self, logdir: str | os.PathLike[str], *, purge_step: int | None = None) -> None:
+        """Open a new event file in ``logdir``; ``purge_step``: hide earlier files' events at this step and later."""
+        from tensorboardX.event_file_writer import EventsWriter
+        from tensorboardX.proto.event_pb2 import Event, SessionLog
+
+        self.logdir = Path(logdir)
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        # pid and a counter in the name: two attempts of a trial started in the same second never share a file
+        suffix = f".{os.getpid()}.{next(_files)}"
+        self._events = EventsWriter(str(self.logdir / "events"), suffix)
+        self.path = next(p for p in self.logdir.iterdir() if EVENT_FILE_MARK in p.name and p.name.endswith(suffix))
+        if purge_step is not None:  # TensorBoard drops earlier events at steps >= this one
+            self._events.write_event(Event(step=purge_step, session_log=SessionLog(status=SessionLog.START)))
+        self._events.flush()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._failed = False
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="rltune-tensorboard", daemon=True)
+        self._thread.start()
+
+    def result(self, result: dict[str, Any]) -> None:
+        """Queue one result (its numbers copied now); the writer thread writes and flushes it."""
+        if self._closed or self._failed:
+            return
+        values, lists = flatten_numbers(result)
+        self._queue.put((time.time(), tensorboard_step(result), values, lists))
+
+    def close(self) -> None:
+        """Write what is queued, flush and close the event file (waits up to CLOSE_TIMEOUT_S)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_CLOSE)
+        self._thread.join(CLOSE_TIMEOUT_S)
+        if self._thread.is_alive():
+            logger.warning("TensorBoard: the event file %s was not closed within %.0f s (a slow disk?)",
+                           self.path, CLOSE_TIMEOUT_S)
+
+    def _run(self) -> None:
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.proto.summary_pb2 import Summary
+        from tensorboardX.summary import histogram
+
+        while True:
+            item = self._queue.get()
+            if item is _CLOSE:
+                break
+            if self._failed:
+                continue
+            wall_time, step, values, lists = item
+            try:
+                summary = Summary(value=[Summary.Value(tag=tag, simple_value=v) for tag, v in values.items()])
+                for tag, array in lists.items():
+                    summary.value.extend(histogram(tag, array, HISTOGRAM_BINS).value)
+                self._events.write_event(Event(wall_time=wall_time, step=step, summary=summary))
+                self._events.flush()
+            except Exception as exc:  # noqa: BLE001 - TensorBoard is a view; the trial goes on (result.json is the record)
+                self._failed = True
+                logger.warning("TensorBoard: writing %s failed (%s: %s); no more TensorBoard events for this trial",
+                               self.path, type(exc).__name__, exc)
+        try:
+            self._events.close()
+        except Exception as exc:  # noqa: BLE001
+            logger.warning("TensorBoard: closing %s failed (%s: %s)", self.path, type(exc).__name__, exc)
+
+
+def open_trial_writer(trial_dir: str | os.PathLike[str]) -> TensorBoardWriter:
+    """The writer of a trial (re)starting in ``trial_dir``, once its ``result.json`` holds only the results kept.
+
+    If an earlier attempt left event files there, the new file hides their
+    events after the last kept result (all of them if none was kept).
+    """
+    directory = Path(trial_dir)
+    purge_step = None
+    if directory.is_dir() and any(EVENT_FILE_MARK in p.name for p in directory.iterdir()):
+        last = _last_result(directory / RESULT_FILE)
+        purge_step = tensorboard_step(last) + 1 if last is not None else 0
+    return TensorBoardWriter(directory, purge_step=purge_step)
+
+
+def _last_result(path: Path) -> dict[str, Any] | None:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            result = json.loads(line)
+        except ValueError:  # a line cut short by a kill
+            continue
+        return result if isinstance(result, dict) else None
+    return None
