@@ -11,9 +11,9 @@ keeps them), and so are ``timestamp`` (the event's wall time already) and
 ``trial_number`` (the run's directory names it).
 
 The training loop pays for a copy of the result's numbers and a queue put;
-a writer thread builds the event, writes it and flushes it to disk (fsync)
-before it takes the next one, so an iteration is on disk soon after it ends
-and a slow disk never stalls training. :meth:`TensorBoardWriter.close` writes
+a writer thread builds the event, writes it and flushes it to disk (fsync),
+so an iteration is on disk soon after it ends and a slow disk never stalls
+training (results that come faster than the disk takes them share a flush). :meth:`TensorBoardWriter.close` writes
 what is queued and closes the file. A trial restarted in its directory
 (resumed, or retried from a checkpoint) opens a new event file that tells
 TensorBoard to hide the steps the earlier attempt wrote after the step it
@@ -62,27 +62,43 @@ def tensorboard_step(result: dict[str, Any]) -> int:
     return int(result.get("training_iteration") or 0)
 
 
-def flatten_numbers(result: dict[str, Any], prefix: str = "") -> tuple[dict[str, float], dict[str, np.ndarray]]:
+def flatten_numbers(result: dict[str, Any]) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """The finite numbers of a nested result as ``a/b/c`` scalars, and its non-empty lists of numbers (histograms)."""
     values: dict[str, float] = {}
     lists: dict[str, np.ndarray] = {}
-    for key, value in result.items():
-        tag = f"{prefix}{key}"
-        if not prefix and key in NOT_PLOTTED:
-            continue
-        if isinstance(value, dict):
-            nested_values, nested_lists = flatten_numbers(value, tag + "/")
-            values.update(nested_values)
-            lists.update(nested_lists)
+    _flatten(result, "", values, lists)
+    for key in NOT_PLOTTED:
+        values.pop(key, None)
+    return values, lists
+
+
+def _flatten(node: dict[str, Any], prefix: str, values: dict[str, float], lists: dict[str, np.ndarray]) -> None:
+    for key, value in node.items():
+        kind = type(value)
+        if kind is float or kind is int:  # most of a result: checked first, without isinstance
+            if kind is int or math.isfinite(value):
+                values[f"{prefix}{key}"] = value
+        elif isinstance(value, dict):
+            _flatten(value, f"{prefix}{key}/", values, lists)
         elif _is_number(value):
             if math.isfinite(value):
-                values[tag] = float(value)
-        elif isinstance(value, (list, tuple, np.ndarray)) and len(value) and all(_is_number(v) for v in value):
-            array = np.asarray(value, dtype=np.float64)  # a copy: the trainable may change its list later
-            array = array[np.isfinite(array)]
-            if array.size:
-                lists[tag] = array
-    return values, lists
+                values[f"{prefix}{key}"] = float(value)
+        elif isinstance(value, (list, tuple, np.ndarray)) and len(value) and _is_number(value[0]):
+            array = _numbers(value)  # a copy: the trainable may change its list later
+            if array is not None and array.size:
+                lists[f"{prefix}{key}"] = array
+
+
+def _numbers(values: Any) -> np.ndarray | None:
+    """The finite numbers of a flat list as a new float array; None if it holds anything but numbers."""
+    try:
+        array = np.array(values)
+    except (TypeError, ValueError):  # ragged
+        return None
+    if array.ndim != 1 or array.dtype.kind not in "iuf":  # strings, objects, bools, nested lists
+        return None
+    array = array.astype(np.float64, copy=False)
+    return array[np.isfinite(array)]
 
 
 def _is_number(value: Any) -> bool:
@@ -114,6 +130,9 @@ class TensorBoardWriter:
             self._events.write_event(Event(step=purge_step, session_log=SessionLog(status=SessionLog.START)))
         self._events.flush()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._queued = 0  # results queued (by the loop's thread)
+        self._written = 0  # results written and flushed, or dropped after a failure (by the writer's thread)
+        self._progress = threading.Condition()
         self._failed = False
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="rltune-tensorboard", daemon=True)
@@ -124,7 +143,14 @@ class TensorBoardWriter:
         if self._closed or self._failed:
             return
         values, lists = flatten_numbers(result)
+        self._queued += 1
         self._queue.put((time.time(), tensorboard_step(result), values, lists))
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every result queued so far is on disk (True), or ``timeout`` seconds passed (False)."""
+        target = self._queued
+        with self._progress:
+            return self._progress.wait_for(lambda: self._written >= target or not self._thread.is_alive(), timeout)
 
     def close(self) -> None:
         """Write what is queued, flush and close the event file (waits up to CLOSE_TIMEOUT_S)."""
@@ -138,31 +164,43 @@ class TensorBoardWriter:
                            self.path, CLOSE_TIMEOUT_S)
 
     def _run(self) -> None:
-        from tensorboardX.proto.event_pb2 import Event
-        from tensorboardX.proto.summary_pb2 import Summary
-        from tensorboardX.summary import histogram
-
-        while True:
-            item = self._queue.get()
-            if item is _CLOSE:
-                break
-            if self._failed:
-                continue
-            wall_time, step, values, lists = item
-            try:
-                summary = Summary(value=[Summary.Value(tag=tag, simple_value=v) for tag, v in values.items()])
-                for tag, array in lists.items():
-                    summary.value.extend(histogram(tag, array, HISTOGRAM_BINS).value)
-                self._events.write_event(Event(wall_time=wall_time, step=step, summary=summary))
-                self._events.flush()
-            except Exception as exc:  # noqa: BLE001 - TensorBoard is a view; the trial goes on (result.json is the record)
-                self._failed = True
-                logger.warning("TensorBoard: writing %s failed (%s: %s); no more TensorBoard events for this trial",
-                               self.path, type(exc).__name__, exc)
+        """Write what is queued, one flush per batch (results that came faster than the disk share one)."""
+        closing = False
+        while not closing:
+            batch = [self._queue.get()]
+            while True:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            closing = any(item is _CLOSE for item in batch)
+            results = [item for item in batch if item is not _CLOSE]
+            if results and not self._failed:
+                self._write(results)
+            with self._progress:
+                self._written += len(results)
+                self._progress.notify_all()
         try:
             self._events.close()
         except Exception as exc:  # noqa: BLE001
             logger.warning("TensorBoard: closing %s failed (%s: %s)", self.path, type(exc).__name__, exc)
+
+    def _write(self, results: list[tuple[float, int, dict[str, float], dict[str, np.ndarray]]]) -> None:
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.proto.summary_pb2 import Summary
+        from tensorboardX.summary import histogram
+
+        try:
+            for wall_time, step, values, lists in results:
+                summary = Summary(value=[Summary.Value(tag=tag, simple_value=v) for tag, v in values.items()])
+                for tag, array in lists.items():
+                    summary.value.extend(histogram(tag, array, HISTOGRAM_BINS).value)
+                self._events.write_event(Event(wall_time=wall_time, step=step, summary=summary))
+            self._events.flush()  # fsync: on disk, in this thread
+        except Exception as exc:  # noqa: BLE001 - TensorBoard is a view; the trial goes on (result.json is the record)
+            self._failed = True
+            logger.warning("TensorBoard: writing %s failed (%s: %s); no more TensorBoard events for this trial",
+                           self.path, type(exc).__name__, exc)
 
 
 def open_trial_writer(trial_dir: str | os.PathLike[str]) -> TensorBoardWriter:
