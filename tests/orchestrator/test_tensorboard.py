@@ -252,3 +252,10 @@ def test_numbers_are_flattened_with_slashes_and_the_rest_left_out():
     assert tensorboard_step({"timesteps_total": 500, "training_iteration": 2}) == 500
     assert tensorboard_step({"training_iteration": 2}) == 2
     assert tensorboard_step({"timesteps_total": float("nan"), "training_iteration": 2}) == 2
+
+
+def test_record_checksums_are_computed_in_c():
+    """tensorboardX uses the crc32c package when it imports; its pure-Python fallback is the main cost of an event."""
+    from tensorboardX import crc32c
+
+    assert crc32c._crc32c_native is not None
