@@ -11,9 +11,12 @@ keeps them), and so are ``timestamp`` (the event's wall time already) and
 ``trial_number`` (the run's directory names it).
 
 The training loop pays for a copy of the result's numbers and a queue put;
-a writer thread builds the event, writes it and flushes it to disk (fsync),
-so an iteration is on disk soon after it ends and a slow disk never stalls
-training (results that come faster than the disk takes them share a flush). :meth:`TensorBoardWriter.close` writes
+a writer thread builds the events, writes them and flushes them to disk
+(fsync), at once for a result that comes after a quiet second, else with
+the others of the last second (FLUSH_INTERVAL_S): an iteration is on disk
+at most a second after it ends, a slow disk never stalls training, and a
+trainable that reports hundreds of times a second does not wake the writer
+for each result. :meth:`TensorBoardWriter.close` writes
 what is queued and closes the file. A trial restarted in its directory
 (resumed, or retried from a checkpoint) opens a new event file that tells
 TensorBoard to hide the steps the earlier attempt wrote after the step it
@@ -51,6 +54,7 @@ logger = logging.getLogger(__name__)
 CLOSE_TIMEOUT_S = 30.0  # close() waits this long for the writer thread (a hung disk must not hang the trial's end)
 EVENT_FILE_MARK = ".tfevents."  # what TensorBoard looks for in a file name
 HISTOGRAM_BINS = 30
+FLUSH_INTERVAL_S = 1.0  # at most one write and flush a second: TensorBoard itself reloads every 5 s
 NOT_PLOTTED = frozenset({"timestamp", "trial_number"})
 _CLOSE = object()
 _files = itertools.count()
@@ -137,6 +141,7 @@ class TensorBoardWriter:
         self._progress = threading.Condition()
         self._failed = False
         self._closed = False
+        self._hurry = threading.Event()  # close() or wait(): write what is queued now, not at the next interval
         self._thread = threading.Thread(target=self._run, name="rltune-tensorboard", daemon=True)
         self._thread.start()
 
@@ -151,6 +156,7 @@ class TensorBoardWriter:
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every result queued so far is on disk (True), or ``timeout`` seconds passed (False)."""
         target = self._queued
+        self._hurry.set()
         with self._progress:
             return self._progress.wait_for(lambda: self._written >= target or not self._thread.is_alive(), timeout)
 
@@ -160,6 +166,7 @@ class TensorBoardWriter:
             return
         self._closed = True
         self._queue.put(_CLOSE)
+        self._hurry.set()
         self._thread.join(CLOSE_TIMEOUT_S)
         if self._thread.is_alive():
             logger.warning("TensorBoard: the event file %s was not closed within %.0f s (a slow disk?)",
@@ -182,6 +189,9 @@ class TensorBoardWriter:
             with self._progress:
                 self._written += len(results)
                 self._progress.notify_all()
+            if not closing:  # results that come meanwhile share the next write and flush
+                self._hurry.wait(FLUSH_INTERVAL_S)
+                self._hurry.clear()
         try:
             self._events.close()
         except Exception as exc:  # noqa: BLE001

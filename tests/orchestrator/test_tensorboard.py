@@ -18,15 +18,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tensorboard.backend.event_processing import event_accumulator  # the test extra: TensorBoard's own reader
+from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
+
 from rltune import tune
 from rltune.errors import ConfigError
 from rltune.orchestrator import _trial_process
 from rltune.orchestrator._spec import FIELDS, StudySpec
 from rltune.orchestrator._tensorboard import flatten_numbers, tensorboard_step
 from rltune.orchestrator.cli import main
-
-event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
-from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer  # noqa: E402
 
 TINY = {"train_batch_size": 200, "rollout_fragment_length": 50, "sgd_minibatch_size": 100, "num_sgd_iter": 2,
         "model": {"fcnet_hiddens": [16]}, "seed": 0}
