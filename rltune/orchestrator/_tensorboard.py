@@ -26,9 +26,10 @@ This is the one module that imports tensorboardX (tested with tensorboardX
 2.6.5): its ``EventsWriter`` (the synchronous writer under its
 ``SummaryWriter``, which would add a process queue and a thread of its own
 per trial and build one event per scalar) and its ``Event``/``Summary``
-protocol buffers. Each record's checksum (CRC32C) is computed by the
+protocol buffers; it is imported without the torch import its package makes
+(:func:`_import_tensorboardx`). Each record's checksum (CRC32C) is computed by the
 ``crc32c`` package when installed (a dependency; tensorboardX's pure-Python
-fallback costs more than the rest of the event). tests/orchestrator/test_tensorboard.py
+fallback costs more CPU than the rest of an event: benchmarks/README.md). tests/orchestrator/test_tensorboard.py
 reads the files back with TensorBoard's own loader and fails if these move.
 """
 
@@ -40,6 +41,7 @@ import logging
 import math
 import os
 import queue
+import sys
 import threading
 import time
 from pathlib import Path
@@ -123,6 +125,7 @@ class TensorBoardWriter:
 
     def __init__(self, logdir: str | os.PathLike[str], *, purge_step: int | None = None) -> None:
         """Open a new event file in ``logdir``; ``purge_step``: hide earlier files' events at this step and later."""
+        _import_tensorboardx()
         from tensorboardX.event_file_writer import EventsWriter
         from tensorboardX.proto.event_pb2 import Event, SessionLog
 
@@ -173,7 +176,7 @@ class TensorBoardWriter:
                            self.path, CLOSE_TIMEOUT_S)
 
     def _run(self) -> None:
-        """Write what is queued, one flush per batch (results that came faster than the disk share one)."""
+        """Write and flush what is queued, then sleep FLUSH_INTERVAL_S (unless hurried); until close()."""
         closing = False
         while not closing:
             batch = [self._queue.get()]
@@ -213,13 +216,32 @@ class TensorBoardWriter:
                            self.path, type(exc).__name__, exc)
 
 
+def _import_tensorboardx() -> None:
+    """Import tensorboardX without the torch import its package makes (``try: import torch`` in its writer).
+
+    A trial that has not imported torch (a function trainable) would pay
+    for torch's import at its start (benchmarks/README.md); this module uses
+    none of tensorboardX's torch support. While tensorboardX is imported,
+    ``import torch`` fails in this process (another thread importing torch
+    then would fail too: trial processes import nothing in other threads).
+    """
+    if "tensorboardX" in sys.modules or "torch" in sys.modules:
+        return
+    sys.modules["torch"] = None  # type: ignore[assignment] - makes `import torch` raise ImportError
+    try:
+        import tensorboardX  # noqa: F401
+    finally:
+        del sys.modules["torch"]
+
+
 def _histogram(values: np.ndarray) -> Any:
     """TensorBoard's histogram of ``values``: HISTOGRAM_BINS equal buckets from min to max.
 
     A bucket ends at its ``bucket_limit`` and starts at the previous one (the
-    first at ``min``); equal values make one bucket. Counted with ``np.bincount``: tensorboardX's
-    ``summary.histogram`` (np.histogram and some more) takes about five times
-    as long, and this runs once per list per result.
+    first at ``min``); equal values make one bucket. Counted with
+    ``np.bincount``, which costs less than tensorboardX's ``summary.histogram``
+    (np.histogram, then trimming empty buckets): this runs for every list of
+    every result.
     """
     from tensorboardX.proto.summary_pb2 import HistogramProto
 

@@ -37,7 +37,6 @@ from rltune.env._shipping import install_env_registrations
 from rltune.orchestrator import _reporter
 from rltune.orchestrator._child import receive_init
 from rltune.orchestrator._reporter import Reporter, TrialStopped, truncate_results
-from rltune.orchestrator._tensorboard import open_trial_writer
 
 
 def trial_entry(fd: int) -> None:
@@ -72,7 +71,7 @@ def run(conn: Channel | None, init: dict[str, Any]) -> int:
         start_iteration=start_iteration if restore else 0,
         checkpoint_freq=init.get("checkpoint_freq", 0),
         keep_checkpoints_num=init.get("keep_checkpoints_num"),
-        observers=[open_trial_writer(init["trial_dir"])] if init.get("tensorboard") else [],
+        observers=_observers(init),
     )
     _reporter._current = reporter
     _seed_everything(init.get("seed"))
@@ -94,6 +93,15 @@ def run(conn: Channel | None, init: dict[str, Any]) -> int:
         reporter.close()
     _send(conn, Done())
     return 0
+
+
+def _observers(init: dict[str, Any]) -> list[Any]:
+    """The reporter's observers: the TensorBoard writer when asked (imported only then: it imports numpy)."""
+    if not init.get("tensorboard"):
+        return []
+    from rltune.orchestrator._tensorboard import open_trial_writer
+
+    return [open_trial_writer(init["trial_dir"])]
 
 
 def run_trainer(ref: Any, config: dict[str, Any], reporter: Reporter) -> None:

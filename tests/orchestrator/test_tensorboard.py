@@ -259,3 +259,16 @@ def test_record_checksums_are_computed_in_c():
     from tensorboardX import crc32c
 
     assert crc32c._crc32c_native is not None
+
+
+def test_a_function_trial_opening_the_writer_does_not_import_torch(tmp_path):
+    """tensorboardX's package imports torch when it can; a trial that never needs torch must not pay for it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from rltune.orchestrator._trial_process import _observers;"
+            "(w,) = _observers({'tensorboard': True, 'trial_dir': sys.argv[1]}); w.close();"
+            "before = 'torch' in sys.modules; import torch; print(before, torch.__name__)")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["False", "torch"], proc.stderr
+    assert len(event_files(tmp_path)) == 1
