@@ -153,7 +153,8 @@ def study_file(tmp_path: Path, extra: str = "") -> Path:
 
 
 def test_studies_write_no_event_files_by_default_and_rltune_tune_tensorboard_turns_them_on(tmp_path, monkeypatch):
-    assert StudySpec.model_fields["tensorboard"].default is False  # benchmarks/README.md: it costs more than 2%
+    # benchmarks/README.md: more than 2% of a cheap function trainable's iteration
+    assert StudySpec.model_fields["tensorboard"].default is False
     monkeypatch.chdir(Path(__file__).parent)
     study = study_file(tmp_path)
     assert main(["tune", str(study), "--quiet", "--results-dir", str(tmp_path / "default")]) == 0
