@@ -13,31 +13,35 @@ Variants, each run in its own subprocess:
 - ``rltune``: a PPO trainer with num_workers 0, timing
   ``trainer.workers.sample(4 * 100)``: envs, one batched forward per policy
   per step (policy and value nets), per-agent transitions, postprocessing
-  (GAE) of every trajectory.
+  (GAE) of every trajectory. The same process also times rltune's
+  single-agent path, in measurements that alternate with the multi-agent
+  ones (so the cost ratio is taken seconds apart, not minutes):
+
+  - ``single``: ``SingleCartPole`` (one agent of the same env as a
+    gymnasium env), same settings (4 envs);
+  - ``single 4N``: the same with 4 x N envs, one per agent of the
+    multi-agent run: as many rows per forward pass and agent steps per call
+    (the stricter reference: the multi-agent run's larger forward batches
+    are no advantage over it).
 - ``rllib``: RLlib's new API stack, a ``MultiAgentEnvRunner`` built from a
   ``PPOConfig`` (num_env_runners 0, so no Ray cluster is started), timing
   ``runner.sample()`` (one fragment of every env): envs, connectors, the
   inference-only RLModule's forward (no value head; RLlib computes values and
   GAE on the learner side, which is not timed), episode bookkeeping. It runs
   with the interpreter of ``--rllib-python`` (RLlib in its own venv).
-- ``rltune-single``: the single-agent reference: ``SingleCartPole`` (one
-  agent of the same env as a gymnasium env), same settings (4 envs).
-- ``rltune-single-wide``: the same with 4 x N envs, one per agent of the
-  multi-agent run: as many rows per forward pass and agent steps per call
-  as the multi-agent run with N agents (the stricter reference: the
-  multi-agent run's larger forward batches are no advantage over it).
 - ``rltune-1w`` (not in the default set): ``rltune`` with 1 rollout worker
   process x 4 envs (adds the pipe transfer).
 
 Each run: two warm-up calls, then ``--repeats`` measurements of at least
 ``--seconds`` each; a run's figure is the median. Rounds are interleaved
-(rltune and RLlib alternate which goes first) and ratios are taken within a
-round, so a change in machine load hits both sides alike.
+(rltune and RLlib alternate which goes first) and rltune / RLlib is taken
+within a round, so a change in machine load hits both sides alike.
 
 Targets (issue 16): rltune >= 3x RLlib's agent steps/s at every agent count,
 and rltune's cost per agent step within 2x of its single-agent path's cost per
 env step (``multi / single``: single-agent steps/s over multi-agent agent
-steps/s), against both single-agent references.
+steps/s), against both single-agent references (the median of each run's
+per-measurement ratios, then the median over rounds).
 
 Full run (about 10 minutes)::
 
@@ -63,37 +67,48 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 NUM_ENVS = 4
 FRAGMENT = 100
 AGENT_COUNTS = (2, 8, 32)
-VARIANTS = ("rltune", "rllib", "rltune-single", "rltune-single-wide", "rltune-1w")
-DEFAULT_VARIANTS = "rltune,rllib,rltune-single,rltune-single-wide"
+VARIANTS = ("rltune", "rllib", "rltune-1w")
+DEFAULT_VARIANTS = "rltune,rllib"
 MAPPINGS = ("shared", "groups")
 DEFAULT_RLLIB_PYTHON = "/work/rllib-venv/bin/python"
 MIN_RATIO = 3.0  # rltune / RLlib, agent steps per second
 MAX_COST_RATIO = 2.0  # rltune multi-agent cost per agent step / single-agent cost per step
-FULL = {"seconds": 3.0, "repeats": 3, "rounds": 3}  # the budget at which targets are judged
+FULL = {"seconds": 2.0, "repeats": 3, "rounds": 3}  # the budget at which targets are judged
 
 
 # -- measuring (in a child process) ----------------------------------------------------------
-def _measure(sample_once: Callable[[], tuple[int, int]], seconds: float, repeats: int) -> dict[str, Any]:
-    """Agent and env steps per second of ``repeats`` measurements, each calling ``sample_once`` for >= ``seconds``."""
-    for _ in range(2):  # warm-up: resets, lazy allocations, first forward passes
-        sample_once()
-    agent_rates, env_rates = [], []
+Sampler = Callable[[], tuple[int, int]]  # one sampling call: (agent steps, env steps)
+
+
+def _time_block(sample_once: Sampler, seconds: float) -> tuple[float, float]:
+    """Agent and env steps per second of ``sample_once`` called until ``seconds`` have passed."""
+    agent_steps = env_steps = 0
+    start = time.perf_counter()
+    while True:
+        a, e = sample_once()
+        agent_steps += a
+        env_steps += e
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return agent_steps / elapsed, env_steps / elapsed
+
+
+def _measure(samplers: dict[str, Sampler], seconds: float, repeats: int) -> dict[str, dict[str, Any]]:
+    """Each sampler's agent and env steps/s over ``repeats`` rounds in which the samplers take turns."""
+    for sample_once in samplers.values():
+        for _ in range(2):  # warm-up: resets, lazy allocations, first forward passes
+            sample_once()
+    rates: dict[str, list[tuple[float, float]]] = {name: [] for name in samplers}
     for _ in range(repeats):
-        agent_steps = env_steps = 0
-        start = time.perf_counter()
-        while True:
-            a, e = sample_once()
-            agent_steps += a
-            env_steps += e
-            elapsed = time.perf_counter() - start
-            if elapsed >= seconds:
-                break
-        agent_rates.append(agent_steps / elapsed)
-        env_rates.append(env_steps / elapsed)
+        for name, sample_once in samplers.items():
+            rates[name].append(_time_block(sample_once, seconds))
     return {
-        "agent_rates": agent_rates,
-        "agent_steps_per_s": statistics.median(agent_rates),
-        "env_steps_per_s": statistics.median(env_rates),
+        name: {
+            "agent_rates": [a for a, _ in pairs],
+            "agent_steps_per_s": statistics.median(a for a, _ in pairs),
+            "env_steps_per_s": statistics.median(e for _, e in pairs),
+        }
+        for name, pairs in rates.items()
     }
 
 
@@ -110,39 +125,59 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
 def _run_rltune(task: dict[str, Any]) -> dict[str, Any]:
     # Remote workers are new interpreters: they must find _ma_env (the env and the mapping functions).
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH")) if p)
+    import rltune
+
+    n, num_envs = task["num_agents"], task["num_envs"]
+    trainers = {"multi": _rltune_trainer(task, n, num_envs)}
+    if task["variant"] == "rltune":  # the single-agent references, measured in turn with it
+        trainers["single"] = _rltune_trainer(task, 0, num_envs)
+        trainers["single_4n"] = _rltune_trainer(task, 0, num_envs * n)
+    try:
+        samplers = {name: _rltune_sampler(trainer) for name, trainer in trainers.items()}
+        out = _measure(samplers, task["seconds"], task["repeats"])
+    finally:
+        for trainer in trainers.values():
+            trainer.stop()
+    result = {**out.pop("multi"), "library": f"rltune {rltune.__version__}", "torch_threads": _torch_threads()}
+    for name, figures in out.items():
+        multi = result["agent_rates"]
+        result[name] = {**figures, "cost_ratios": [s / m for s, m in zip(figures["agent_rates"], multi)]}
+    return result
+
+
+def _rltune_trainer(task: dict[str, Any], num_agents: int, num_envs: int) -> Any:
+    """A PPO trainer on the multi-agent env with ``num_agents`` agents, or on SingleCartPole (``num_agents`` 0)."""
     import _ma_env
 
-    import rltune
     from rltune.trainers import PPO
 
-    single = task["variant"].startswith("rltune-single")
     config: dict[str, Any] = {
-        "env": _ma_env.SingleCartPole if single else _ma_env.RltuneMultiCartPoles,
-        "env_config": {} if single else {"num_agents": task["num_agents"]},
+        "env": _ma_env.RltuneMultiCartPoles if num_agents else _ma_env.SingleCartPole,
+        "env_config": {"num_agents": num_agents} if num_agents else {},
         "num_workers": 1 if task["variant"] == "rltune-1w" else 0,
-        "num_envs_per_worker": task["num_envs"],
+        "num_envs_per_worker": num_envs,
         "rollout_fragment_length": task["fragment"],
-        "train_batch_size": task["num_envs"] * task["fragment"],
+        "train_batch_size": num_envs * task["fragment"],
         "sgd_minibatch_size": task["fragment"],
         "model": {"fcnet_hiddens": task["hiddens"], "fcnet_activation": "tanh"},
         "seed": 0,
     }
-    if not single:
+    if num_agents:
         policies, mapping_fn = _ma_env.POLICIES[task["mapping"]]
         config["multiagent"] = {"policies": set(policies), "policy_mapping_fn": mapping_fn}
-    trainer = PPO(config=config)
-    try:
-        workers = trainer.workers
-        per_call = task["num_envs"] * task["fragment"]
+    return PPO(config=config)
 
-        def sample_once() -> tuple[int, int]:
-            result = workers.sample(per_call)
-            return (result.agent_steps or result.env_steps), result.env_steps
 
-        out = _measure(sample_once, task["seconds"], task["repeats"])
-    finally:
-        trainer.stop()
-    return {**out, "library": f"rltune {rltune.__version__}", "torch_threads": _torch_threads()}
+def _rltune_sampler(trainer: Any) -> Sampler:
+    """One round of ``trainer.workers.sample``: every env's fragment."""
+    workers = trainer.workers
+    per_call = workers.steps_per_round()
+
+    def sample_once() -> tuple[int, int]:
+        result = workers.sample(per_call)
+        return (result.agent_steps or result.env_steps), result.env_steps
+
+    return sample_once
 
 
 def _run_rllib(task: dict[str, Any]) -> dict[str, Any]:
@@ -172,7 +207,7 @@ def _run_rllib(task: dict[str, Any]) -> dict[str, Any]:
         return sum(e.agent_steps() for e in episodes), sum(e.env_steps() for e in episodes)
 
     try:
-        out = _measure(sample_once, task["seconds"], task["repeats"])
+        out = _measure({"multi": sample_once}, task["seconds"], task["repeats"])["multi"]
     finally:
         runner.stop()
     return {**out, "library": f"ray[rllib] {ray.__version__}, new API stack (MultiAgentEnvRunner)", "torch_threads": _torch_threads()}
@@ -187,7 +222,12 @@ def _torch_threads() -> int:
 # -- the parent ---------------------------------------------------------------------------
 def describe(task: dict[str, Any], r: dict[str, Any]) -> str:
     rates = ", ".join(f"{x:,.0f}" for x in r["agent_rates"])
-    return f"median {r['agent_steps_per_s']:,.0f} agent steps/s, {r['env_steps_per_s']:,.0f} env steps/s (runs: {rates})"
+    line = f"median {r['agent_steps_per_s']:,.0f} agent steps/s, {r['env_steps_per_s']:,.0f} env steps/s (runs: {rates})"
+    for name, label in (("single", f"single x {NUM_ENVS}"), ("single_4n", f"single x {NUM_ENVS * task['num_agents']}")):
+        if name in r:
+            ratios = ", ".join(f"{x:.2f}" for x in r[name]["cost_ratios"])
+            line += f"; {label} {r[name]['agent_steps_per_s']:,.0f} steps/s, multi / single cost {ratios}"
+    return line
 
 
 def make_tasks(args: Any, variants: list[str], counts: list[int], mappings: list[str], hiddens: list[int]) -> list[dict[str, Any]]:
@@ -197,25 +237,19 @@ def make_tasks(args: Any, variants: list[str], counts: list[int], mappings: list
     tasks = []
     for rnd in range(args.rounds):
         order = pair if rnd % 2 == 0 else pair[::-1]
-        if "rltune-single" in variants:
-            tasks.append({**base, "variant": "rltune-single", "num_agents": 1, "mapping": "-", "round": rnd,
-                          "label": f"round {rnd} rltune-single"})
         for n in counts:
             for mapping in mappings:
                 for v in order + (["rltune-1w"] if "rltune-1w" in variants else []):
                     tasks.append({**base, "variant": v, "num_agents": n, "mapping": mapping, "round": rnd,
                                   "label": f"round {rnd} {v} N={n} {mapping}"})
-            if "rltune-single-wide" in variants:
-                tasks.append({**base, "variant": "rltune-single-wide", "num_agents": n, "mapping": "-", "round": rnd,
-                              "num_envs": NUM_ENVS * n, "label": f"round {rnd} rltune-single-wide {NUM_ENVS * n} envs"})
     return tasks
 
 
-def _find(records: list[dict[str, Any]], variant: str, rnd: int, n: int | None = None, mapping: str | None = None) -> float | None:
+def _find(records: list[dict[str, Any]], variant: str, rnd: int, n: int, mapping: str) -> dict[str, Any] | None:
     for r in records:
         if (r["variant"] == variant and r["round"] == rnd and "error" not in r
-                and (n is None or r["num_agents"] == n) and (mapping is None or r["mapping"] == mapping)):
-            return r["agent_steps_per_s"]
+                and r["num_agents"] == n and r["mapping"] == mapping):
+            return r
     return None
 
 
@@ -225,25 +259,33 @@ def _median(values: list[float | None]) -> float | None:
 
 
 def summarize(records: list[dict[str, Any]], counts: list[int], mappings: list[str], rounds: int) -> list[dict[str, Any]]:
-    """Per (mapping, N): medians over rounds of each variant, and medians of the per-round ratios."""
-    singles = [_find(records, "rltune-single", r) for r in range(rounds)]
+    """Per (mapping, N): medians over rounds of each figure; ratios as medians of the per-round ratios."""
     rows = []
     for mapping in mappings:
         for n in counts:
             ours = [_find(records, "rltune", r, n, mapping) for r in range(rounds)]
             theirs = [_find(records, "rllib", r, n, mapping) for r in range(rounds)]
             remote = [_find(records, "rltune-1w", r, n, mapping) for r in range(rounds)]
-            wide = [_find(records, "rltune-single-wide", r, n) for r in range(rounds)]
-            vs_rllib = [a / b for a, b in zip(ours, theirs) if a and b]
-            cost = [s / a for a, s in zip(ours, singles) if a and s]
-            cost_wide = [s / a for a, s in zip(ours, wide) if a and s]
+
+            def rate(r: dict[str, Any] | None, key: str | None = None) -> float | None:
+                if r is None or (key is not None and key not in r):
+                    return None
+                return (r[key] if key else r)["agent_steps_per_s"]
+
+            def cost(r: dict[str, Any] | None, key: str) -> float | None:
+                return statistics.median(r[key]["cost_ratios"]) if r is not None and key in r else None
+
+            vs_rllib = [rate(a) / rate(b) for a, b in zip(ours, theirs) if a and b]
+            cost_runs = [c for c in (cost(r, "single") for r in ours) if c is not None]
+            cost_4n_runs = [c for c in (cost(r, "single_4n") for r in ours) if c is not None]
             rows.append({
                 "mapping": mapping, "num_agents": n,
-                "rltune": _median(ours), "rllib": _median(theirs), "rltune_1w": _median(remote),
-                "single": _median(singles), "single_wide": _median(wide),
+                "rltune": _median([rate(r) for r in ours]), "rllib": _median([rate(r) for r in theirs]),
+                "rltune_1w": _median([rate(r) for r in remote]),
+                "single": _median([rate(r, "single") for r in ours]), "single_4n": _median([rate(r, "single_4n") for r in ours]),
                 "ratio_runs": vs_rllib, "ratio": _median(vs_rllib),
-                "cost_runs": cost, "cost_ratio": _median(cost),
-                "cost_wide_runs": cost_wide, "cost_ratio_wide": _median(cost_wide),
+                "cost_runs": cost_runs, "cost_ratio": _median(cost_runs),
+                "cost_4n_runs": cost_4n_runs, "cost_ratio_4n": _median(cost_4n_runs),
             })
     return rows
 
@@ -276,8 +318,8 @@ def table_rows(summary: list[dict[str, Any]], with_remote: bool) -> tuple[list[s
             _fmt(1e6 / s["rltune"], ".1f") if s["rltune"] else "-",
             _fmt(s["single"]),
             _ratio_cell(s["cost_ratio"], s["cost_runs"], ".2f"),
-            _fmt(s["single_wide"]),
-            _ratio_cell(s["cost_ratio_wide"], s["cost_wide_runs"], ".2f"),
+            _fmt(s["single_4n"]),
+            _ratio_cell(s["cost_ratio_4n"], s["cost_4n_runs"], ".2f"),
         ]
         if with_remote:
             row.insert(4, _fmt(s["rltune_1w"]))
@@ -292,7 +334,7 @@ def print_verdicts(summary: list[dict[str, Any]], judged: bool) -> None:
         if s["ratio"] is not None:
             print(f"{head} rltune / RLlib {s['ratio']:.2f}x (target >= {MIN_RATIO:.0f}x): "
                   f"{common.verdict(s['ratio'] >= MIN_RATIO, judged)}")
-        for key, what in (("cost_ratio", f"single, {NUM_ENVS} envs"), ("cost_ratio_wide", f"single, {NUM_ENVS} x N envs")):
+        for key, what in (("cost_ratio", f"single, {NUM_ENVS} envs"), ("cost_ratio_4n", f"single, {NUM_ENVS} x N envs")):
             if s[key] is not None:
                 print(f"{head} cost per agent step, multi / {what}: {s[key]:.2f} (target <= {MAX_COST_RATIO:.0f}): "
                       f"{common.verdict(s[key] <= MAX_COST_RATIO, judged)}")
