@@ -65,6 +65,20 @@ class Transitions:
             trajectory.append(tid)
         return tid
 
+    def open_rows(self, keys: list[TrajectoryKey], first_row: int) -> int:
+        """New transitions, ``keys[k]``'s acting on row ``first_row + k``; returns the first's index (the others follow)."""
+        first = len(self.rows)
+        self.rows.extend(range(first_row, first_row + len(keys)))
+        self.rewards.extend([0.0] * len(keys))
+        trajectories = self.trajectories
+        for tid, key in enumerate(keys, first):
+            trajectory = trajectories.get(key)
+            if trajectory is None:
+                trajectories[key] = [tid]
+            else:
+                trajectory.append(tid)
+        return first
+
     def close(self, tid: int, new_obs: np.ndarray | None, terminated: bool, truncated: bool) -> None:
         """The agent observed again (``new_obs``), or left or its episode ended (None: its own obs stands in)."""
         self.closes[tid] = (new_obs, terminated, truncated)
