@@ -282,9 +282,9 @@ class MultiAgentSampler:
             if agent not in policy_of:
                 self._policy_of(i, agent)
             returns[agent] = returns.get(agent, 0.0) + reward
-            if agent in open_:
-                pid, tid = open_[agent]
-                self._store[pid].rewards[tid] += reward
+            opened = open_.get(agent)
+            if opened is not None:
+                self._store[opened[0]].rewards[opened[1]] += reward
         if self._track:
             self._episodes[i].add_multi_agent_step(actions, rewards, obs, infos or {})
         all_terminated = bool(terminateds.get(ALL, False))
