@@ -43,13 +43,13 @@ env step (``multi / single``: single-agent steps/s over multi-agent agent
 steps/s), against both single-agent references (the median of each run's
 per-measurement ratios, then the median over rounds).
 
-Full run (about 10 minutes)::
+Full run (about 12 minutes; figures and the exact commands in benchmarks/README.md)::
 
-    .venv/bin/python benchmarks/bench_multi_agent_sampling.py --markdown --json ma_sampling.json
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_multi_agent_sampling.py --markdown --json ma_sampling.json
 
-Smoke test (about 1 minute)::
+Smoke test (about 1.5 minutes)::
 
-    .venv/bin/python benchmarks/bench_multi_agent_sampling.py --quick
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_multi_agent_sampling.py --quick
 """
 
 from __future__ import annotations
