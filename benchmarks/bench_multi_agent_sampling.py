@@ -43,7 +43,7 @@ env step (``multi / single``: single-agent steps/s over multi-agent agent
 steps/s), against both single-agent references (the median of each run's
 per-measurement ratios, then the median over rounds).
 
-Full run (about 12 minutes; figures and the exact commands in benchmarks/README.md)::
+Full run (about 8 minutes; figures and the exact commands in benchmarks/README.md)::
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_multi_agent_sampling.py --markdown --json ma_sampling.json
 
