@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from rltune.errors import ConfigError, EnvError
-from rltune.trainers import PPO, Policy, PolicySpec, RandomPolicy
-from rltune.trainers._sample_batch import REWARDS, TERMINATEDS
+from rltune.trainers import DQN, PPO, Policy, PolicySpec, RandomPolicy
+from rltune.trainers._sample_batch import NEW_OBS, OBS, REWARDS, TERMINATEDS, TRUNCATEDS
 from trainer_params import iteration_config
 from trainers.multi_agent_envs import (
     Coordination,
+    InPlaceCounter,
     LeavingAgents,
     RockPaperScissors,
     TurnGame,
@@ -71,6 +72,26 @@ def test_agents_that_leave_early_stop_acting_and_their_last_step_is_terminated()
         assert batch[TERMINATEDS].sum() == 6
         assert len(result.episodes) == 2
         assert sorted(r for _, _, r in result.episodes[0].agent_rewards) == [1.0, 2.0, 3.0]
+
+
+def test_an_env_that_reuses_its_obs_array_keeps_every_next_obs_for_the_bootstrap(monkeypatch):
+    # Truncated transitions bootstrap from their next obs; the env changes that array in place afterwards.
+    cfg = ma_config(PPO, InPlaceCounter, {"p"}, None, fragment=12, disable_env_checking=True)
+    with PPO(config=cfg) as trainer:
+        policy = trainer.workers.local_worker.policy_map["p"]
+        seen = []
+        postprocess = policy.postprocess_trajectory
+
+        def spy(batch, **kwargs):
+            seen.append({name: column.copy() for name, column in batch.items()})
+            return postprocess(batch, **kwargs)
+
+        monkeypatch.setattr(policy, "postprocess_trajectory", spy)
+        trainer.workers.local_worker.sample()
+        (batch,) = seen
+        truncated = batch[TRUNCATEDS]
+        assert truncated.sum() == 3  # two episode ends (steps 5 and 10) and the fragment's cut (step 12)
+        np.testing.assert_array_equal(batch[NEW_OBS][truncated], batch[OBS][truncated] + 1)
 
 
 class CountingMapping:
@@ -188,6 +209,31 @@ def test_two_ppo_policies_find_the_optimum_of_a_cooperative_game():
             if result["episode_reward_mean"] > 1.9:
                 break
         assert result["episode_reward_mean"] > 1.9, result["policy_reward_mean"]
+
+
+def test_two_dqn_policies_find_the_optimum_of_a_cooperative_game():
+    # Each agent's Q-values, learned while the other explores: Q(1) ~ P(other plays 1) * 1 > Q(0) ~ P(other plays 0) * 0.5.
+    cfg = {
+        "env": Coordination, "seed": 0, "model": {"fcnet_hiddens": [16]}, "lr": 0.01,
+        "multiagent": {"policies": {"pa": PolicySpec(), "pb": PolicySpec()},
+                       "policy_mapping_fn": lambda agent_id, *args, **kwargs: "p" + agent_id},
+        "rollout_fragment_length": 10, "target_network_update_freq": 50,
+        "exploration_config": {"epsilon_timesteps": 300, "final_epsilon": 0.0},
+        "evaluation_interval": 1, "evaluation_duration": 10,
+        **iteration_config(DQN, 100, minibatch=16),
+    }
+    with DQN(config=cfg) as trainer:
+        start = {pid: trainer.get_policy(pid).get_weights() for pid in ("pa", "pb")}
+        for _ in range(10):
+            result = trainer.train()
+            if trainer.timesteps_total >= 400 and result["evaluation"]["episode_reward_mean"] == 2.0:
+                break
+        assert result["evaluation"]["policy_reward_mean"] == {"pa": 1.0, "pb": 1.0}, result["evaluation"]
+        assert set(result["info"]["learner"]) == {"pa", "pb"}
+        obs = np.ones(1, np.float32)
+        assert [trainer.compute_single_action(obs, policy_id=pid) for pid in ("pa", "pb")] == [1, 1]
+        for pid, weights in start.items():  # each policy learned with its own learner
+            assert any(not np.array_equal(v, weights[k]) for k, v in trainer.get_policy(pid).get_weights().items())
 
 
 def test_random_policy_acts_in_its_space_and_has_no_weights():
