@@ -23,7 +23,7 @@ def test_reads_every_field(tmp_path):
     path = write(
         tmp_path,
         "name: t\nrun: PPO\nenv: CartPole-v1\nstop: {timesteps_total: 2e5}\ncheckpoint_freq: 5\n"
-        "checkpoint_at_end: true\nresults_dir: /tmp/r\nconfig: {lr: 1.0e-3, lambda: 0.9}\n",
+        "checkpoint_at_end: true\nresults_dir: /tmp/r\ntensorboard: false\nconfig: {lr: 1.0e-3, lambda: 0.9}\n",
     )
     spec = load_train_file(path)
     assert spec.model_dump() == {
@@ -35,6 +35,7 @@ def test_reads_every_field(tmp_path):
         "checkpoint_freq": 5,
         "checkpoint_at_end": True,
         "results_dir": "/tmp/r",
+        "tensorboard": False,
         "curriculum": None,
         "num_samples": None,
     }
