@@ -20,6 +20,7 @@ from rltune.callbacks._episode import Episode
 from rltune.env._build import where
 from rltune.env._context import EnvContext
 from rltune.errors import EnvError
+from rltune.trainers._filters import MeanStdFilter
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._sample_batch import (
     ACTIONS,
@@ -40,6 +41,9 @@ class VectorSampler:
 
     ``rebuild_env(i)`` is called to replace env ``i`` after it raised, when
     ``restart_failed_sub_environments`` is on; it returns the new env.
+    ``obs_filter`` (a :class:`~rltune.trainers._filters.MeanStdFilter`, or
+    None for NoFilter) filters each step's observations as one batch; the
+    policy acts on, and the batch holds, the filtered ones.
     """
 
     def __init__(
@@ -54,8 +58,10 @@ class VectorSampler:
         rebuild_env: Callable[[int], gym.Env],
         callbacks: DefaultCallbacks | None = None,
         worker: Any = None,
+        obs_filter: MeanStdFilter | None = None,
     ) -> None:
         self.envs = envs
+        self.obs_filter = obs_filter
         self.contexts = contexts
         self.policy = policy
         self.env_name = env_name
@@ -128,24 +134,29 @@ class VectorSampler:
         self.envs[i] = self.rebuild_env(i)
         self.num_env_restarts += 1
 
-    def reset_all(self) -> None:
+    def reset_all(self, update_filter: bool = True) -> None:
         """Start a new episode in every env (first call seeds them); in-progress episodes are dropped."""
         first = self._obs is None
         pre = self.policy.preprocessor
         obs = np.empty((self.num_envs, pre.size), dtype=np.float32)
         for i in range(self.num_envs):
             obs[i] = pre(self._new_episode(i, self._env_seed(i) if first else None))
+        if self.obs_filter is not None:
+            self.obs_filter(obs, update_filter, out=obs)
         self._obs = obs
         self._returns = [0.0] * self.num_envs
         self._lengths = [0] * self.num_envs
 
     # -- the sampling loop ------------------------------------------------------------
-    def sample(self, num_steps: int, explore: bool = True, postprocess: bool = True) -> SampleResult:
-        """Step every env ``num_steps`` times; return the postprocessed batch and finished episodes."""
+    def sample(self, num_steps: int, explore: bool = True, postprocess: bool = True, update_filter: bool = True) -> SampleResult:
+        """Step every env ``num_steps`` times; return the postprocessed batch and finished episodes.
+
+        ``update_filter``: add the observations to the observation filter's
+        statistics (False: apply it frozen, as evaluation does).
+        """
         if self._obs is None:
-            self.reset_all()
+            self.reset_all(update_filter)
         policy = self.policy
-        pre = policy.preprocessor
         n = self.num_envs
         obs = self._obs
         obs_buf, new_obs_buf, actions_buf, rewards, terminateds, truncateds = self._fragment_buffers(num_steps)
@@ -198,16 +209,10 @@ class VectorSampler:
                 if terminated or truncated:
                     episodes.append(self._episode_ended(i))
                     resets.append(i)
-            if failed:
-                new_obs_buf[t] = [obs_buf[t, j] if j in failed else pre(o) for j, o in enumerate(step_obs)]
-            else:
-                new_obs_buf[t] = pre.batch(step_obs)
             rewards[t] = step_rewards
             terminateds[t] = step_terminated
             truncateds[t] = step_truncated
-            obs = new_obs_buf[t].copy()
-            for i in resets + failed:
-                obs[i] = pre(self._new_episode(i))
+            obs = self._observe(step_obs, obs_buf[t], new_obs_buf[t], failed, resets + failed, update_filter)
         self._obs = obs
 
         batch = {OBS: obs_buf, ACTIONS: actions_buf, REWARDS: rewards, NEW_OBS: new_obs_buf,
@@ -216,6 +221,31 @@ class VectorSampler:
         if postprocess:
             result.batches[DEFAULT_POLICY_ID] = policy.postprocess_trajectory(batch)
         return result
+
+    def _observe(
+        self, step_obs: list[Any], obs: np.ndarray, new_obs: np.ndarray, failed: list[int], restarted: list[int], update_filter: bool
+    ) -> np.ndarray:
+        """Fill ``new_obs`` (a step's row) with its next observations, filtered; return the ones the next step acts on.
+
+        ``obs``: the step's own (filtered) observations, which a failed env's
+        row repeats; ``restarted`` envs act next on their new episode's first.
+        """
+        pre, obs_filter = self.policy.preprocessor, self.obs_filter
+        if failed:
+            new_obs[:] = [obs[j] if j in failed else pre(o) for j, o in enumerate(step_obs)]
+            if obs_filter is not None:  # the failed envs' rows are filtered already
+                stepped = [j for j in range(self.num_envs) if j not in failed]
+                new_obs[stepped] = obs_filter(new_obs[stepped], update_filter)
+        else:
+            new_obs[:] = pre.batch(step_obs)
+            if obs_filter is not None:
+                obs_filter(new_obs, update_filter, out=new_obs)
+        next_obs = new_obs.copy()
+        for i in restarted:
+            next_obs[i] = pre(self._new_episode(i))
+        if restarted and obs_filter is not None:
+            next_obs[restarted] = obs_filter(next_obs[restarted], update_filter)
+        return next_obs
 
     def _fragment_buffers(self, num_steps: int) -> tuple[np.ndarray, ...]:
         """Empty time-major ``[num_steps, num_envs, ...]`` columns: obs, new obs, actions, rewards, terminateds, truncateds."""
