@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from rltune.errors import CheckpointError, ConfigError
-from rltune.trainers import DQN, PPO
+from rltune.trainers import DQN, PPO, register_env
 from rltune.trainers._filters import CLIP, EPSILON, MeanStdFilter, RunningStats
 from rltune.trainers._sample_batch import NEW_OBS, OBS, TERMINATEDS
 from trainer_params import iteration_config
@@ -206,6 +207,27 @@ def test_evaluation_and_compute_single_action_apply_the_filter_frozen():
         assert stats.count == count  # neither changed the statistics
         # Unfiltered, the saturated angle unit always pushes right: the test tells the two apart.
         assert {policy.compute_single_action(o) for o in observations} == {1}
+
+
+def test_rltune_rollout_applies_the_checkpoints_filter_frozen(tmp_path, capsys):
+    from rltune.orchestrator.cli import main
+
+    register_env("rltune-test-scaled-cartpole", ScaledCartPole)
+    with PPO(config={**TINY, "env": "rltune-test-scaled-cartpole"}) as trainer:
+        trainer.train()
+        lean_controller(trainer)
+        stats = trainer.workers.local_worker.filters["default_policy"].stats.copy()
+        policy = trainer.get_policy()
+        path = trainer.save(tmp_path / "ckpt")
+        ScaledCartPole.built.clear()
+        root_level = logging.getLogger().level
+        try:
+            assert main(["rollout", path, "--episodes", "1"]) == 0, capsys.readouterr().err
+        finally:
+            logging.getLogger().setLevel(root_level)  # the CLI configures logging, as a CLI does
+        (env,) = [e for e in ScaledCartPole.built if e.ctx.worker_index == 1]  # the rollout's evaluation env
+        expected = [policy.compute_actions(by_hand(o, stats)[None].astype(np.float32), explore=False)[0][0] for o in env.acted_on]
+        assert env.actions == expected and set(expected) == {0, 1}
 
 
 def test_the_exported_mlflow_model_applies_the_saved_filter(tmp_path):
