@@ -165,16 +165,16 @@ class MeanStdFilter:
         return self.stats.size
 
     def _refresh(self) -> None:
-        """Recompute the shift and scale that :meth:`normalize` applies."""
+        """Recompute the shift (mean) and scale (std + eps) that :meth:`normalize` applies."""
         stats = self.stats
         self._shift = stats.mean
         if stats.count < 2:
-            self._scale = np.full(stats.size, 1.0 / (1.0 + EPSILON))
+            self._scale = np.full(stats.size, 1.0 + EPSILON)
             return
-        scale = stats.m2 * (1.0 / (stats.count - 1))
-        np.sqrt(scale, out=scale)
-        scale += EPSILON
-        self._scale = np.reciprocal(scale, out=scale)
+        std = stats.m2 * (1.0 / (stats.count - 1))
+        np.sqrt(std, out=std)
+        std += EPSILON
+        self._scale = std
 
     def __call__(self, rows: np.ndarray, update: bool = True, out: np.ndarray | None = None) -> np.ndarray:
         """Filter a batch of flat observations ``[B, size]`` (first adding them to the stats if ``update``).
@@ -197,7 +197,7 @@ class MeanStdFilter:
             return out
         # computed in float64 (the stats' precision), stored as float32
         out = np.subtract(rows, self._shift, out=out if out is not None else np.empty(rows.shape, np.float32), casting="same_kind")
-        np.multiply(out, self._scale, out=out, casting="same_kind")
+        np.divide(out, self._scale, out=out, casting="same_kind")
         np.minimum(out, CLIP, out=out)
         return np.maximum(out, -CLIP, out=out)
 

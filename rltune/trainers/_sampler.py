@@ -229,22 +229,26 @@ class VectorSampler:
 
         ``obs``: the step's own (filtered) observations, which a failed env's
         row repeats; ``restarted`` envs act next on their new episode's first.
+        The step's next observations and the new episodes' first ones are
+        filtered together, as one batch.
         """
         pre, obs_filter = self.policy.preprocessor, self.obs_filter
         if failed:
             new_obs[:] = [obs[j] if j in failed else pre(o) for j, o in enumerate(step_obs)]
-            if obs_filter is not None:  # the failed envs' rows are filtered already
-                stepped = [j for j in range(self.num_envs) if j not in failed]
-                new_obs[stepped] = obs_filter(new_obs[stepped], update_filter)
         else:
             new_obs[:] = pre.batch(step_obs)
-            if obs_filter is not None:
-                obs_filter(new_obs, update_filter, out=new_obs)
+        firsts = [pre(self._new_episode(i)) for i in restarted]
+        if obs_filter is not None:
+            if not (failed or firsts):
+                obs_filter(new_obs, update_filter, out=new_obs)  # the usual step: in place
+            else:
+                stepped = [j for j in range(self.num_envs) if j not in failed]  # failed rows are filtered already
+                filtered = obs_filter(np.concatenate([new_obs[stepped], *(f[None] for f in firsts)]), update_filter)
+                new_obs[stepped] = filtered[: len(stepped)]
+                firsts = list(filtered[len(stepped):])
         next_obs = new_obs.copy()
-        for i in restarted:
-            next_obs[i] = pre(self._new_episode(i))
-        if restarted and obs_filter is not None:
-            next_obs[restarted] = obs_filter(next_obs[restarted], update_filter)
+        for i, first in zip(restarted, firsts):
+            next_obs[i] = first
         return next_obs
 
     def _fragment_buffers(self, num_steps: int) -> tuple[np.ndarray, ...]:
