@@ -161,11 +161,16 @@ class Stop:
 
 @dataclass(frozen=True)
 class EnvCheckFailed:
-    """The env check's answer when an env failed: ``kind`` "ConfigError" or "EnvError", ``when`` which config."""
+    """The env check's answer when an env failed: ``kind`` "ConfigError" or "EnvError", ``when`` which config.
+
+    ``where`` names what a ConfigError is about: the env, or the config
+    (a ``multiagent`` block that does not fit the env's agents).
+    """
 
     kind: str
     when: str
     problems: list[str]
+    where: str = "env"
 
 
 # -- the tracking process --------------------------------------------------------------------------

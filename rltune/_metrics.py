@@ -22,6 +22,8 @@ from typing import Any, Mapping
 
 _SEPARATORS = re.compile(r"[/.]")
 MISSING = object()  # what lookup returns for a key the result lacks
+# policy_reward_mean/<policy id> (also _min, _max, and under evaluation/): the id may hold '/' and '.'
+_PER_POLICY = re.compile(r"^(?P<group>(?:evaluation[/.])?policy_reward_(?:mean|min|max))[/.](?P<policy>.+)$")
 
 
 def as_number(value: Any) -> float | None:
@@ -58,6 +60,29 @@ def lookup(result: Mapping[str, Any], key: str) -> Any:
     if key in result:
         return result[key]
     return _walk(result, _SEPARATORS.split(key))
+
+
+def per_policy_key(key: str) -> tuple[str, str] | None:
+    """``(group, policy id)`` of a per-policy reward key (``policy_reward_mean/main`` -> ``("policy_reward_mean", "main")``).
+
+    None for any other key. The groups are ``policy_reward_mean|min|max``,
+    also under ``evaluation/``; the policy id is the rest of the key.
+    """
+    match = _PER_POLICY.match(key)
+    return (match["group"], match["policy"]) if match else None
+
+
+def not_yet_reported(result: Mapping[str, Any], key: str) -> bool:
+    """Whether ``key``, which ``result`` lacks, is a per-policy value that later results may have.
+
+    A multi-agent trainer's ``policy_reward_mean`` (and min, max) holds a
+    policy only once an episode in which it acted has ended, as
+    ``episode_reward_mean`` is NaN until the first episode ends: so
+    ``policy_reward_mean/main`` missing from a result that has
+    ``policy_reward_mean`` is "no value yet", not a misspelt key.
+    """
+    parsed = per_policy_key(key)
+    return parsed is not None and isinstance(lookup(result, parsed[0]), Mapping)
 
 
 def _walk(node: Any, parts: list[str]) -> Any:

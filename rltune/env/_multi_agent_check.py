@@ -145,11 +145,16 @@ class _Checker:
                     f"{_agents(self.agent_ids)} (set possible_agents, or key the Dict spaces by every agent id)"
                 )
 
+    def space_of(self, kind: str, agent: AgentID) -> gym.Space:
+        """The agent's ``kind`` space as the sampler reads it: the env's ``get_<kind>_space`` (which it may override)."""
+        method = getattr(self.spaces_env, f"get_{kind}_space", None)
+        return method(agent) if method is not None else _agent_space(self.spaces_env, kind, agent)
+
     def check_observations(self, where: str, obs: dict) -> None:
         self.check_keys(where, "observations", obs)
         for agent, ob in obs.items():
             try:
-                space = _agent_space(self.spaces_env, "observation", agent)
+                space = self.space_of("observation", agent)
             except KeyError as exc:
                 raise _Broken(f"{where}: agent {agent!r} has an observation but no observation space: {exc.args[0]}") from None
             if not _contains(space, ob):
@@ -168,7 +173,7 @@ class _Checker:
             if agent in self.done:
                 continue
             try:
-                space = _agent_space(self.spaces_env, "action", agent)
+                space = self.space_of("action", agent)
             except KeyError as exc:
                 raise _Broken(f"agent {agent!r} must act but has no action space: {exc.args[0]}") from None
             actions[agent] = _sample(space, ob)

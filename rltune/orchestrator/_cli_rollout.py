@@ -12,15 +12,17 @@ def add_rollout_parser(commands: Any, log_levels: tuple[str, ...]) -> None:
     """The ``rollout`` subcommand's flags, its handler :func:`_rollout`."""
     p = commands.add_parser(
         "rollout",
-        help="evaluate a checkpoint: mean return of deterministic episodes",
+        help="evaluate a checkpoint: mean return of deterministic episodes (and per policy, multi-agent)",
         description=(
             "Restore a checkpoint (a checkpoint_NNNNNN directory, or a trial directory: its latest "
             "checkpoint) and run deterministic episodes (no exploration); print their mean return. "
             "--episodes N runs N episodes (default 10); --steps N runs whole episodes until at least "
-            "N env steps are done (with both, whichever comes first). A checkpoint is data: of its saved "
+            "N env steps are done (with both, whichever comes first). A multi-agent checkpoint also prints "
+            "policy_reward_mean/<id> per policy. A checkpoint is data: of its saved "
             "config it uses only an env that is a gymnasium id, a register_env name or an import string of a "
             "gymnasium.Env subclass, and callbacks that are DefaultCallbacks subclasses; give anything else "
-            "with --env / --config."
+            "with --env / --config (a multi-agent checkpoint's policy_mapping_fn: --config "
+            "'{\"multiagent\": {\"policy_mapping_fn\": \"pkg.module:fn\"}}')."
         ),
     )
     p.add_argument("checkpoint", metavar="CHECKPOINT", help="checkpoint directory or trial directory")
@@ -57,7 +59,7 @@ def _rollout(args: argparse.Namespace) -> int:
         hint = " (rollout builds the env and trainer from the checkpoint's saved config; --env and --config override it)"
         raise ConfigError([*exc.problems[:-1], exc.problems[-1] + hint], where=f"{exc.where} of checkpoint {path!r}") from None
     try:
-        rewards, lengths = _run_episodes(trainer, episodes, args.steps)
+        rewards, lengths, by_policy = _run_episodes(trainer, episodes, args.steps)
     finally:
         trainer.stop()
     mean = sum(rewards) / len(rewards)
@@ -68,6 +70,9 @@ def _rollout(args: argparse.Namespace) -> int:
         f"{sum(lengths):,.0f} steps)",
         flush=True,
     )
+    for pid, returns in sorted(by_policy.items()):  # multi-agent: one line per policy that acted
+        print(f"policy_reward_mean/{pid}: {sum(returns) / len(returns):.3f} over {len(returns)} agent episodes "
+              f"(min {min(returns):.3f}, max {max(returns):.3f})", flush=True)
     return 0
 
 
@@ -87,15 +92,28 @@ def _find_checkpoint(path: str) -> str:
     return path
 
 
-def _run_episodes(trainer: Any, episodes: int | None, steps: int | None) -> tuple[list[float], list[float]]:
-    """Returns and lengths of deterministic episodes: ``episodes`` of them, or until ``steps`` env steps."""
+def _run_episodes(trainer: Any, episodes: int | None,
+                  steps: int | None) -> tuple[list[float], list[float], dict[str, list[float]]]:
+    """Returns and lengths of deterministic episodes: ``episodes`` of them, or until ``steps`` env steps.
+
+    The third value holds, by policy id, the return of each agent episode of
+    the policy (multi-agent; empty for a single-agent trainer).
+    """
     if steps is None:
         evaluation = trainer.evaluate(episodes)["evaluation"]
         rewards = list(evaluation["hist_stats"]["episode_reward"])
-        return rewards, [evaluation["episode_len_mean"]] * len(rewards)
-    rewards, lengths = [], []
+        return rewards, [evaluation["episode_len_mean"]] * len(rewards), _policy_returns(evaluation, {})
+    rewards, lengths, by_policy = [], [], {}
     while sum(lengths) < steps and (episodes is None or len(rewards) < episodes):
         evaluation = trainer.evaluate(1)["evaluation"]
         rewards.append(evaluation["episode_reward_mean"])
         lengths.append(evaluation["episode_len_mean"])
-    return rewards, lengths
+        _policy_returns(evaluation, by_policy)
+    return rewards, lengths, by_policy
+
+
+def _policy_returns(evaluation: dict[str, Any], into: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Add the per-policy agent returns of an evaluation (``hist_stats.policy_<id>_reward``) to ``into``."""
+    for pid in evaluation.get("policy_reward_mean", {}):
+        into.setdefault(pid, []).extend(evaluation["hist_stats"].get(f"policy_{pid}_reward", []))
+    return into

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from rltune._ipc import Continue, Stop
-from rltune._metrics import MISSING, finite, flatten_keys, lookup
+from rltune._metrics import MISSING, finite, flatten_keys, lookup, not_yet_reported, per_policy_key
 from rltune.errors import ConfigError
 from rltune.orchestrator._stop import StopCriteria
 
@@ -50,8 +50,13 @@ def read_result(result: dict[str, Any], metric: str | None, stop: StopCriteria) 
     """The metric's value in ``result`` and the ``stop`` criterion it meets, or why the study cannot go on.
 
     ``metric`` None: a trial of no study (``rltune train``), read for its stop criteria only.
+    A per-policy metric (``policy_reward_mean/main``) that the result's
+    ``policy_reward_mean`` lacks has no value yet (no episode of the policy
+    has ended), as a NaN ``episode_reward_mean`` has none.
     """
     found = None if metric is None else lookup(result, metric)
+    if found is MISSING and not_yet_reported(result, metric):
+        found = None
     if found is MISSING:
         keys = flatten_keys(result)
         close = difflib.get_close_matches(metric, keys, n=1, cutoff=0.5)
@@ -104,6 +109,10 @@ def final_state(outcome: str | None, reason: str | None, last_result: dict[str, 
         return Final("FAIL", error="the trainable returned without reporting a result (call reporter(**result))")
     found = lookup(last_result, metric)
     value = finite(found)
+    if found is MISSING and per_policy_key(metric) is not None:
+        group, policy = per_policy_key(metric)
+        return Final("FAIL", error=f"metric {metric!r} has no value in the last result: {group} has no entry for "
+                                   f"policy {policy!r} (no episode in which it acted ended in the results' window)")
     if value is None:
         return Final("FAIL", error=f"metric {metric!r} is {found!r} in the last result (not a finite number)")
     return Final("COMPLETE", value)

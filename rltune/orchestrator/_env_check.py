@@ -7,6 +7,10 @@ distinct ``(env, env_config)`` the study's search space can produce (each
 value of a grid / choice of envs) with the trainer's own code
 (``rltune.env._build.build_env``, gymnasium's env checker unless
 ``disable_env_checking``) and raises the error a trial would have hit.
+A multi-agent env is also checked against the config's ``multiagent``
+block as a rollout worker checks it: policies configured for it (and none
+for a single-agent env), each of its agents mapped to one of them when an
+episode starts, each with its spaces.
 
 The child process (like a trial's) keeps the user's env code out of the
 orchestrator: an env that segfaults or hangs cannot take the study down.
@@ -29,7 +33,7 @@ from rltune.errors import ConfigError, EnvError, RLTuneError
 from rltune.orchestrator._child import receive_init, send_init, spawn
 
 CHECK_TIMEOUT_S = 300.0  # building and checking every env of the study
-ENV_KEYS = ("env", "env_config", "disable_env_checking")
+ENV_KEYS = ("env", "env_config", "disable_env_checking", "multiagent")
 
 
 def env_candidates(plan: Any) -> list[dict[str, Any]]:
@@ -41,7 +45,9 @@ def env_candidates(plan: Any) -> list[dict[str, Any]]:
         env = config.get("env")
         env_config = config.get("env_config") or {}
         check = not config.get("disable_env_checking", False)
-        key = json.dumps([repr(env), env_config, check], sort_keys=True, default=repr)
+        multiagent = _agents_of(config.get("multiagent"))
+        key = json.dumps([repr(env), env_config, check, sorted(multiagent["policies"]),
+                          repr(multiagent["policy_mapping_fn"])], sort_keys=True, default=repr)
         if key in found:
             continue
         when = ""
@@ -51,8 +57,17 @@ def env_candidates(plan: Any) -> list[dict[str, Any]]:
                 node = node.get(part) if isinstance(node, dict) else None
             when = f"config.{param} = {node!r}"
         found[key] = {"env": env, "env_config": env_config if isinstance(env_config, dict) else {},
-                      "check": check, "when": when}
+                      "check": check, "when": when, "multiagent": multiagent}
     return list(found.values())
+
+
+def _agents_of(block: Any) -> dict[str, Any]:
+    """What the env check needs of a (validated) ``multiagent`` block: the policies and the mapping function."""
+    block = block if isinstance(block, dict) else {}
+    policies = block.get("policies") or {}
+    if not isinstance(policies, dict):
+        policies = {pid: None for pid in policies}
+    return {"policies": policies, "policy_mapping_fn": block.get("policy_mapping_fn")}
 
 
 def check_study_envs(plan: Any, *, timeout_s: float = CHECK_TIMEOUT_S) -> None:
@@ -109,7 +124,7 @@ def _raise_for(answer: Done | EnvCheckFailed | str, candidates: list[dict[str, A
     kind, when, problems = answer.kind, answer.when, answer.problems
     suffix = f" (when {when})" if when else ""
     if kind == "ConfigError":
-        raise ConfigError([f"{p}{suffix}" for p in problems], where="env")
+        raise ConfigError([f"{p}{suffix}" for p in problems], where=answer.where)
     raise EnvError(f"{problems[0]}{suffix}")
 
 
@@ -125,7 +140,7 @@ def check_entry(fd: int) -> None:
         for candidate in init["candidates"]:
             problem = _build_one(candidate)
             if problem is not None:
-                answer = EnvCheckFailed(problem[0], candidate["when"], problem[1])
+                answer = EnvCheckFailed(problem[0], candidate["when"], problem[1], *problem[2:])
                 break
     except BaseException as exc:  # noqa: BLE001 - e.g. a creator pickled by value that does not unpickle here
         answer = EnvCheckFailed("EnvError", "", [f"the env could not be sent to a trial process "
@@ -140,8 +155,8 @@ def check_entry(fd: int) -> None:
         os._exit(0)
 
 
-def _build_one(candidate: dict[str, Any]) -> tuple[str, list[str]] | None:
-    """Build (and check) one env as a rollout worker does; ``(error kind, problems)`` or None if it works."""
+def _build_one(candidate: dict[str, Any]) -> tuple[str, list[str]] | tuple[str, list[str], str] | None:
+    """Build (and check) one env as a rollout worker does; ``(error kind, problems[, where])`` or None if it works."""
     from rltune.env._build import build_env
     from rltune.env._registry import resolve_env
     from rltune.trainers import EnvContext
@@ -156,7 +171,30 @@ def _build_one(candidate: dict[str, Any]) -> tuple[str, list[str]] | None:
     except Exception as exc:  # noqa: BLE001 - the env's own reset/step raised inside the checker
         return "EnvError", [f"env {candidate['env']!r} raised while it was built and checked: {type(exc).__name__}: {exc}"]
     try:
-        env.close()
-    except Exception:  # noqa: BLE001 - closing is not what this checks
-        pass
+        return _check_agents(env, spec.name, candidate["multiagent"])
+    finally:
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001 - closing is not what this checks
+            pass
+
+
+def _check_agents(env: Any, name: str, multiagent: dict[str, Any]) -> tuple[str, list[str], str] | None:
+    """The env's kind and agents against the ``multiagent`` block, with the rollout worker's own checks."""
+    from rltune.trainers._policy_spec import PolicyMapping, env_kind_problem, parse_policies, policy_spaces_from_env
+
+    try:
+        specs = parse_policies(multiagent["policies"])
+        problem = env_kind_problem(env, bool(specs), name)
+        if problem:
+            return "ConfigError", [problem], "config"
+        if specs:
+            mapping = PolicyMapping(multiagent["policy_mapping_fn"], list(specs))
+            policy_spaces_from_env(env, specs, mapping, None, name)
+    except ConfigError as exc:
+        return "ConfigError", exc.problems, "config"
+    except RLTuneError as exc:
+        return "EnvError", [str(exc)], "env"
+    except Exception as exc:  # noqa: BLE001 - the user's mapping function or the env's spaces raised
+        return "EnvError", [f"env {name!r}: checking its agents against multiagent raised {type(exc).__name__}: {exc}"], "env"
     return None

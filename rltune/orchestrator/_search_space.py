@@ -28,6 +28,7 @@ config and never mutates the one given.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import itertools
 import json
@@ -236,6 +237,11 @@ def parse_space(config: Mapping[str, Any], *, where: str = "config") -> tuple[Se
                 problems.append(f"{label}.{hint[0]}: unknown search-space entry; did you mean {hint[1]!r}? "
                                 f"(entries: {', '.join(KINDS)})")
                 invalid.append(path)
+            hidden = _hidden_entry(value, "")
+            if hidden is not None:
+                problems.append(f"{label}{hidden[0]}: a search-space entry inside {hidden[1]} is not searched "
+                                "(entries are found in nested dicts only); write the value as nested dicts")
+                invalid.append(path)
             continue
         kind, args = entry
         param, problem = _parse_entry(path, kind, args)
@@ -256,6 +262,32 @@ def _walk(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], A
             yield from _walk(value, (*path, str(key)))
     elif path:
         yield path, node
+
+
+def _hidden_entry(value: Any, where: str, container: str = "") -> tuple[str, str] | None:
+    """``(where, container)`` of a search-space entry inside a list, tuple or dataclass of a config leaf, or None.
+
+    The walker does not descend into these, so such an entry would reach the
+    trainable as it is (e.g. a ``PolicySpec(config={"lr": tune.loguniform(...)})``
+    given to a function trainable, or ``[tune.choice(...), 64]``). The
+    container named is the outermost one the walker stopped at.
+    """
+    if isinstance(value, Mapping):
+        items: Iterator[tuple[Any, Any]] = iter(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items = ((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
+    else:
+        return None
+    container = container or f"a {type(value).__name__}"
+    for key, inner in items:
+        if as_entry(inner) is not None:
+            return f"{where}.{key}", container
+        found = _hidden_entry(inner, f"{where}.{key}", container)
+        if found is not None:
+            return found
+    return None
 
 
 def _typo_hint(value: Any) -> tuple[str, str] | None:

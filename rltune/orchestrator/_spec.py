@@ -41,6 +41,7 @@ from pydantic import ConfigDict, Field, ValidationError
 from rltune._imports import import_object
 from rltune._validation import MAX_SEED, MAX_TRIALS, UserInput, name_problem, results_dir_problem, safe_name
 from rltune.errors import ConfigError
+from rltune.orchestrator._multi_agent_study import per_policy_key_problems, plain_multiagent
 from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs, without_paths
 from rltune.orchestrator._stop import StopCriteria
 from rltune.orchestrator._yaml_files import deep_merge, line_of, read_mapping
@@ -213,7 +214,7 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
     except ValidationError as exc:
         problems = [_describe_field_error(root, err) for err in exc.errors()]
         if isinstance(fields.get("config"), dict):  # the search space's problems too, all at once
-            problems.extend(at(("config", *_path_of(p)), p) for p in parse_space(fields["config"])[1])
+            problems.extend(at(("config", *_path_of(p)), p) for p in parse_space(plain_multiagent(fields["config"]))[1])
         raise ConfigError(_by_line(problems), where=where) from None
     problems: list[str] = []
 
@@ -233,6 +234,8 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
     except ConfigError as exc:
         problems.extend(at(("run",), f"run: {p}") for p in exc.problems)
 
+    if trainable is not None and trainable.kind == "trainer":
+        config = plain_multiagent(config)  # a PolicySpec's config is searched like the rest
     space, space_problems = parse_space(config)
     problems.extend(at(("config", *_path_of(p)), p) for p in space_problems)
 
@@ -266,6 +269,8 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
             checked = without_paths(config, space.invalid)
             for p in _validate_trainer_configs(trainable, checked, space):
                 problems.append(at(("config", *_path_of(p)), p))
+        problems.extend(at(("metric",), p) for p in per_policy_key_problems("metric", [spec.metric], config))
+        problems.extend(at(("stop",), p) for p in per_policy_key_problems("stop", stop.criteria, config))
     if problems:
         raise ConfigError(_by_line(problems), where=where)
     name_given = spec.name is not None

@@ -10,7 +10,9 @@ Invariants:
 - NaN (e.g. ``episode_reward_mean`` before the first episode ends) and
   None never satisfy a criterion.
 - The keys are checked against the first result: a key the first result
-  lacks raises :class:`ConfigError` naming it and the closest result key.
+  lacks raises :class:`ConfigError` naming it and the closest result key,
+  unless it is a per-policy reward (``policy_reward_mean/main``) whose
+  policy has no finished episode yet.
   A key that goes missing later does not satisfy its criterion.
 """
 
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from rltune._metrics import MISSING as _MISSING
-from rltune._metrics import as_number, flatten_keys, lookup
+from rltune._metrics import as_number, flatten_keys, lookup, not_yet_reported
 from rltune.errors import ConfigError
 
 __all__ = ["StopCriteria", "StopReason", "flatten_keys", "lookup"]
@@ -100,6 +102,8 @@ class StopCriteria:
         leaves = flatten_keys(result)
         for key in self.criteria:
             value = lookup(result, key)
+            if value is _MISSING and not_yet_reported(result, key):
+                continue
             if value is _MISSING:
                 sep = "." if "." in key and "/" not in key else "/"
                 candidates = {k.replace("/", sep): k for k in leaves}

@@ -70,7 +70,7 @@ process), ``_plots``, ``_mlflow_model`` (the policy as a pyfunc model),
 ``_ui`` (``rltune ui``), ``_mlflow_compat`` (every non-public MLflow use).
 """
 
-from rltune.tracking._keys import clean_key, flatten_metrics, flatten_params, run_name
+from rltune.tracking._keys import clean_key, flatten_metrics, flatten_params, policy_key, run_name
 from rltune.tracking._process import TrackingProcess, TrialHandle
 from rltune.tracking._staging import remove_staging
 from rltune.tracking._store import artifact_root, is_remote, make_client, resolve_tracking_uri
@@ -80,5 +80,6 @@ from rltune.tracking._trial import TrialTracker
 
 __all__ = [
     "StudyTracker", "TrackingProcess", "TrialHandle", "TrialTracker", "artifact_root", "clean_key", "flatten_metrics",
-    "flatten_params", "is_remote", "make_client", "remove_staging", "resolve_tracking_uri", "run_name", "trials_csv",
+    "flatten_params", "is_remote", "make_client", "policy_key", "remove_staging", "resolve_tracking_uri", "run_name",
+    "trials_csv",
 ]

@@ -92,30 +92,82 @@ def space_from_json(data: dict[str, Any]) -> Any:
 
 
 # -- export ----------------------------------------------------------------------------------------
+def exported_policy_ids(trainer_or_checkpoint: Any) -> list[str]:
+    """The policies a trial's pyfunc models are made of.
+
+    ``default_policy`` of a single-agent trainer; of a multi-agent one, each
+    policy its config declares with the algorithm's own class (no
+    ``policy_class``) and trains (in ``policies_to_train`` when that is a
+    list): heuristics and the frozen snapshots ``add_policy`` made are left out.
+    """
+    config, specs = _config_and_policy_specs(trainer_or_checkpoint)
+    if not specs:
+        return ["default_policy"]
+    multiagent = config.get("multiagent") or {}
+    declared = multiagent.get("policies") or {}
+    to_train = multiagent.get("policies_to_train")
+    return [pid for pid, spec in specs.items()
+            if spec.get("policy_class") is None and pid in declared
+            and (not isinstance(to_train, list) or pid in to_train)]
+
+
+def _config_and_policy_specs(trainer_or_checkpoint: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The trainer config (JSON) and the multi-agent policy specs as a checkpoint saves them (empty: single-agent)."""
+    from rltune.trainers import Trainer
+    from rltune.trainers import _checkpoint as ckpt
+
+    if isinstance(trainer_or_checkpoint, Trainer):
+        return ckpt.json_safe(trainer_or_checkpoint.config), trainer_or_checkpoint.policy_specs_state()
+    metadata = ckpt.read_metadata(trainer_or_checkpoint)
+    return metadata.get("config", {}), metadata.get("policy_specs") or {}
+
+
+def _policy_export_config(config: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """One policy's config: the trainer's with the policy's overrides (``model`` key by key), no ``multiagent``."""
+    merged = {k: v for k, v in config.items() if k != "multiagent"}
+    for key, value in (overrides or {}).items():
+        if key == "model" and isinstance(value, dict):
+            merged["model"] = {**(merged.get("model") or {}), **value}
+        else:
+            merged[key] = value
+    return merged
+
+
 def write_policy_dir(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *, policy_id: str = "default_policy") -> Path:
-    """Write ``policy.json`` and ``weights.pt`` of a Trainer (or of a checkpoint path) into ``out``."""
+    """Write ``policy.json`` and ``weights.pt`` of a Trainer (or of a checkpoint path) into ``out``.
+
+    A policy of a multi-agent trainer is exported with its own spaces and
+    its config overrides.
+    """
     import torch
 
     from rltune.trainers import Trainer
     from rltune.trainers import _checkpoint as ckpt
+    from rltune.trainers._space_json import space_from_json as saved_space
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    config, specs = _config_and_policy_specs(trainer_or_checkpoint)
     if isinstance(trainer_or_checkpoint, Trainer):
         trainer = trainer_or_checkpoint
         policy = trainer.get_policy(policy_id)
-        algorithm, config = trainer.name, ckpt.json_safe(trainer.config)
+        algorithm = trainer.name
         obs_space, act_space = policy.observation_space, policy.action_space
         weights = {k: v.detach().cpu() for k, v in policy.model.state_dict().items()}
         obs_filter = trainer.workers.local_worker.filters.get(policy_id)
         filter_stats = obs_filter.stats.copy() if obs_filter is not None else None
     else:
         metadata = ckpt.read_metadata(trainer_or_checkpoint)
-        algorithm, config = metadata["algorithm"], metadata.get("config", {})
-        saved = ckpt.read_trainer_state(trainer_or_checkpoint, algorithm)
-        weights = saved.weights[policy_id]
-        filter_stats = saved.observation_filters.get(policy_id)
-        obs_space, act_space = _spaces_of_env(trainer_or_checkpoint, config)
+        algorithm = metadata["algorithm"]
+        tensors = ckpt.read_tensors(trainer_or_checkpoint, metadata)
+        weights = tensors["policies"][policy_id]
+        filter_stats = ckpt.read_observation_filters(trainer_or_checkpoint, tensors).get(policy_id)
+        if policy_id in specs:  # a multi-agent checkpoint saves each policy's spaces
+            obs_space, act_space = (saved_space(specs[policy_id][k]) for k in ("observation_space", "action_space"))
+        else:
+            obs_space, act_space = _spaces_of_env(trainer_or_checkpoint, config)
+    if policy_id in specs:
+        config = _policy_export_config(config, specs[policy_id].get("config") or {})
     spec = {
         "algorithm": algorithm,
         "policy_id": policy_id,
@@ -270,8 +322,9 @@ set_model(PolicyModel())
 """
 
 
-def save_policy_model(trainer_or_checkpoint: Any, path: str | os.PathLike[str]) -> Path:
-    """Save the policy as an MLflow pyfunc model directory at ``path`` (which must not exist).
+def save_policy_model(trainer_or_checkpoint: Any, path: str | os.PathLike[str], *,
+                      policy_id: str = "default_policy") -> Path:
+    """Save a policy (``policy_id``) as an MLflow pyfunc model directory at ``path`` (which must not exist).
 
     ``trainer_or_checkpoint``: a Trainer, a checkpoint path, or a directory
     that :func:`write_policy_dir` exported.
@@ -287,7 +340,7 @@ def save_policy_model(trainer_or_checkpoint: Any, path: str | os.PathLike[str]) 
         if isinstance(trainer_or_checkpoint, (str, os.PathLike)) and (Path(trainer_or_checkpoint) / SPEC_FILE).is_file():
             policy_dir = Path(trainer_or_checkpoint)  # already exported by write_policy_dir
         else:
-            policy_dir = write_policy_dir(trainer_or_checkpoint, Path(tmp) / POLICY_DIR)
+            policy_dir = write_policy_dir(trainer_or_checkpoint, Path(tmp) / POLICY_DIR, policy_id=policy_id)
         spec = json.loads((policy_dir / SPEC_FILE).read_text())
         obs_space = space_from_json(spec["observation_space"])
         code = Path(tmp) / "rltune_policy_model.py"

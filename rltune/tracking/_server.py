@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from rltune._ipc import (Channel, ChannelClosed, Closed, CloseTracking, DrawPlots, EndTrial, LogCheckpoint, LogCurve,
                          LogFiles, LogLine, LogModel, LogResult, OpenTrial, Reconcile, UpdateBest)
-from rltune.tracking._keys import flatten_params
+from rltune.tracking._keys import flatten_params, with_defaults
 from rltune.tracking._staging import remove, remove_staging
 
 LOCK_WAIT_S = 300.0  # a tracking process waits this long for the one a killed orchestrator left to finish
@@ -255,7 +255,7 @@ class _Server:
 
     def _handle(self, message: Any) -> None:
         if isinstance(message, OpenTrial):
-            params = {**flatten_params(self._trainer_defaults()), **message.params}
+            params = with_defaults(flatten_params(self._trainer_defaults()), message.params)
             self.trials[message.number] = self.tracker.open_trial(message.number, params, message.key_params,
                                                                   **message.options)
         elif isinstance(message, LogResult):

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from rltune._metrics import finite
 from rltune.tracking._base import Shared, Tracker, guarded
-from rltune.tracking._keys import flatten_metrics
+from rltune.tracking._keys import flatten_metrics, policy_key
 from rltune.tracking._mlflow_compat import MAX_TAG_VAL_LENGTH, artifact_repository
 from rltune.tracking._mlflow_compat import limits as mlflow_limits
 from rltune.tracking._results import curve_point, step_of
@@ -219,13 +219,24 @@ class TrialTracker(Tracker):
         ``trainer_or_checkpoint``: a rltune Trainer, or the path of one of its
         checkpoints. ``mlflow.pyfunc.load_model(uri).predict(observations)``
         maps a batch of raw observations to actions (see
-        :mod:`rltune.tracking._mlflow_model`).
+        :mod:`rltune.tracking._mlflow_model`). A multi-agent trainer's trained
+        policies are one model each, ``policy_model/<policy id>`` (the id as
+        :func:`~rltune.tracking._keys.policy_key` writes it); the URI returned
+        is then their parent (None when no policy is trained).
         """
-        def log() -> str:
-            from rltune.tracking._mlflow_model import save_policy_model
+        def log() -> str | None:
+            from rltune.tracking._mlflow_model import exported_policy_ids, save_policy_model
 
+            ids = exported_policy_ids(trainer_or_checkpoint)
+            if not ids:
+                return None  # only heuristics and frozen policies: no trained policy to serve
             with tempfile.TemporaryDirectory(prefix="rltune_model_") as tmp:
-                save_policy_model(trainer_or_checkpoint, Path(tmp) / "model")
+                if ids == ["default_policy"]:
+                    save_policy_model(trainer_or_checkpoint, Path(tmp) / "model")
+                else:
+                    (Path(tmp) / "model").mkdir()
+                    for pid in ids:
+                        save_policy_model(trainer_or_checkpoint, Path(tmp) / "model" / policy_key(pid), policy_id=pid)
                 self.client.log_artifacts(self.run_id, str(Path(tmp) / "model"), artifact_path)
             return f"runs:/{self.run_id}/{artifact_path}"
 

@@ -5,6 +5,7 @@ Public names::
     PPO, DQN, Trainer, get_trainer_class
     register_env, registered_envs, EnvContext (defined in rltune.env)
     Policy, RandomPolicy, DEFAULT_POLICY_ID
+    PPOPolicy, DQNPolicy                    the algorithms' policies, to subclass (a custom model or postprocessing)
     PolicySpec                              one policy of a multi-agent config
     MultiAgentEnv (defined in rltune.env)
 """
@@ -26,6 +27,7 @@ _TRAINERS = {
     "PPO": "rltune.trainers._ppo:PPO",
     "DQN": "rltune.trainers._dqn:DQN",
 }
+_POLICIES = {name: f"{_TRAINERS[name].partition(':')[0]}:{name}Policy" for name in _TRAINERS}  # PPOPolicy, DQNPolicy
 
 
 def get_trainer_class(name: str) -> type[Trainer]:
@@ -46,18 +48,23 @@ def get_trainer_class(name: str) -> type[Trainer]:
     raise ConfigError(f"unknown algorithm {name!r}{hint} (available: {', '.join(sorted(_TRAINERS))})")
 
 
-def __getattr__(name: str):  # lazy PPO / DQN, so that importing the package stays cheap
+def __getattr__(name: str):  # lazy PPO / DQN (and their policies), so that importing the package stays cheap
     if name in _TRAINERS:
         return get_trainer_class(name)
+    if name.endswith("Policy") and name[: -len("Policy")] in _POLICIES:
+        module, _, attr = _POLICIES[name[: -len("Policy")]].partition(":")
+        return getattr(importlib.import_module(module), attr)
     raise AttributeError(f"module 'rltune.trainers' has no attribute {name!r}")
 
 
 __all__ = [
     "DEFAULT_POLICY_ID",
     "DQN",
+    "DQNPolicy",
     "EnvContext",
     "MultiAgentEnv",
     "PPO",
+    "PPOPolicy",
     "Policy",
     "PolicySpec",
     "RandomPolicy",

@@ -280,6 +280,11 @@ def filter_tensors(stats: dict[str, RunningStats]) -> dict[str, dict[str, torch.
     return {pid: {k: torch.from_numpy(v) for k, v in s.to_arrays().items()} for pid, s in stats.items()}
 
 
+def read_observation_filters(path: str | os.PathLike[str], tensors: dict[str, Any]) -> dict[str, RunningStats]:
+    """The observation filter statistics by policy id in a checkpoint's tensors (empty: saved with NoFilter)."""
+    return _observation_filters(Fields(path, tensors, f"{TENSORS_FILE} entry"))
+
+
 def _observation_filters(tensors: Fields) -> dict[str, RunningStats]:
     saved = tensors.get("observation_filters", dict, {})
     stats = {}

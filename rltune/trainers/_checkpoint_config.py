@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -106,7 +107,8 @@ def _check_code_keys(path: str | os.PathLike[str], config: dict[str, Any], prefi
             value = multiagent.get(key)
             if value is not None and not isinstance(value, list):
                 problem = f"is {value!r}, but a checkpoint may not name a function to run"
-                raise fail(f"multiagent.{key}", problem, f"--config '{{\"multiagent\": {{\"{key}\": ...}}}}'")
+                given = json.dumps(value) if isinstance(value, str) and ":" in value else "..."  # the import string, to pass on
+                raise fail(f"multiagent.{key}", problem, f"--config '{{\"multiagent\": {{\"{key}\": {given}}}}}'")
         policies = multiagent.get("policies")
         for pid, spec in (policies.items() if isinstance(policies, dict) else ()):
             problem = _saved_policy_class_problem(spec.get("policy_class") if isinstance(spec, dict) else None)

@@ -73,6 +73,34 @@ def parse_policies(value: Any) -> dict[str, PolicySpec]:
     return specs
 
 
+def plain_policies(value: Any) -> Any:
+    """``multiagent.policies`` with every :class:`PolicySpec` and 4-tuple written as a dict, as YAML writes it.
+
+    ``{"p0": PolicySpec(config={"lr": x})}`` becomes ``{"p0": {"config":
+    {"lr": x}}}`` (fields left None or empty are left out), so that the
+    values inside a spec's ``config`` sit in nested dicts like the rest of a
+    config (a study's search space is found there, under
+    ``multiagent.policies.p0.config.lr``). :func:`parse_policies` reads the
+    dict form back. Nothing is validated here: a value that is not a dict of
+    specs, or a spec of another shape, is kept as it is, for the config's
+    validator to report.
+    """
+    if not isinstance(value, dict):
+        return value
+    plain = {}
+    for pid, spec in value.items():
+        if isinstance(spec, PolicySpec):
+            fields = (spec.policy_class, spec.observation_space, spec.action_space, spec.config)
+        elif isinstance(spec, (tuple, list)) and len(spec) == 4:
+            fields = tuple(spec)
+        else:
+            plain[pid] = spec
+            continue
+        plain[pid] = {key: field for key, field in zip(_SPEC_KEYS, fields)
+                      if field is not None and not (isinstance(field, dict) and not field)}
+    return plain
+
+
 def _parse_spec(pid: str, spec: Any) -> PolicySpec:
     where = pid
     if spec is None:
@@ -215,6 +243,23 @@ class TrainingSelection:
         if policy_id not in self.candidates():
             return False
         return True if self.fn is None else bool(self.fn(policy_id, batch))
+
+
+def env_kind_problem(env: Any, multi_agent: bool, env_name: str) -> str | None:
+    """Why ``env`` does not fit a config with (``multi_agent``) or without a ``multiagent`` block; None if it fits."""
+    from rltune.env._multi_agent import is_multi_agent
+
+    if is_multi_agent(env) and not multi_agent:
+        return (
+            f"env {env_name!r} is a MultiAgentEnv: configure its policies in 'multiagent' "
+            "(policies: {id: PolicySpec(...)} or a set of ids, policy_mapping_fn: fn(agent_id, episode, worker, **kwargs) -> id)"
+        )
+    if multi_agent and not is_multi_agent(env):
+        return (
+            f"multiagent.policies is set, but env {env_name!r} is a single-agent gymnasium.Env "
+            "(a multi-agent env subclasses rltune.env.MultiAgentEnv; or remove 'multiagent')"
+        )
+    return None
 
 
 def policy_spaces_from_env(

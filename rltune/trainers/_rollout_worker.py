@@ -18,7 +18,6 @@ from rltune.env._build import build_env
 from rltune.env._context import EnvContext
 from rltune.env._registry import EnvSpec
 from rltune.env._task import task_env
-from rltune.env._multi_agent import is_multi_agent
 from rltune.errors import ConfigError, EnvError
 from rltune.trainers._config import TrainerConfig
 from rltune.trainers._filters import Filters, RunningStats, filter_stats, flush_deltas, make_filter, set_filter_stats
@@ -28,6 +27,7 @@ from rltune.trainers._policy_spec import (
     PolicyMapping,
     PolicySpec,
     TrainingSelection,
+    env_kind_problem,
     policy_config,
     policy_spaces_from_env,
 )
@@ -133,16 +133,9 @@ class RolloutWorker:
         )
 
     def _check_env_kind(self, env: gym.Env) -> None:
-        if is_multi_agent(env) and not self.multi_agent:
-            raise ConfigError(
-                f"env {self.env_spec.name!r} is a MultiAgentEnv: configure its policies in 'multiagent' "
-                "(policies: {id: PolicySpec(...)} or a set of ids, policy_mapping_fn: fn(agent_id, episode, worker, **kwargs) -> id)"
-            )
-        if self.multi_agent and not is_multi_agent(env):
-            raise ConfigError(
-                f"multiagent.policies is set, but env {self.env_spec.name!r} is a single-agent gymnasium.Env "
-                "(a multi-agent env subclasses rltune.env.MultiAgentEnv; or remove 'multiagent')"
-            )
+        problem = env_kind_problem(env, self.multi_agent, self.env_spec.name)
+        if problem:
+            raise ConfigError(problem)
 
     def _policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
         """Each policy's (observation, action) spaces: from its spec, the config, or the env's agents."""

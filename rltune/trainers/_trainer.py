@@ -369,9 +369,13 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         except KeyError:
             raise ConfigError(f"no policy {policy_id!r}; the policies are {sorted(self.algorithm.learners)}") from None
 
-    def get_weights(self) -> dict[str, dict[str, np.ndarray]]:
-        """Every policy's weights, by policy id (numpy arrays, as ``Policy.get_weights``)."""
-        return self.workers.local_worker.get_weights()
+    def get_weights(self, policies: list[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
+        """The weights of these policies (default: every one), by policy id (numpy arrays, as ``Policy.get_weights``)."""
+        if policies is None:
+            return self.workers.local_worker.get_weights()
+        if isinstance(policies, str):
+            policies = [policies]
+        return {pid: self.get_policy(pid).get_weights() for pid in policies}
 
     def set_weights(self, weights: dict[str, dict[str, np.ndarray]]) -> None:
         """Load weights by policy id into the learner's policies and every rollout worker's.

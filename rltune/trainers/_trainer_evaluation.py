@@ -98,6 +98,8 @@ def _evaluation_stats(episodes: list[EpisodeMetrics]) -> dict[str, Any]:
         "episode_reward_max": float(np.max(rewards)) if rewards else math.nan,
         "episode_len_mean": _mean_or_nan([float(e.episode_length) for e in episodes]),
         "episodes_this_iter": len(episodes),
-        "hist_stats": {"episode_reward": rewards},
-        **({"policy_reward_mean": {pid: _mean_or_nan(r) for pid, r in policy_rewards.items()}} if policy_rewards else {}),
+        "hist_stats": {"episode_reward": rewards, **{f"policy_{pid}_reward": r for pid, r in policy_rewards.items()}},
+        **({"policy_reward_mean": {pid: _mean_or_nan(r) for pid, r in policy_rewards.items()},
+            "policy_reward_min": {pid: float(np.min(r)) for pid, r in policy_rewards.items()},
+            "policy_reward_max": {pid: float(np.max(r)) for pid, r in policy_rewards.items()}} if policy_rewards else {}),
     }

@@ -332,3 +332,30 @@ class SharedSpacesAnyAgents(MultiAgentEnv):
 def test_shared_spaces_without_agent_ids_accept_any_agent_but_still_check_the_space():
     with pytest.raises(EnvError, match=r"step 1: the observation of agent 'z' is not within its observation space Discrete\(3\): int 3"):
         check_multi_agent_env(SharedSpacesAnyAgents(), "shared", CTX)
+
+
+class SpacesByKind(MultiAgentEnv):
+    """Agents "scout_1", "scout_2"...: their spaces come from ``get_*_space`` by kind, as the sampler reads them."""
+
+    possible_agents = ["scout_1", "scout_2"]
+    observation_space = gym.spaces.Dict({"scout": gym.spaces.Discrete(3)})  # keyed by kind, not by agent
+    action_space = gym.spaces.Dict({"scout": gym.spaces.Discrete(2)})
+
+    def get_observation_space(self, agent_id):
+        return self.observation_space["scout"]
+
+    def get_action_space(self, agent_id):
+        return self.action_space["scout"]
+
+    def reset(self, *, seed=None, options=None):
+        return {"scout_1": 0}, {}
+
+    def step(self, action_dict):  # scout_1 acts, leaves and scout_2 enters; then scout_2 acts and the episode ends
+        (agent,) = action_dict
+        if agent == "scout_1":
+            return {"scout_1": 1, "scout_2": 2}, {"scout_1": 1.0}, {"scout_1": True, "__all__": False}, {"__all__": False}, {}
+        return {"scout_2": 2}, {"scout_2": 1.0}, {"scout_2": True, "__all__": True}, {"__all__": False}, {}
+
+
+def test_the_checker_reads_spaces_with_the_envs_own_get_space_methods():
+    check_multi_agent_env(SpacesByKind(), "kinds", CTX)  # was: agent 'scout_1' has no observation space

@@ -6,7 +6,7 @@ import pytest
 
 from rltune._ipc import Continue, Stop
 from rltune.errors import ConfigError
-from rltune.orchestrator._decision import Decision, decide, final_state, read_result
+from rltune.orchestrator._decision import Decision, Final, decide, final_state, read_result
 from rltune.orchestrator._stop import StopCriteria
 
 METRIC = "episode_reward_mean"
@@ -79,3 +79,39 @@ def test_final_state_of_a_finished_trial():
     assert no_result.state == "FAIL" and "without reporting a result" in no_result.error
     nan = final_state(None, None, {METRIC: math.nan}, METRIC)
     assert nan.state == "FAIL" and "not a finite number" in nan.error
+
+
+# -- per-policy metrics (multi-agent): a policy has no reward until one of its episodes ends ------------
+PER_POLICY = "policy_reward_mean/main"
+
+
+def test_a_per_policy_metric_without_a_finished_episode_is_not_yet_reported():
+    stop = StopCriteria({"policy_reward_mean/main": 1.0}, where="stop")
+    reading = read_result({"policy_reward_mean": {"opponent": 1.0}, "training_iteration": 1}, PER_POLICY, stop)
+    assert reading.value is None and reading.error is None and reading.stop_reason is None
+    decision = decide(reading, iteration=1, stopping=False, checkpoint_at_end=True, should_prune=_never)
+    assert decision.message() == Continue()
+    reading = read_result({"policy_reward_mean": {"main": 2.0}}, PER_POLICY, stop)
+    assert reading.value == 2.0 and str(reading.stop_reason) == "policy_reward_mean/main = 2 >= 1"
+
+
+@pytest.mark.parametrize("metric", ["policy_reward_max.main", "evaluation/policy_reward_mean/main"])
+def test_per_policy_metrics_under_evaluation_or_with_dots_are_read_too(metric):
+    result = {"policy_reward_max": {"main": 3.0}, "evaluation": {"policy_reward_mean": {"main": 3.0}}}
+    assert read_result(result, metric, StopCriteria({})).value == 3.0
+    empty = {"policy_reward_max": {}, "evaluation": {"policy_reward_mean": {}}}
+    assert read_result(empty, metric, StopCriteria({})).error is None
+
+
+def test_a_per_policy_metric_of_a_result_without_per_policy_rewards_is_a_study_error():
+    # A function trainable that never reports policy_reward_mean: not "no value yet", a wrong key.
+    reading = read_result({"score": 1.0}, PER_POLICY, StopCriteria({}))
+    assert isinstance(reading.error, ConfigError) and f"{PER_POLICY!r} is not a key of the trial's results" in str(reading.error)
+
+
+def test_a_trial_whose_last_result_lacks_its_policy_fails_saying_why():
+    end = final_state("complete", "training_iteration = 2 >= 2", {"policy_reward_mean": {}}, PER_POLICY)
+    assert end.state == "FAIL" and end.error == (
+        "metric 'policy_reward_mean/main' has no value in the last result: policy_reward_mean has no entry for "
+        "policy 'main' (no episode in which it acted ended in the results' window)")
+    assert final_state("complete", None, {"policy_reward_mean": {"main": -1.5}}, PER_POLICY) == Final("COMPLETE", -1.5)

@@ -110,3 +110,12 @@ def test_values_must_be_numbers_but_numeric_strings_are_read():
 def test_criteria_must_be_a_mapping():
     with pytest.raises(ConfigError, match=r"invalid --stop: must be a mapping of result keys to values"):
         StopCriteria([475], where="--stop")  # type: ignore[arg-type]
+
+
+def test_a_per_policy_key_is_not_missing_before_its_policy_has_an_episode():
+    stop = StopCriteria({"policy_reward_mean/main": 1.0, "timesteps_total": 10_000})
+    assert stop.check(result(policy_reward_mean={})) is None  # the first result: no episode of main has ended
+    reason = stop.check(result(policy_reward_mean={"main": 1.5}))
+    assert reason is not None and reason.key == "policy_reward_mean/main" and reason.value == 1.5
+    with pytest.raises(ConfigError, match="'policy_reward_mean/main' is not a key of the training results"):
+        StopCriteria({"policy_reward_mean/main": 1.0}).check(result())  # no per-policy rewards at all

@@ -255,18 +255,24 @@ def test_rltune_rollout_applies_the_checkpoints_filter_frozen(tmp_path, capsys):
 def test_the_exported_mlflow_model_applies_the_saved_filter(tmp_path):
     import mlflow.pyfunc
 
-    from rltune.tracking._mlflow_model import save_policy_model
+    from rltune.tracking._mlflow_model import load_observation_filter, save_policy_model, write_policy_dir
 
+    register_env("rltune-test-scaled-cartpole", ScaledCartPole)
     ScaledCartPole.built.clear()
-    with PPO(config=TINY, env=ScaledCartPole) as trainer:
+    with PPO(config={**TINY, "env": "rltune-test-scaled-cartpole"}) as trainer:
         trainer.train()
         lean_controller(trainer)
         observations = np.stack(ScaledCartPole.built[0].seen[:40])
         expected = [trainer.compute_single_action(o) for o in observations]
+        saved = trainer.workers.local_worker.filters["default_policy"].stats.copy()
         save_policy_model(trainer, tmp_path / "model")
+        checkpoint = trainer.save(tmp_path / "ckpt")
         trainer.train()  # the trainer's filter moves on; the model's stays as saved
     model = mlflow.pyfunc.load_model(str(tmp_path / "model"))
     assert model.predict(observations).tolist() == expected and set(expected) == {0, 1}
+    from_checkpoint = load_observation_filter(write_policy_dir(checkpoint, tmp_path / "policy"))  # the other export route
+    assert from_checkpoint.stats.count == saved.count
+    np.testing.assert_array_equal(from_checkpoint.stats.m2, saved.m2)
 
 
 def test_multi_agent_policies_have_their_own_filters_shared_by_their_agents():

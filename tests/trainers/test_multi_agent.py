@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rltune.errors import ConfigError, EnvError
-from rltune.trainers import PPO, Policy, PolicySpec, RandomPolicy
+from rltune.trainers import DQN, PPO, Policy, PolicySpec, RandomPolicy
 from rltune.trainers._sample_batch import REWARDS, TERMINATEDS
 from trainer_params import iteration_config
 from trainers.multi_agent_envs import (
@@ -188,6 +188,31 @@ def test_two_ppo_policies_find_the_optimum_of_a_cooperative_game():
             if result["episode_reward_mean"] > 1.9:
                 break
         assert result["episode_reward_mean"] > 1.9, result["policy_reward_mean"]
+
+
+def test_two_dqn_policies_find_the_optimum_of_a_cooperative_game():
+    # Each agent's Q-values, learned while the other explores: Q(1) ~ P(other plays 1) * 1 > Q(0) ~ P(other plays 0) * 0.5.
+    cfg = {
+        "env": Coordination, "seed": 0, "model": {"fcnet_hiddens": [16]}, "lr": 0.01,
+        "multiagent": {"policies": {"pa": PolicySpec(), "pb": PolicySpec()},
+                       "policy_mapping_fn": lambda agent_id, *args, **kwargs: "p" + agent_id},
+        "rollout_fragment_length": 10, "target_network_update_freq": 50,
+        "exploration_config": {"epsilon_timesteps": 300, "final_epsilon": 0.0},
+        "evaluation_interval": 1, "evaluation_duration": 10,
+        **iteration_config(DQN, 100, minibatch=16),
+    }
+    with DQN(config=cfg) as trainer:
+        start = {pid: trainer.get_policy(pid).get_weights() for pid in ("pa", "pb")}
+        for _ in range(10):
+            result = trainer.train()
+            if trainer.timesteps_total >= 400 and result["evaluation"]["episode_reward_mean"] == 2.0:
+                break
+        assert result["evaluation"]["policy_reward_mean"] == {"pa": 1.0, "pb": 1.0}, result["evaluation"]
+        assert set(result["info"]["learner"]) == {"pa", "pb"}
+        obs = np.ones(1, np.float32)
+        assert [trainer.compute_single_action(obs, policy_id=pid) for pid in ("pa", "pb")] == [1, 1]
+        for pid, weights in start.items():  # each policy learned with its own learner
+            assert any(not np.array_equal(v, weights[k]) for k, v in trainer.get_policy(pid).get_weights().items())
 
 
 def test_random_policy_acts_in_its_space_and_has_no_weights():

@@ -41,6 +41,9 @@ def test_rollout_worker_processes_sample_every_policy_and_get_added_policies():
             policy_mapping_fn=lambda agent_id, episode, worker, **kw: "x_old" if agent_id == "x" else "pol_o",
         )
         assert same_weights(snapshot.get_weights(), trainer.get_policy("pol_x").get_weights())
+        chosen = trainer.get_weights(["x_old", "pol_o"])
+        assert sorted(chosen) == ["pol_o", "x_old"] and same_weights(chosen["x_old"], snapshot.get_weights())
+        assert sorted(trainer.get_weights()) == ["pol_o", "pol_x", "x_old"]
         in_workers = trainer.foreach_worker(lambda w: sorted(w.policy_map))
         assert in_workers == [["pol_o", "pol_x", "x_old"]] * 3
         frozen = snapshot.get_weights()
