@@ -157,6 +157,7 @@ class VectorSampler:
         if self._obs is None:
             self.reset_all(update_filter)
         policy = self.policy
+        pre, obs_filter = policy.preprocessor, self.obs_filter
         n = self.num_envs
         obs = self._obs
         obs_buf, new_obs_buf, actions_buf, rewards, terminateds, truncateds = self._fragment_buffers(num_steps)
@@ -212,7 +213,13 @@ class VectorSampler:
             rewards[t] = step_rewards
             terminateds[t] = step_terminated
             truncateds[t] = step_truncated
-            obs = self._observe(step_obs, obs_buf[t], new_obs_buf[t], failed, resets + failed, update_filter)
+            if obs_filter is None and not failed:  # NoFilter's usual step, inline
+                new_obs_buf[t] = pre.batch(step_obs)
+                obs = new_obs_buf[t].copy()
+                for i in resets:
+                    obs[i] = pre(self._new_episode(i))
+            else:
+                obs = self._observe(step_obs, obs_buf[t], new_obs_buf[t], failed, resets + failed, update_filter)
         self._obs = obs
 
         batch = {OBS: obs_buf, ACTIONS: actions_buf, REWARDS: rewards, NEW_OBS: new_obs_buf,
@@ -237,18 +244,21 @@ class VectorSampler:
             new_obs[:] = [obs[j] if j in failed else pre(o) for j, o in enumerate(step_obs)]
         else:
             new_obs[:] = pre.batch(step_obs)
-        firsts = [pre(self._new_episode(i)) for i in restarted]
-        if obs_filter is not None:
-            if not (failed or firsts):
-                obs_filter(new_obs, update_filter, out=new_obs)  # the usual step: in place
-            else:
-                stepped = [j for j in range(self.num_envs) if j not in failed]  # failed rows are filtered already
-                filtered = obs_filter(np.concatenate([new_obs[stepped], *(f[None] for f in firsts)]), update_filter)
-                new_obs[stepped] = filtered[: len(stepped)]
-                firsts = list(filtered[len(stepped):])
+        if obs_filter is None:
+            next_obs = new_obs.copy()
+            for i in restarted:
+                next_obs[i] = pre(self._new_episode(i))
+            return next_obs
+        if not restarted:  # the usual step
+            obs_filter(new_obs, update_filter, out=new_obs)
+            return new_obs.copy()
+        firsts = np.array([pre(self._new_episode(i)) for i in restarted], dtype=np.float32)
+        stepped: Any = [j for j in range(self.num_envs) if j not in failed] if failed else slice(None)
+        rows = new_obs[stepped]  # failed envs' rows are their own obs, filtered already
+        filtered = obs_filter(np.concatenate((rows, firsts)), update_filter)
+        new_obs[stepped] = filtered[: len(rows)]
         next_obs = new_obs.copy()
-        for i, first in zip(restarted, firsts):
-            next_obs[i] = first
+        next_obs[restarted] = filtered[len(rows):]
         return next_obs
 
     def _fragment_buffers(self, num_steps: int) -> tuple[np.ndarray, ...]:
