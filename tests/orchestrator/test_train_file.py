@@ -65,7 +65,7 @@ def test_an_rllib_tuned_example_ports_as_it_is(tmp_path):
     "key, value, message",
     [
         ("framework", "jax", "framework: 'jax' is not supported yet"),
-        ("observation_filter", "MeanStdFilter", "observation_filter: 'MeanStdFilter' is not supported"),
+        ("observation_filter", "MeanStd", "observation_filter: 'MeanStd' is not an observation filter; use one of"),
     ],
 )
 def test_rllib_keys_rltune_cannot_honour_are_named(key, value, message):
