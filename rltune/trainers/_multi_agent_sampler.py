@@ -50,6 +50,7 @@ from rltune.trainers._sample_batch import (
 )
 
 logger = logging.getLogger(__name__)
+_NONE: dict[Any, Any] = {}  # no fast-path preprocessors
 
 class MultiAgentSampler:
     """Collects fragments from N multi-agent envs whose agents act through a map of policies.
@@ -356,11 +357,12 @@ class MultiAgentSampler:
         all_terminated = bool(terminateds.get(ALL, False))
         over = all_terminated or bool(truncateds.get(ALL, False))
         acting: dict[Any, np.ndarray] = {}
-        preprocessors = self._agent_preprocessor[i]
+        # With observation filters every obs takes _preprocess, which also collects it for its policy's filter.
+        preprocessors = self._agent_preprocessor[i] if not self.filters else _NONE
         for agent, o in obs.items():
             try:
                 vec = preprocessors[agent](o)
-            except Exception:  # an agent not mapped yet, or an obs that does not fit: the slow path maps or explains
+            except Exception:  # not mapped yet, filtered, or an obs that does not fit: the slow path maps or explains
                 vec = self._preprocess(i, agent, o)
             terminated = bool(terminateds.get(agent, False))
             done = terminated or bool(truncateds.get(agent, False))
