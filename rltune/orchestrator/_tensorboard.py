@@ -36,7 +36,6 @@ reads the files back with TensorBoard's own loader and fails if these move.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import math
 import os
@@ -49,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from rltune._trial_files import RESULT_FILE
+from rltune._trial_files import last_result
 
 logger = logging.getLogger(__name__)
 
@@ -266,20 +265,6 @@ def open_trial_writer(trial_dir: str | os.PathLike[str]) -> TensorBoardWriter:
     directory = Path(trial_dir)
     purge_step = None
     if directory.is_dir() and any(EVENT_FILE_MARK in p.name for p in directory.iterdir()):
-        last = _last_result(directory / RESULT_FILE)
+        last = last_result(directory)
         purge_step = tensorboard_step(last) + 1 if last is not None else 0
     return TensorBoardWriter(directory, purge_step=purge_step)
-
-
-def _last_result(path: Path) -> dict[str, Any] | None:
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            result = json.loads(line)
-        except ValueError:  # a line cut short by a kill
-            continue
-        return result if isinstance(result, dict) else None
-    return None
