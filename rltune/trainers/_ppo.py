@@ -15,7 +15,7 @@ each iteration, as in RLlib.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, ClassVar, Optional, Union
 
 import gymnasium as gym
 import numpy as np
@@ -61,6 +61,10 @@ logger = logging.getLogger(__name__)
 
 class PPOSettings(TrainerSettings):
     """PPO's keys (RLlib's classic names and defaults)."""
+
+    # Where RLlib's new API stack (Ray 2.10+) defaults differently: a config that switches it on gets these
+    # for the keys it leaves unset (see rltune.trainers._rllib_names). "auto": one round fills the train batch.
+    NEW_STACK_DEFAULTS: ClassVar[dict[str, Any]] = {"rollout_fragment_length": "auto"}
 
     lr: float = Field(5e-5, gt=0.0, description="Learning rate (start value when lr_schedule is set).")
     rollout_fragment_length: int = Field(200, ge=1, description="Steps per env in one sample() call of a worker.")

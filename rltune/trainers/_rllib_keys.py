@@ -49,7 +49,11 @@ BLOCK_ALIASES: dict[str, dict[str, str]] = {
     "replay_buffer_config": {"learning_starts": "^learning_starts"},  # early Ray 2.x kept it in the buffer's config; ^: top level
 }
 
-API_STACK = "RLlib's API-stack switches change nothing here: rltune has one stack (torch models, its own samplers and learners)"
+API_STACK = (
+    "RLlib's API-stack switches change nothing here: rltune has one stack (torch models, its own samplers and "
+    "learners); switching the new stack on only brings its defaults for keys the config leaves unset (PPO: "
+    "rollout_fragment_length auto)"
+)
 TENSORFLOW = "TensorFlow settings change nothing here: rltune runs on PyTorch"
 EVALUATION_PLACE = "rltune evaluates in the trainer process, after a training iteration, on envs of its own"
 # Keys accepted and dropped: key -> (the values that change nothing, or None for any value; the note logged).

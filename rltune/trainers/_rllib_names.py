@@ -16,7 +16,13 @@
 - gym ids that gymnasium renamed (``Pendulum-v0``) become the version
   gymnasium has (``Pendulum-v1``), with a warning naming both;
 - ``use_kl_loss: false`` is ``kl_coeff: 0``; ``rollout_fragment_length: auto``
-  and ``evaluation_duration: auto`` get their values.
+  and ``evaluation_duration: auto`` get their values;
+- a config that switches RLlib's new API stack on (``enable_rl_module_and_learner``
+  or ``enable_env_runner_and_connector_v2: true``) gets that stack's defaults
+  where they differ from the classic ones rltune keeps, for the keys it does
+  not set (the trainer config's ``NEW_STACK_DEFAULTS``: PPO's
+  ``rollout_fragment_length: auto``), so that a file tuned on the new stack
+  trains as it did there.
 
 Each note is logged once per process (aliases at INFO, behaviour that differs
 from RLlib as a WARNING). :func:`rllib_key_problem` words the error for an
@@ -45,6 +51,7 @@ from rltune.trainers._rllib_keys import (
 logger = logging.getLogger(__name__)
 
 TF_FRAMEWORKS = ("tf", "tf2", "tfe")
+NEW_STACK_SWITCHES = ("enable_rl_module_and_learner", "enable_env_runner_and_connector_v2")
 _said: set[str] = set()
 _MISSING = object()
 
@@ -111,6 +118,7 @@ def translate_config(config: Any, config_cls: Any) -> Translation:
         if name in out and name not in fields and _has_path(config_cls, target):
             _move(t, name, target)
     fake_gpus = out.get("_fake_gpus") is True
+    _new_stack_defaults(out, config_cls)
     _drop_no_effect(t, out, NO_EFFECT, "")
     _framework(t, out)
     _gpus(out, fake_gpus)
@@ -253,6 +261,19 @@ def gymnasium_id(env_id: str) -> str | None:
     if not versions:
         return None
     return gym.envs.registration.get_env_id(ns, name, max(versions))
+
+
+def _new_stack_defaults(out: dict[str, Any], config_cls: Any) -> None:
+    """The new API stack's defaults for the keys ``out`` leaves unset, when ``out`` switches that stack on."""
+    if not any(out.get(switch) is True for switch in NEW_STACK_SWITCHES):
+        return
+    defaults = getattr(config_cls, "NEW_STACK_DEFAULTS", {})
+    unset = {key: value for key, value in defaults.items() if key not in out}
+    if unset:
+        out.update(unset)
+        given = ", ".join(f"{key}: {value}" for key, value in unset.items())
+        say_once(logging.INFO, f"{given}: the new API stack's default, which this config switches on "
+                               "(rltune's classic default otherwise)")
 
 
 def _autos(out: dict[str, Any], fields: dict[str, Any]) -> None:

@@ -143,6 +143,27 @@ def test_api_stack_and_tensorflow_switches_are_accepted_with_a_note(caplog):
 
 
 @pytest.mark.parametrize(
+    "switch, given, fragment",
+    [
+        ({"enable_rl_module_and_learner": True}, {}, 4000 // (2 * 4)),  # auto: one round fills the train batch
+        ({"enable_env_runner_and_connector_v2": True}, {}, 4000 // (2 * 4)),
+        ({"enable_rl_module_and_learner": True}, {"rollout_fragment_length": 50}, 50),  # set: kept
+        ({"enable_rl_module_and_learner": False}, {}, 200),  # the classic stack: rltune's classic default
+        ({}, {}, 200),
+    ],
+)
+def test_a_new_stack_config_gets_the_new_stacks_ppo_fragment_default(switch, given, fragment, caplog):
+    config = PPO.validate({**switch, **given, "num_env_runners": 2, "num_envs_per_env_runner": 4})
+    assert config.rollout_fragment_length == fragment
+    if fragment == 500:
+        assert any("rollout_fragment_length: auto: the new API stack's default" in n for n in notes(caplog, logging.INFO))
+
+
+def test_a_new_stack_switch_leaves_dqn_defaults_alone():
+    assert DQN.validate({"enable_rl_module_and_learner": True}).rollout_fragment_length == 4
+
+
+@pytest.mark.parametrize(
     "config, message",
     [
         ({"count_steps_by": "agent_steps"}, "count_steps_by: 'agent_steps' is not supported yet: rltune counts env steps"),
