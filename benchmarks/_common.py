@@ -43,16 +43,20 @@ def child_main(run_task: Callable[[dict[str, Any]], dict[str, Any]]) -> bool:
     return True
 
 
-def run_isolated(script: str, task: dict[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
+def run_isolated(
+    script: str, task: dict[str, Any], *, timeout: float | None = None, python: str | None = None
+) -> dict[str, Any]:
     """Run one task of ``script`` in a fresh interpreter; its result dict, or ``{"error": ...}`` if it failed.
 
-    A failed run does not stop the benchmark: the error is shown and counted
-    in the summary, and the other runs go on.
+    ``python`` is the interpreter (default: this one's), e.g. a peer's own
+    venv whose pins clash with rltune's. A failed run does not stop the
+    benchmark: the error is shown and counted in the summary, and the other
+    runs go on.
     """
     with tempfile.TemporaryDirectory(prefix="rltune_bench_") as tmp:
         out = os.path.join(tmp, "result.json")
         env = dict(os.environ, RLTUNE_RESULTS_DIR=os.path.join(tmp, "results"), PYTHONUNBUFFERED="1")
-        cmd = [sys.executable, script, CHILD_FLAG, json.dumps(task), out]
+        cmd = [python or sys.executable, script, CHILD_FLAG, json.dumps(task), out]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
@@ -72,16 +76,19 @@ def run_all(
     *,
     timeout: float | None = None,
     verbose: bool = False,
+    python_of: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``tasks`` one after the other, each in its own subprocess; print one line per finished run.
 
+    ``python_of(task)`` picks each task's interpreter (None: this one).
     Returns one record per task: the task's keys plus its result's (or ``error``).
     """
     records = []
     start = time.perf_counter()
     for i, task in enumerate(tasks, 1):
         t0 = time.perf_counter()
-        result = run_isolated(script, task, timeout=timeout)
+        python = python_of(task) if python_of else None
+        result = run_isolated(script, task, timeout=timeout, python=python)
         record = {**task, **result, "run_wall_s": time.perf_counter() - t0}
         records.append(record)
         head = f"[{i:>2}/{len(tasks)} {time.perf_counter() - start:7.1f}s]"
@@ -95,7 +102,9 @@ def run_all(
 
 
 def task_label(task: dict[str, Any]) -> str:
-    """``variant seed=S`` (or the variant alone) for progress lines."""
+    """``variant seed=S`` (or the variant alone, or the task's own ``label``) for progress lines."""
+    if task.get("label"):
+        return str(task["label"])
     seed = task.get("seed")
     return f"{task['variant']}" + (f" seed={seed}" if seed is not None else "")
 

@@ -65,6 +65,20 @@ class Transitions:
             trajectory.append(tid)
         return tid
 
+    def open_rows(self, keys: list[TrajectoryKey], first_row: int) -> int:
+        """New transitions, ``keys[k]``'s acting on row ``first_row + k``; returns the first's index (the others follow)."""
+        first = len(self.rows)
+        self.rows.extend(range(first_row, first_row + len(keys)))
+        self.rewards.extend([0.0] * len(keys))
+        trajectories = self.trajectories
+        for tid, key in enumerate(keys, first):
+            trajectory = trajectories.get(key)
+            if trajectory is None:
+                trajectories[key] = [tid]
+            else:
+                trajectory.append(tid)
+        return first
+
     def close(self, tid: int, new_obs: np.ndarray | None, terminated: bool, truncated: bool) -> None:
         """The agent observed again (``new_obs``), or left or its episode ended (None: its own obs stands in)."""
         self.closes[tid] = (new_obs, terminated, truncated)
@@ -89,9 +103,9 @@ class Transitions:
             closes = list(self.closes.values())
             terminateds[tids] = [c[1] for c in closes]
             truncateds[tids] = [c[2] for c in closes]
-            observed = [(tid, c[0]) for tid, c in zip(tids, closes) if c[0] is not None]
-            if observed:
-                new_obs[[t for t, _ in observed]] = np.stack([o for _, o in observed])
+            observed = [(tid, c[0]) for tid, c in self.closes.items() if c[0] is not None]
+            if observed:  # rows of one preprocessor: one shape (np.array gathers them faster than np.stack)
+                new_obs[[t for t, _ in observed]] = np.array([o for _, o in observed])
         columns = {
             OBS: obs,
             ACTIONS: action_rows[rows],

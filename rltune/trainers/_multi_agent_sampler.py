@@ -95,6 +95,7 @@ class MultiAgentSampler:
         self._episodes: list[MultiAgentEpisode | None] = [None] * n
         self._episode_number = [0] * n
         self._agent_policy: list[dict[Any, str]] = [{} for _ in range(n)]
+        self._agent_preprocessor: list[dict[Any, Callable[[Any], np.ndarray]]] = [{} for _ in range(n)]  # by mapping
         self._acting: list[dict[Any, np.ndarray]] = [{} for _ in range(n)]  # agents to act next: their preprocessed obs
         self._open: list[dict[Any, tuple[str, int]]] = [{} for _ in range(n)]  # agents' open transitions
         self._agent_returns: list[dict[Any, float]] = [{} for _ in range(n)]
@@ -122,6 +123,7 @@ class MultiAgentSampler:
         if pid is None:
             pid = self.mapping(agent, self._episodes[i], self.worker)
             self._agent_policy[i][agent] = pid
+            self._agent_preprocessor[i][agent] = self.policies[pid].preprocessor
             self._episodes[i].set_policy(agent, pid)
         return pid
 
@@ -150,6 +152,7 @@ class MultiAgentSampler:
         if self.episode_buffer is not None:  # its trajectories may be postprocessed after it ended
             self.episode_buffer.episodes[(i, self._episode_number[i])] = episode
         self._agent_policy[i] = {}
+        self._agent_preprocessor[i] = {}
         self._agent_returns[i] = {}
         self._open[i] = {}
         self._lengths[i] = 0
@@ -258,25 +261,29 @@ class MultiAgentSampler:
         return SampleResult(batches=batches, episodes=episodes, env_steps=env_steps, agent_steps=agent_steps)
 
     def _act_and_step(self, explore: bool, batched: set[str], episodes: list[EpisodeMetrics]) -> int:
-        groups: dict[str, list[tuple[int, Any]]] = {}
+        groups: dict[str, tuple[list[tuple[int, Any]], list[np.ndarray]]] = {}  # policy -> (env, agent)s, their obs
         for i in range(self.num_envs):
             policy_of = self._agent_policy[i]
-            for agent in self._acting[i]:
-                groups.setdefault(policy_of[agent], []).append((i, agent))
+            for agent, vec in self._acting[i].items():
+                group = groups.get(policy_of[agent])
+                if group is None:
+                    group = groups[policy_of[agent]] = ([], [])
+                group[0].append((i, agent))
+                group[1].append(vec)
         action_dicts: list[dict[Any, Any]] = [{} for _ in range(self.num_envs)]
         steps = 0
-        for pid, members in groups.items():
+        for pid, (members, vecs) in groups.items():
             policy = self.policies[pid]
-            obs = np.stack([self._acting[i][agent] for i, agent in members])
+            obs = np.array(vecs)  # rows of one policy's preprocessor: one shape (np.stack is ~3x slower here)
             actions, extras = policy.compute_actions(obs, explore=explore)
             env_actions = policy.to_env_actions(actions)
             if pid in batched:
                 store = self._store[pid]
-                row = store.add_chunk(obs, actions, extras)
                 numbers = self._episode_number
+                first = store.open_rows([(i, numbers[i], agent) for i, agent in members], store.add_chunk(obs, actions, extras))
                 for j, (i, agent) in enumerate(members):
                     action_dicts[i][agent] = env_actions[j]
-                    self._open[i][agent] = (pid, store.open((i, numbers[i], agent), row + j))
+                    self._open[i][agent] = (pid, first + j)
             else:
                 for j, (i, agent) in enumerate(members):
                     action_dicts[i][agent] = env_actions[j]
@@ -305,23 +312,31 @@ class MultiAgentSampler:
         self._lengths[i] += 1
         returns = self._agent_returns[i]
         open_ = self._open[i]
+        policy_of = self._agent_policy[i]
         for agent, reward in rewards.items():
-            self._policy_of(i, agent)
+            if agent not in policy_of:
+                self._policy_of(i, agent)
             returns[agent] = returns.get(agent, 0.0) + reward
-            if agent in open_:
-                pid, tid = open_[agent]
-                self._store[pid].rewards[tid] += reward
+            opened = open_.get(agent)
+            if opened is not None:
+                self._store[opened[0]].rewards[opened[1]] += reward
         if self._track:
             self._episodes[i].add_multi_agent_step(actions, rewards, obs, infos or {})
-        over = bool(terminateds.get(ALL, False) or truncateds.get(ALL, False))
+        all_terminated = bool(terminateds.get(ALL, False))
+        over = all_terminated or bool(truncateds.get(ALL, False))
         acting: dict[Any, np.ndarray] = {}
+        preprocessors = self._agent_preprocessor[i]
         for agent, o in obs.items():
-            vec = self._preprocess(i, agent, o)
-            done = bool(terminateds.get(agent, False) or truncateds.get(agent, False))
-            if agent in open_:
-                pid, tid = open_.pop(agent)
-                terminated = bool(terminateds.get(agent, False) or terminateds.get(ALL, False))
-                self._store[pid].close(tid, vec, terminated, (done or over) and not terminated)
+            try:
+                vec = preprocessors[agent](o)
+            except Exception:  # an agent not mapped yet, or an obs that does not fit: the slow path maps or explains
+                vec = self._preprocess(i, agent, o)
+            terminated = bool(terminateds.get(agent, False))
+            done = terminated or bool(truncateds.get(agent, False))
+            opened = open_.pop(agent, None)
+            if opened is not None:
+                terminated = terminated or all_terminated
+                self._store[opened[0]].close(opened[1], vec, terminated, (done or over) and not terminated)
             if not (done or over):
                 acting[agent] = vec
         for flags in (terminateds, truncateds):  # agents that left without a final observation

@@ -34,11 +34,13 @@ class ObsPreprocessor:
         self.space = space
         self.size = int(space_utils.flatdim(space))
         self._is_box = isinstance(space, gym.spaces.Box)
+        self._flat_shape = (self.size,)
 
     def __call__(self, obs: Any) -> np.ndarray:
-        """One observation as a flat float32 vector."""
+        """One observation as a new flat float32 vector (never a view of ``obs``, which the env may reuse)."""
         if self._is_box:
-            return np.asarray(obs, dtype=np.float32).reshape(self.size)
+            vec = np.array(obs, dtype=np.float32)
+            return vec if vec.shape == self._flat_shape else vec.reshape(self.size)
         return np.asarray(space_utils.flatten(self.space, obs), dtype=np.float32)
 
     def batch(self, observations: Any) -> np.ndarray:

@@ -113,3 +113,23 @@ class RockPaperScissors(MultiAgentEnv):
         r = 0.0 if a == b else 1.0 if (a - b) % 3 == 1 else -1.0
         obs = {x: np.zeros(1, np.float32) for x in self.possible_agents}
         return obs, {"p1": r, "p2": -r}, {"__all__": True}, {"__all__": False}, {}
+
+
+class InPlaceCounter(MultiAgentEnv):
+    """One agent observes the step count, truncated every ``LENGTH`` steps; every obs is the same array, changed in place."""
+
+    possible_agents = ["a"]
+    LENGTH = 5
+
+    def __init__(self, config: Any = None) -> None:
+        self.observation_space = gym.spaces.Box(0.0, 100.0, (1,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.buffer = np.zeros(1, np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        self.buffer[0] = 0.0
+        return {"a": self.buffer}, {}
+
+    def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
+        self.buffer[0] += 1.0
+        return {"a": self.buffer}, {"a": 1.0}, {"__all__": False}, {"__all__": self.buffer[0] >= self.LENGTH}, {}

@@ -7,10 +7,11 @@ import pytest
 
 from rltune.errors import ConfigError, EnvError
 from rltune.trainers import DQN, PPO, Policy, PolicySpec, RandomPolicy
-from rltune.trainers._sample_batch import REWARDS, TERMINATEDS
+from rltune.trainers._sample_batch import NEW_OBS, OBS, REWARDS, TERMINATEDS, TRUNCATEDS
 from trainer_params import iteration_config
 from trainers.multi_agent_envs import (
     Coordination,
+    InPlaceCounter,
     LeavingAgents,
     RockPaperScissors,
     TurnGame,
@@ -71,6 +72,26 @@ def test_agents_that_leave_early_stop_acting_and_their_last_step_is_terminated()
         assert batch[TERMINATEDS].sum() == 6
         assert len(result.episodes) == 2
         assert sorted(r for _, _, r in result.episodes[0].agent_rewards) == [1.0, 2.0, 3.0]
+
+
+def test_an_env_that_reuses_its_obs_array_keeps_every_next_obs_for_the_bootstrap(monkeypatch):
+    # Truncated transitions bootstrap from their next obs; the env changes that array in place afterwards.
+    cfg = ma_config(PPO, InPlaceCounter, {"p"}, None, fragment=12, disable_env_checking=True)
+    with PPO(config=cfg) as trainer:
+        policy = trainer.workers.local_worker.policy_map["p"]
+        seen = []
+        postprocess = policy.postprocess_trajectory
+
+        def spy(batch, **kwargs):
+            seen.append({name: column.copy() for name, column in batch.items()})
+            return postprocess(batch, **kwargs)
+
+        monkeypatch.setattr(policy, "postprocess_trajectory", spy)
+        trainer.workers.local_worker.sample()
+        (batch,) = seen
+        truncated = batch[TRUNCATEDS]
+        assert truncated.sum() == 3  # two episode ends (steps 5 and 10) and the fragment's cut (step 12)
+        np.testing.assert_array_equal(batch[NEW_OBS][truncated], batch[OBS][truncated] + 1)
 
 
 class CountingMapping:

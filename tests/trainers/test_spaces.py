@@ -62,6 +62,13 @@ def test_observation_space_trains(trainer_cls, name, flat_size):
         assert trainer.compute_single_action(obs) in (0, 1)
 
 
+def test_a_box_obs_is_copied_so_an_env_may_reuse_its_array():
+    obs = np.zeros((2, 2), np.float32)
+    vec = ObsPreprocessor(spaces.Box(-1.0, 1.0, (2, 2), np.float32))(obs)
+    obs[0, 0] = 1.0
+    np.testing.assert_array_equal(vec, [0, 0, 0, 0])
+
+
 def test_discrete_obs_is_one_hot():
     pre = ObsPreprocessor(spaces.Discrete(4, start=2))
     np.testing.assert_array_equal(pre(3), [0, 1, 0, 0])
