@@ -160,6 +160,7 @@ def _run_rltune(task: dict[str, Any]) -> list[float]:
             "sgd_minibatch_size": 128,
             "model": {"fcnet_hiddens": task["hiddens"], "fcnet_activation": "tanh"},
             "seed": 0,
+            **({"observation_filter": task["observation_filter"]} if task.get("observation_filter") else {}),
         }
     )
     try:
@@ -185,6 +186,10 @@ def main() -> None:
     )
     parser.add_argument("--hiddens", default="64,64", help="policy/value MLP sizes (default 64,64 as in the PPO benchmark)")
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, from {', '.join(VARIANTS)}")
+    parser.add_argument(
+        "--observation-filter", metavar="NAME",
+        help="observation_filter of the rltune variants (e.g. MeanStdFilter; default: the config's default, NoFilter)",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke test: --steps 5000 --repeats 2")
     args = parser.parse_args()
     if args.quick:
@@ -199,11 +204,13 @@ def main() -> None:
         [
             f"budget: median of {args.repeats} measurements of >= {args.steps:,} env steps each, after one warm-up",
             f"rltune: PPO policy {hiddens} tanh (+ value head), rollout_fragment_length {FRAGMENT}, "
-            f"workers.sample({args.steps_per_call}) per call; torch 1 thread in every process",
+            f"workers.sample({args.steps_per_call}) per call; torch 1 thread in every process"
+            + (f"; observation_filter {args.observation_filter}" if args.observation_filter else ""),
         ],
     )
     tasks = [
-        {"variant": v, "steps": args.steps, "repeats": args.repeats, "steps_per_call": args.steps_per_call, "hiddens": hiddens}
+        {"variant": v, "steps": args.steps, "repeats": args.repeats, "steps_per_call": args.steps_per_call, "hiddens": hiddens,
+         "observation_filter": args.observation_filter}
         for v in variants
     ]
     records = common.run_all(__file__, tasks, describe, verbose=args.verbose)

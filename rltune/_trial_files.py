@@ -7,8 +7,10 @@ committed ``checkpoint_<iteration>`` directories.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 from rltune._atomic_dir import recover_leftovers
 from rltune._json import json_safe  # noqa: F401 - the JSON form of params.json and result.json
@@ -39,3 +41,18 @@ def list_checkpoints(trial_dir: str | os.PathLike[str]) -> list[tuple[int, Path]
         if path.is_dir() and suffix.isdigit():
             found.append((int(suffix), path))
     return sorted(found)
+
+
+def last_result(trial_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The last complete line of a trial directory's ``result.json``, or None (no file, or no complete line)."""
+    try:
+        lines = (Path(trial_dir) / RESULT_FILE).read_text().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            result = json.loads(line)
+        except ValueError:  # a line cut short by a kill
+            continue
+        return result if isinstance(result, dict) else None
+    return None

@@ -37,7 +37,7 @@ from rltune.orchestrator._analysis import Analysis, TrialRecord
 from rltune.orchestrator._reporter import Reporter, TrialStopped, report
 from rltune.orchestrator._run_study import all_failed, first_error, run_plan
 from rltune.orchestrator._search_space import Domain, choice, grid_search, loguniform, quniform, randint, uniform
-from rltune.orchestrator._spec import StudyPlan, load_study_file, make_plan
+from rltune.orchestrator._spec import FIELDS, StudyPlan, load_study_file, make_plan
 
 __all__ = [
     "Analysis",
@@ -86,6 +86,7 @@ def run(
     resources_per_trial: dict[str, float] | None = None,
     tracking_uri: str | None = None,
     tracking: bool | None = None,
+    tensorboard: bool | None = None,
     curriculum: dict[str, Any] | None = None,
     env: Any = None,
     seed: int | None = None,
@@ -115,15 +116,9 @@ def run(
     ``resources_per_trial={"cpu": N}`` sets the CPUs a trial holds of the
     budget that ``n_jobs`` trials share (a trainer's at least 1 + num_workers).
     """
-    fields = dict(
-        run=run_or_experiment, config=config, stop=stop, name=name, metric=metric, mode=mode,
-        num_samples=num_samples, search_alg=search_alg, scheduler=scheduler, pruner=pruner, n_trials=n_trials,
-        timeout_s=timeout_s, n_jobs=n_jobs, resources_per_trial=resources_per_trial, max_concurrent=max_concurrent,
-        checkpoint_freq=checkpoint_freq, checkpoint_at_end=checkpoint_at_end,
-        keep_checkpoints_num=keep_checkpoints_num, max_failures=max_failures, trial_timeout_s=trial_timeout_s,
-        storage=storage, results_dir=results_dir, local_dir=local_dir, tracking_uri=tracking_uri,
-        tracking=tracking, curriculum=curriculum, env=env, seed=seed,
-    )
+    arguments = dict(locals())  # every parameter but run_or_experiment, resume, local_dir and the last three is a study field
+    fields = {"run": run_or_experiment, **{field: arguments[field] for field in FIELDS if field in arguments}}
+    fields["local_dir"] = local_dir  # Tune's name of results_dir: the planner translates it (or names the clash)
     plan = _plan(fields, resume)
     analysis = run_plan(plan, resume=resume, verbose=verbose)
     _raise_on_failures(analysis, plan.name, raise_on_failed_trial)
@@ -160,12 +155,6 @@ def _plan(fields: dict[str, Any], resume: bool) -> StudyPlan:
     if resume and fields["name"] is None:
         raise ConfigError("resume=True needs the name of the study to continue (name=...)", where="tune.run")
     fields["run"], fields["config"] = _from_builder(fields["run"], fields["config"])
-    local_dir = fields.pop("local_dir")
-    if local_dir is not None:
-        if fields["results_dir"] is not None and fields["results_dir"] != local_dir:
-            raise ConfigError(f"local_dir is {local_dir!r} but results_dir is {fields['results_dir']!r}; give one "
-                              "(local_dir is Tune's name of results_dir)", where="tune.run")
-        fields["results_dir"] = local_dir
     return make_plan({k: v for k, v in fields.items() if v is not None}, where="tune.run")
 
 

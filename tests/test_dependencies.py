@@ -13,7 +13,7 @@ tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 # Libraries whose private names rltune uses (each in one adapter): bound below the next minor release.
-PINNED_TO_MINOR = {"torch", "optuna", "mlflow"}
+PINNED_TO_MINOR = {"torch", "optuna", "mlflow", "tensorboardX"}
 
 
 def _requirements() -> list[Requirement]:

@@ -28,7 +28,9 @@ reports with :func:`rltune.tune.report` instead.
 Invariants: ``training_iteration`` counts reports (continued after a restore
 from the checkpoint's iteration); a checkpoint directory appears under its
 final name only once complete; results are also appended to the trial's
-``result.json``.
+``result.json``, then given to the reporter's observers (TensorBoard:
+:mod:`rltune.orchestrator._tensorboard`), before the decision is asked for;
+``close()`` closes the file and every observer.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from rltune._atomic_dir import leftover_path, recover_leftovers, replace_dir
 from rltune._ipc import Channel, ChannelClosed, CheckpointSaved, Continue, Result, Stop
@@ -48,6 +50,16 @@ from rltune._trial_files import CHECKPOINT_PREFIX, RESULT_FILE, json_safe, list_
 
 
 _current: "Reporter | None" = None
+
+
+class ResultObserver(Protocol):
+    """What a :class:`Reporter` tells besides result.json (TensorBoard): each result, then the end."""
+
+    def result(self, result: dict[str, Any]) -> None:
+        """One result, as written to result.json; must not keep the loop waiting (no disk wait)."""
+
+    def close(self) -> None:
+        """The trial's attempt ended (stopped, done, failed, interrupted); called once."""
 
 
 class TrialStopped(BaseException):
@@ -74,10 +86,12 @@ class Reporter:
         checkpoint_freq: int = 0,
         keep_checkpoints_num: int | None = None,
         decide: Callable[[dict[str, Any]], Any] | None = None,
+        observers: Sequence[ResultObserver] = (),
     ) -> None:
         """``decide(result)``: the answer to each result; default: the orchestrator's over ``conn``.
 
         ``trial_number`` None: a trial of no study, whose results carry no ``trial_number``.
+        ``observers`` get each result after result.json and are closed by :meth:`close`.
         """
         self._conn = conn
         self._decide = decide if decide is not None else self._ask_orchestrator
@@ -94,6 +108,7 @@ class Reporter:
         self._saved_at = start_iteration if restored_checkpoint else -1
         self.trial_dir.mkdir(parents=True, exist_ok=True)
         self._results = open(self.trial_dir / RESULT_FILE, "a")
+        self._observers = list(observers)
 
     # -- reporting ----------------------------------------------------------------------------
     def __call__(self, **result: Any) -> None:
@@ -112,6 +127,8 @@ class Reporter:
         self._last = now
         self._results.write(json.dumps(json_safe(result), allow_nan=True) + "\n")
         self._results.flush()
+        for observer in self._observers:
+            observer.result(result)
         self._checkpoint_wanted = bool(self.checkpoint_freq) and self.iteration % self.checkpoint_freq == 0
         decision = self._decide(result)
         if isinstance(decision, Stop):
@@ -174,7 +191,17 @@ class Reporter:
         return str(final)
 
     def close(self) -> None:
-        self._results.close()
+        """Close result.json and every observer (each even if another raised; the first error is raised)."""
+        closers = [self._results.close, *(o.close for o in self._observers)]
+        self._observers = []
+        error: BaseException | None = None
+        for close in closers:
+            try:
+                close()
+            except BaseException as exc:  # noqa: BLE001 - close the others first
+                error = error or exc
+        if error is not None:
+            raise error
 
 
 def latest_checkpoint(trial_dir: str | os.PathLike[str]) -> tuple[int, str] | None:

@@ -313,6 +313,7 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
             "start_iteration": a.checkpoint_iteration,
             "checkpoint_freq": self.spec.checkpoint_freq,
             "keep_checkpoints_num": self.spec.keep_checkpoints_num,
+            "tensorboard": self.spec.tensorboard,
             "env_registrations": collect_env_registrations(
                 a.config.get("env"), (a.config.get("evaluation_config") or {}).get("env")
             ),

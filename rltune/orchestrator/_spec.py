@@ -109,6 +109,8 @@ class StudySpec(UserInput):
                           "${NAME} and ${file:PATH} are read as in storage."
     )
     tracking: bool = Field(True, description="Record the study in MLflow (env RLTUNE_TRACKING=0 turns it off too).")
+    tensorboard: bool = Field(False, description="Also write each trial's results as TensorBoard event files in its "
+                                                 "directory (tensorboard --logdir RESULTS_DIR).")
     curriculum: Optional[dict[str, Any]] = Field(None, description="Shorthand for config.curriculum (phases).")
     seed: Optional[int] = Field(None, ge=0, le=MAX_SEED - MAX_TRIALS,
                                 description="Base seed: the sampler's, and trial n gets seed + n (default 0).")

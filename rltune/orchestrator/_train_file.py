@@ -9,6 +9,7 @@ A train file holds the fields of ``rltune train``'s flags::
     checkpoint_freq: 10
     checkpoint_at_end: true
     results_dir: ~/rltune_results
+    tensorboard: false          # optional: no TensorBoard event files (default: written)
     config: {lr: 0.0003, ...}
     curriculum: {phases: [{task: 2, threshold: 0.9}, {task: 8}]}   # optional
 
@@ -46,6 +47,7 @@ class TrainSpec(UserInput):
     checkpoint_freq: Optional[int] = Field(None, ge=0, description="Save a checkpoint every N iterations (0: never).")
     checkpoint_at_end: Optional[bool] = Field(None, description="Save a checkpoint when the trial ends.")
     results_dir: Optional[str] = Field(None, description="Where trial directories go.")
+    tensorboard: Optional[bool] = Field(None, description="Also write TensorBoard event files (default: yes).")
     curriculum: Optional[dict[str, Any]] = Field(
         None, description="Curriculum phases (goes to config['curriculum']; see rltune.callbacks.CurriculumCallback)."
     )

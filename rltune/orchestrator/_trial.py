@@ -4,6 +4,7 @@ A trial directory holds::
 
     params.json            the trainer's full resolved config (JSON-safe)
     result.json            one JSON line per iteration: the whole result dict (NaN written as NaN)
+    events.out.tfevents.*  the results as TensorBoard scalars and histograms (unless turned off)
     checkpoint_000010/     checkpoints (``checkpoint_freq``, ``checkpoint_at_end``, Ctrl-C)
 
 :func:`run_local` runs :func:`rltune.orchestrator._trial_process.train_loop`,
@@ -104,6 +105,7 @@ def run_local(
     checkpoint_at_end: bool = False,
     on_result: Callable[[dict[str, Any]], None] | None = None,
     on_interrupt: Callable[[], None] | None = None,
+    tensorboard: bool = True,
 ) -> TrialOutcome:
     """Train ``trainer`` in ``trial_dir`` until a stop criterion is met (or forever without one).
 
@@ -113,8 +115,10 @@ def run_local(
     unbuffered write). A second Ctrl-C stops at once, keeping the checkpoints
     saved so far. Either way the outcome is ``interrupted``. The trainer is
     stopped in every case; errors (an unknown stop key after the first
-    iteration, an env failing) propagate after that.
+    iteration, an env failing) propagate after that. ``tensorboard``: also
+    write the results as TensorBoard event files in ``trial_dir``.
     """
+    from rltune.orchestrator._tensorboard import open_trial_writer
     from rltune.orchestrator._trial_process import train_loop
 
     decider = LocalDecider(stop, checkpoint_at_end=checkpoint_at_end, on_result=on_result)
@@ -124,7 +128,7 @@ def run_local(
     try:
         (trial_dir / PARAMS_FILE).write_text(json.dumps(json_safe(trainer.config), indent=2, sort_keys=True) + "\n")
         reporter = Reporter(None, trial_dir=trial_dir, trial_number=None, checkpoint_freq=checkpoint_freq,
-                            decide=decider)
+                            decide=decider, observers=[open_trial_writer(trial_dir)] if tensorboard else [])
         train_loop(trainer, reporter)  # stops the trainer
     except TrialStopped:
         outcome.interrupted = decider.decision.outcome == "interrupted"

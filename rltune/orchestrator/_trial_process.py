@@ -71,6 +71,7 @@ def run(conn: Channel | None, init: dict[str, Any]) -> int:
         start_iteration=start_iteration if restore else 0,
         checkpoint_freq=init.get("checkpoint_freq", 0),
         keep_checkpoints_num=init.get("keep_checkpoints_num"),
+        observers=_observers(init),
     )
     _reporter._current = reporter
     _seed_everything(init.get("seed"))
@@ -92,6 +93,15 @@ def run(conn: Channel | None, init: dict[str, Any]) -> int:
         reporter.close()
     _send(conn, Done())
     return 0
+
+
+def _observers(init: dict[str, Any]) -> list[Any]:
+    """The reporter's observers: the TensorBoard writer when asked (imported only then: it imports numpy)."""
+    if not init.get("tensorboard"):
+        return []
+    from rltune.orchestrator._tensorboard import open_trial_writer
+
+    return [open_trial_writer(init["trial_dir"])]
 
 
 def run_trainer(ref: Any, config: dict[str, Any], reporter: Reporter) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rltune._metrics import finite
+from rltune._trial_files import last_result
 from rltune.errors import ConfigError
 from rltune.orchestrator._optuna_compat import (
     pop_waiting_trial,
@@ -76,7 +77,7 @@ class TrialSetup:
         the trial must have its checkpoint at that iteration; without it, it
         trains to it again. True if the trial was completed here.
         """
-        last = _last_result(a.trial_dir)
+        last = last_result(a.trial_dir)
         if last is None or not a.stop:
             return False
         try:
@@ -192,22 +193,6 @@ def _checkpoint_iteration(path: str) -> int:
     """The iteration in a checkpoint directory's name (``checkpoint_000012``), 0 if none."""
     digits = Path(path).name.rpartition("_")[2]
     return int(digits) if digits.isdigit() else 0
-
-
-def _last_result(trial_dir: Path) -> dict[str, Any] | None:
-    """The last complete line of the trial's ``result.json``, or None."""
-    try:
-        lines = (trial_dir / "result.json").read_text().splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            result = json.loads(line)
-        except ValueError:  # a line cut short by a kill
-            continue
-        return result if isinstance(result, dict) else None
-    return None
-
 
 
 def decode_trial_config(plan: StudyPlan, frozen: Any) -> dict[str, Any]:

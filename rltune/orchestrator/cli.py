@@ -155,6 +155,8 @@ def _add_train_parser(commands: Any) -> None:
     p.add_argument("--results-dir", "--local-dir", dest="results_dir", metavar="DIR",
                    help="default: $RLTUNE_RESULTS_DIR or ~/rltune_results (--local-dir: RLlib's name)")
     p.add_argument("--name", help="trial directory name (default: RUN_ENV_timestamp)")
+    p.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=None,
+                   help="write TensorBoard event files in the trial dir (default: yes; view: tensorboard --logdir DIR)")
     p.add_argument(
         "--log-level",
         type=str.upper,
@@ -180,6 +182,7 @@ def _train_spec(args: argparse.Namespace) -> Any:
         "checkpoint_at_end": args.checkpoint_at_end,
         "results_dir": args.results_dir,
         "name": args.name,
+        "tensorboard": args.tensorboard,
     }
     if flags["stop"] is not None:
         flags["stop"] = StopCriteria(flags["stop"], where="--stop").criteria
@@ -256,6 +259,7 @@ def _train(args: argparse.Namespace) -> int:
         checkpoint_at_end=bool(spec.checkpoint_at_end),
         on_result=_print_result,
         on_interrupt=_say_stopping,
+        tensorboard=spec.tensorboard is not False,
     )
     last = outcome.last_result or {}
     done = f"iteration {last.get('training_iteration', 0)}, {last.get('timesteps_total', 0):,} timesteps"
@@ -267,7 +271,8 @@ def _train(args: argparse.Namespace) -> int:
         print(f"checkpoint: {outcome.checkpoint}")
     else:
         print("checkpoint: none saved (use --checkpoint-at-end or --checkpoint-freq N)")
-    print(f"trial dir:  {outcome.trial_dir} (params.json, result.json)", flush=True)
+    views = f"; TensorBoard: tensorboard --logdir {outcome.trial_dir.parent}" if spec.tensorboard is not False else ""
+    print(f"trial dir:  {outcome.trial_dir} (params.json, result.json{views})", flush=True)
     return EXIT_INTERRUPTED if outcome.interrupted else 0
 
 
@@ -346,6 +351,8 @@ def _add_tune_parser(commands: Any) -> None:
                    help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else a local store in the results dir)")
     p.add_argument("--no-tracking", dest="tracking", action="store_false", default=None,
                    help="do not record the study in MLflow")
+    p.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=None,
+                   help="write TensorBoard event files in each trial's dir (default: no, or the file's tensorboard field)")
     p.add_argument("--quiet", action="store_true", help="plain lines instead of the live view")
     p.set_defaults(handler=_tune)
 
@@ -371,6 +378,7 @@ def _tune(args: argparse.Namespace) -> int:
         "stop": _json_object(args.stop, "--stop"),
         "tracking_uri": args.tracking_uri,
         "tracking": args.tracking,
+        "tensorboard": args.tensorboard,
     }
     plan = load_study_file(args.study, overrides, config_overrides=_json_object(args.config, "--config"))
     analysis = run_plan(plan, resume=args.resume, verbose=1, quiet=args.quiet, max_concurrent=args.max_concurrent)

@@ -12,6 +12,9 @@ with its optimizer state or replay buffer)::
 
     policy.json   algorithm, the trainer config (JSON), policy id, observation and action spaces
     weights.pt    the policy model's state dict (tensors only, loaded with weights_only=True)
+    observation_filter.npz   with ``observation_filter: MeanStdFilter``: the trainer's statistics of
+                  the policy's observations (count, mean, m2; loaded with allow_pickle=False),
+                  applied frozen to every input, as in training
 
 Loading builds just the policy (``<Algorithm>.policy_class(obs_space,
 action_space, config)``), no trainer, env or worker. The model is a
@@ -40,6 +43,7 @@ import numpy as np
 POLICY_DIR = "policy"
 SPEC_FILE = "policy.json"
 WEIGHTS_FILE = "weights.pt"
+FILTER_FILE = "observation_filter.npz"
 _UNSAVED_CONFIG_KEYS = ("callbacks", "env_task_fn", "curriculum", "observation_space", "action_space")
 
 
@@ -146,10 +150,14 @@ def write_policy_dir(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *,
         algorithm = trainer.name
         obs_space, act_space = policy.observation_space, policy.action_space
         weights = {k: v.detach().cpu() for k, v in policy.model.state_dict().items()}
+        obs_filter = trainer.workers.local_worker.filters.get(policy_id)
+        filter_stats = obs_filter.stats.copy() if obs_filter is not None else None
     else:
         metadata = ckpt.read_metadata(trainer_or_checkpoint)
         algorithm = metadata["algorithm"]
-        weights = ckpt.read_tensors(trainer_or_checkpoint, metadata)["policies"][policy_id]
+        tensors = ckpt.read_tensors(trainer_or_checkpoint, metadata)
+        weights = tensors["policies"][policy_id]
+        filter_stats = ckpt.read_observation_filters(trainer_or_checkpoint, tensors).get(policy_id)
         if policy_id in specs:  # a multi-agent checkpoint saves each policy's spaces
             obs_space, act_space = (saved_space(specs[policy_id][k]) for k in ("observation_space", "action_space"))
         else:
@@ -165,6 +173,8 @@ def write_policy_dir(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *,
     }
     (out / SPEC_FILE).write_text(json.dumps(spec, indent=1, sort_keys=True))
     torch.save(weights, out / WEIGHTS_FILE)
+    if filter_stats is not None:
+        np.savez(out / FILTER_FILE, **filter_stats.to_arrays())
     return out
 
 
@@ -214,6 +224,24 @@ def load_policy(policy_dir: str | os.PathLike[str]) -> Any:
     return policy
 
 
+def load_observation_filter(policy_dir: str | os.PathLike[str]) -> Any:
+    """The exported policy's observation filter (a frozen MeanStdFilter), or None if it was trained without one."""
+    from rltune.trainers._filters import MeanStdFilter, RunningStats
+
+    policy_dir = Path(policy_dir)
+    name = json.loads((policy_dir / SPEC_FILE).read_text())["config"].get("observation_filter", "NoFilter")
+    file = policy_dir / FILTER_FILE
+    if not file.exists():
+        if name != "NoFilter":
+            raise ValueError(f"the policy was trained with observation_filter {name!r}, but {FILTER_FILE} is missing")
+        return None
+    with np.load(file, allow_pickle=False) as data:
+        stats = RunningStats.from_arrays(data["count"], data["mean"], data["m2"])
+    obs_filter = MeanStdFilter(stats.size, track_delta=False)
+    obs_filter.set_stats(stats)
+    return obs_filter
+
+
 # -- the pyfunc model ------------------------------------------------------------------------------
 class PolicyModel(mlflow.pyfunc.PythonModel):
     """MLflow pyfunc wrapper of a rltune policy; ``predict`` maps a batch of observations to env actions."""
@@ -225,6 +253,7 @@ class PolicyModel(mlflow.pyfunc.PythonModel):
         import gymnasium as gym
 
         self.policy = load_policy(context.artifacts[POLICY_DIR])
+        self.obs_filter = load_observation_filter(context.artifacts[POLICY_DIR])
         space = self.policy.observation_space
         self._raw = isinstance(space, (gym.spaces.Box, gym.spaces.Discrete))
 
@@ -237,6 +266,8 @@ class PolicyModel(mlflow.pyfunc.PythonModel):
             batch = policy.preprocessor.batch(obs)
         else:
             batch = np.asarray(obs, dtype=np.float32).reshape(-1, policy.preprocessor.size)
+        if self.obs_filter is not None:
+            batch = self.obs_filter.normalize(batch)
         explore = bool((params or {}).get("explore", False))
         actions, _ = policy.compute_actions(batch, explore=explore)
         env_actions = policy.to_env_actions(actions)

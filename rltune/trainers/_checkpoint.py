@@ -3,7 +3,8 @@
 Layout of a checkpoint directory::
 
     rltune_checkpoint.json   format version, algorithm, counters, config, RNG state (JSON)
-    state.pt                 tensors only (weights, optimizer state, torch RNG), loaded with weights_only=True
+    state.pt                 tensors only (weights, optimizer state, torch RNG, observation filter
+                             statistics), loaded with weights_only=True
     <extra>.npz              optional numpy arrays (e.g. a replay buffer), loaded with allow_pickle=False
 
 The metadata holds the sha256 of every other file (``checksums``) and of
@@ -38,6 +39,7 @@ from rltune._json import json_safe as _json_safe
 from rltune.errors import CheckpointError, RLTuneError
 from rltune.trainers._checkpoint_config import checked_config, saved_env_problem  # noqa: F401 (imported from here)
 from rltune.trainers._checkpoint_fields import Fields, describe, field_error, first_line, is_kind  # noqa: F401
+from rltune.trainers._filters import RunningStats
 from rltune.trainers._sample_batch import EpisodeMetrics
 
 FORMAT_VERSION = 2  # 2: checksums; version 1 (without them) is still read
@@ -238,6 +240,7 @@ class TrainerState:
     arrays: dict[str, dict[str, np.ndarray] | None] = field(default_factory=dict)
     env_tasks: dict[tuple[int, int], Any] = field(default_factory=dict)
     metadata: dict[str, Any] | None = None  # the checkpoint's, as read (its checksums verify the arrays files)
+    observation_filters: dict[str, RunningStats] = field(default_factory=dict)  # master statistics by policy id
 
 
 def read_trainer_state(path: str | os.PathLike[str], algorithm: str) -> TrainerState:
@@ -268,7 +271,31 @@ def read_trainer_state(path: str | os.PathLike[str], algorithm: str) -> TrainerS
         callbacks_state=meta.get("callbacks_state", dict, {}),
         env_tasks=_env_tasks(meta),
         metadata=metadata,
+        observation_filters=_observation_filters(tensors),
     )
+
+
+def filter_tensors(stats: dict[str, RunningStats]) -> dict[str, dict[str, torch.Tensor]]:
+    """Observation filter statistics by policy id as the tensors a checkpoint holds (``count``, ``mean``, ``m2``)."""
+    return {pid: {k: torch.from_numpy(v) for k, v in s.to_arrays().items()} for pid, s in stats.items()}
+
+
+def read_observation_filters(path: str | os.PathLike[str], tensors: dict[str, Any]) -> dict[str, RunningStats]:
+    """The observation filter statistics by policy id in a checkpoint's tensors (empty: saved with NoFilter)."""
+    return _observation_filters(Fields(path, tensors, f"{TENSORS_FILE} entry"))
+
+
+def _observation_filters(tensors: Fields) -> dict[str, RunningStats]:
+    saved = tensors.get("observation_filters", dict, {})
+    stats = {}
+    for pid, entry in saved.items():
+        try:
+            if not (isinstance(entry, dict) and {"count", "mean", "m2"} <= set(entry)):
+                raise ValueError(f"is {describe(entry)}, not {{count, mean, m2}} tensors")
+            stats[pid] = RunningStats.from_arrays(*(entry[k].numpy() for k in ("count", "mean", "m2")))
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise tensors.error(f"observation_filters.{pid}", str(exc)) from None
+    return stats
 
 
 def _episode_window(meta: Fields) -> list[EpisodeMetrics]:

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serial
 from rltune._validation import MAX_SEED, UserInput
 from rltune.errors import ConfigError
 from rltune.trainers._rllib_names import rllib_key_problem
+from rltune.trainers._filters import filter_name_problem
 
 
 class _Strict(UserInput):
@@ -98,7 +99,10 @@ class TrainerSettings(_Strict):
         "torch", description="RLlib's framework key; rltune runs on PyTorch ('tf', 'tf2' configs run on it too, with a warning)."
     )
     observation_filter: str = Field(
-        "NoFilter", description="RLlib's observation filter; only NoFilter (observations as the env returns them)."
+        "NoFilter",
+        description="NoFilter (observations as the env returns them), MeanStdFilter (each policy's observations "
+        "normalised by their running mean and std, synced across workers, saved in checkpoints) or "
+        "ConcurrentMeanStdFilter (the same here).",
     )
     num_workers: int = Field(0, ge=0, description="Rollout worker processes; 0 samples in the trainer's own process.")
     num_envs_per_worker: int = Field(1, ge=1, description="Envs stepped as one vector (one batched forward per step).")
@@ -172,14 +176,12 @@ class TrainerSettings(_Strict):
         1, ge=1, description="torch intra-op (and numpy BLAS) threads in each process; 1 is fastest for small models, None leaves the defaults."
     )
 
-    @field_validator("observation_filter")
+    @field_validator("observation_filter", mode="before")
     @classmethod
-    def _no_filter_only(cls, name: str) -> str:
-        if name != "NoFilter":
-            raise ValueError(
-                f"{name!r} is not supported; use 'NoFilter', and normalise observations in the env "
-                "(e.g. a creator returning gymnasium.wrappers.NormalizeObservation(env))"
-            )
+    def _known_filter(cls, name: Any) -> str:
+        problem = filter_name_problem(name)
+        if problem:
+            raise ValueError(problem)
         return name
 
     @field_validator("torch_compile_learner", mode="before")

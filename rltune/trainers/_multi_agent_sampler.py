@@ -31,6 +31,7 @@ from rltune.env._build import where
 from rltune.env._context import EnvContext
 from rltune.env._multi_agent import ALL
 from rltune.errors import EnvError
+from rltune.trainers._filters import Filters
 from rltune.trainers._agent_transitions import (
     TrajectoryKey,
     Transitions,
@@ -49,6 +50,7 @@ from rltune.trainers._sample_batch import (
 )
 
 logger = logging.getLogger(__name__)
+_NONE: dict[Any, Any] = {}  # no fast-path preprocessors
 
 class MultiAgentSampler:
     """Collects fragments from N multi-agent envs whose agents act through a map of policies.
@@ -56,7 +58,9 @@ class MultiAgentSampler:
     ``batched`` names the policies whose transitions are kept and
     postprocessed (those that may be trained); the others only act.
     ``rebuild_env(i)`` replaces env ``i`` after it raised, when
-    ``restart_failed_sub_environments`` is on.
+    ``restart_failed_sub_environments`` is on. ``filters`` (the worker's, by
+    policy id; none for NoFilter) filter the observations of each policy's
+    agents, all those of one step (every env's) as one batch.
     """
 
     def __init__(
@@ -74,8 +78,12 @@ class MultiAgentSampler:
         callbacks: DefaultCallbacks | None = None,
         worker: Any = None,
         complete_episodes: bool = False,
+        filters: Filters | None = None,
     ) -> None:
         self.envs = envs
+        self.filters = filters if filters is not None else {}
+        self._update_filters = True
+        self._unfiltered: dict[str, list[np.ndarray]] = {}  # this step's observations, by policy, until filtered
         self.contexts = contexts
         self.policies = policies
         self.mapping = mapping
@@ -160,14 +168,28 @@ class MultiAgentSampler:
         self._hook("on_episode_start", i)
 
     def _preprocess(self, i: int, agent: Any, obs: Any) -> np.ndarray:
-        policy = self.policies[self._policy_of(i, agent)]
+        pid = self._policy_of(i, agent)
+        policy = self.policies[pid]
         try:
-            return policy.preprocessor(obs)
+            vec = policy.preprocessor(obs)
         except Exception as exc:
             raise EnvError(
                 f"{self._place(i)}: the observation of agent {agent!r} does not fit the observation space "
-                f"{policy.observation_space} of its policy {self._agent_policy[i][agent]!r}: {type(exc).__name__}: {exc}"
+                f"{policy.observation_space} of its policy {pid!r}: {type(exc).__name__}: {exc}"
             ) from exc
+        if pid in self.filters:
+            vec = vec.copy()  # its own memory (not the env's array): filtered in place at the end of the step
+            self._unfiltered.setdefault(pid, []).append(vec)
+        return vec
+
+    def _filter_step(self) -> None:
+        """Filter this step's observations in place: one batch per policy, across every env."""
+        for pid, vecs in self._unfiltered.items():
+            obs_filter = self.filters.get(pid)
+            if obs_filter is not None:
+                for vec, row in zip(vecs, obs_filter(np.stack(vecs), self._update_filters)):
+                    vec[:] = row
+        self._unfiltered = {}
 
     def _hook(self, hook: str, i: int) -> None:
         if self.callbacks.overrides(hook):
@@ -201,21 +223,29 @@ class MultiAgentSampler:
             metrics.hist_data = self._episodes[i].hist_data
         return metrics
 
-    def reset_all(self) -> None:
+    def reset_all(self, update_filter: bool = True) -> None:
         """Start a new episode in every env (first call seeds them); in-progress episodes are dropped."""
         first = not self._started
         self._started = True
         self._store = {}
         if self.episode_buffer is not None:
             self.episode_buffer.clear()
+        self._update_filters = update_filter
+        self._unfiltered = {}
         for i in range(self.num_envs):
             self._new_episode(i, self._env_seed(i) if first else None)
+        self._filter_step()
 
     # -- the sampling loop ------------------------------------------------------------
-    def sample(self, num_steps: int, explore: bool = True, postprocess: bool = True) -> SampleResult:
-        """Step every env ``num_steps`` times; return the postprocessed batches by policy id and finished episodes."""
+    def sample(self, num_steps: int, explore: bool = True, postprocess: bool = True, update_filter: bool = True) -> SampleResult:
+        """Step every env ``num_steps`` times; return the postprocessed batches by policy id and finished episodes.
+
+        ``update_filter``: add the observations to the observation filters'
+        statistics (False: apply them frozen, as evaluation does).
+        """
         if not self._started:
-            self.reset_all()
+            self.reset_all(update_filter)
+        self._update_filters = update_filter
         if self.episode_buffer is not None and postprocess:
             return self._sample_complete_episodes(num_steps, explore)
         batched = self.batched() if postprocess else set()
@@ -290,6 +320,8 @@ class MultiAgentSampler:
             steps += len(members)
         for i in range(self.num_envs):
             self._step_env(i, action_dicts[i], episodes)
+        if self._unfiltered:
+            self._filter_step()
         return steps
 
     def _step_env(self, i: int, actions: dict[Any, Any], episodes: list[EpisodeMetrics]) -> None:
@@ -325,11 +357,12 @@ class MultiAgentSampler:
         all_terminated = bool(terminateds.get(ALL, False))
         over = all_terminated or bool(truncateds.get(ALL, False))
         acting: dict[Any, np.ndarray] = {}
-        preprocessors = self._agent_preprocessor[i]
+        # With observation filters every obs takes _preprocess, which also collects it for its policy's filter.
+        preprocessors = self._agent_preprocessor[i] if not self.filters else _NONE
         for agent, o in obs.items():
             try:
                 vec = preprocessors[agent](o)
-            except Exception:  # an agent not mapped yet, or an obs that does not fit: the slow path maps or explains
+            except Exception:  # not mapped yet, filtered, or an obs that does not fit: the slow path maps or explains
                 vec = self._preprocess(i, agent, o)
             terminated = bool(terminateds.get(agent, False))
             done = terminated or bool(truncateds.get(agent, False))

@@ -104,7 +104,7 @@ _UNSUPPORTED_BY_HINT: dict[str, tuple[str, ...]] = {
         "custom_resources_per_worker", "custom_resources_per_learner", "extra_python_environs_for_driver",
         "extra_python_environs_for_worker", "torch_ddp_kwargs", "torch_skip_nan_gradients", "learner_config_dict",
         "max_requests_in_flight_per_sampler_worker", "max_requests_in_flight_per_env_runner", "action_mask_key",
-        "num_atoms", "v_min", "v_max", "categorical_distribution_temperature", "burn_in_len", "replay_sequence_length",
+        "categorical_distribution_temperature", "burn_in_len", "replay_sequence_length",
         "replay_mode", "off_policy_estimation_methods", "input", "input_", "input_config", "output", "output_config",
         "postprocess_inputs", "shuffle_buffer_size", "actions_in_input_normalized", "offline_sampling",
         # the rest of Ray 2.x's AlgorithmConfig: offline data and evaluation, learners, connectors, internals
@@ -170,10 +170,9 @@ _UNSUPPORTED_BY_HINT: dict[str, tuple[str, ...]] = {
         "worker_side_prioritization",
     ),
     "train_batch_size (DQN: the replay minibatch)": ("replay_batch_size",),
-    "model.fcnet_hiddens (the Q network's hidden layers)": ("hiddens",),
-    "exploration_config (EpsilonGreedy: initial_epsilon, final_epsilon, epsilon_timesteps)": (
-        "epsilon", "noisy", "sigma0", "exploration_fraction", "exploration_final_eps", "exploration_initial_eps",
-        "schedule_max_timesteps",
+    "DQN's exploration_config (EpsilonGreedy: initial_epsilon, final_epsilon, epsilon_timesteps; "
+    "run: DQN maps these old names onto it)": (
+        "epsilon", "exploration_fraction", "exploration_final_eps", "exploration_initial_eps", "schedule_max_timesteps",
     ),
     "observation_filter": ("synchronize_filters", "update_worker_filter_stats", "use_worker_filter_stats"),
 }

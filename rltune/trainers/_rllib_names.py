@@ -316,12 +316,26 @@ def _replay_type(t: Translation, inner: dict[str, Any]) -> None:
         inner.pop("type")
 
 
+def _algorithm_with_key(key: str, config_cls: Any) -> str | None:
+    """The name of another of rltune's algorithms whose settings have ``key`` (None if none has)."""
+    from rltune.trainers import _TRAINERS, get_trainer_class
+
+    for name in sorted(_TRAINERS):
+        settings = get_trainer_class(name).config_class
+        if settings is not config_cls and key in {f.alias or n for n, f in settings.model_fields.items()}:
+            return name
+    return None
+
+
 def rllib_key_problem(config_cls: Any, loc: tuple[str, ...]) -> str | None:
     """The message for an unknown key at ``loc`` that is an RLlib key rltune lacks, or None for any other key."""
     path = ".".join(loc)
     key, block = loc[-1], loc[:-1]
     trainer = config_cls.__name__.removesuffix("Settings") or "this trainer"
     if not block:
+        owner = _algorithm_with_key(key, config_cls)
+        if owner is not None:  # a key of another of rltune's algorithms (DQN's hiddens in a PPO config)
+            return f"{path}: a key of {owner}, which {trainer} does not have (run: {owner} to use it)"
         hint = UNSUPPORTED.get(key)
         if hint is None and key in ALIASES:  # RLlib's name of a key of another algorithm
             return f"{path}: an RLlib key rltune does not support yet: {trainer} has no {ALIASES[key]} (RLlib's {key})"

@@ -20,6 +20,7 @@ from rltune.env._registry import EnvSpec
 from rltune.env._task import task_env
 from rltune.errors import ConfigError, EnvError
 from rltune.trainers._config import TrainerSettings
+from rltune.trainers._filters import Filters, RunningStats, filter_stats, flush_deltas, make_filter, set_filter_stats
 from rltune.trainers._multi_agent_sampler import MultiAgentSampler
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._policy_spec import (
@@ -79,8 +80,12 @@ class RolloutWorker:
         if spaces is None:
             spaces = self._policy_spaces()
         self.policy_map: dict[str, Policy] = {}
+        # Observation filters by policy id (none for NoFilter); the local worker's are the trainer's master
+        # filters, which take the other workers' deltas, so only remote workers keep deltas (see _filters.py).
+        self.filters: Filters = {}
         for pid, spec in self.policy_specs.items():
             self.policy_map[pid] = self._make_policy(pid, spec, *spaces[pid])
+            self._make_filter(pid)
         self.training = TrainingSelection(config.multiagent.policies_to_train, self._trainable_ids())
         self.observation_space, self.action_space = next(iter(spaces.values()))
         self.sampler: VectorSampler | MultiAgentSampler | None = None
@@ -93,6 +98,13 @@ class RolloutWorker:
         cls = spec.policy_class or self.policy_class
         seed = None if self.config.seed is None else self.config.seed + 7919 * self.worker_index + 104729 * len(self.policy_map)
         return cls(obs_space, act_space, policy_config(self.config, spec.config), device=self.device, seed=seed)
+
+    def _make_filter(self, pid: str) -> None:
+        obs_filter = make_filter(
+            self.config.observation_filter, self.policy_map[pid].preprocessor.size, track_delta=self.worker_index != 0
+        )
+        if obs_filter is not None:
+            self.filters[pid] = obs_filter
 
     def _trainable_ids(self) -> set[str]:
         """Policies of the algorithm's own class (or a subclass): those a learner can train."""
@@ -113,10 +125,13 @@ class RolloutWorker:
         )
         if self.multi_agent:
             return MultiAgentSampler(
-                self.envs, self.env_contexts, self.policy_map, self.mapping, batched=self.training.candidates, **common
+                self.envs, self.env_contexts, self.policy_map, self.mapping, batched=self.training.candidates,
+                filters=self.filters, **common,
             )
         self._check_spaces_match()
-        return VectorSampler(self.envs, self.env_contexts, self.policy_map[DEFAULT_POLICY_ID], **common)
+        return VectorSampler(
+            self.envs, self.env_contexts, self.policy_map[DEFAULT_POLICY_ID], obs_filter=self.filters.get(DEFAULT_POLICY_ID), **common
+        )
 
     def _check_env_kind(self, env: gym.Env) -> None:
         problem = env_kind_problem(env, self.multi_agent, self.env_spec.name)
@@ -211,12 +226,14 @@ class RolloutWorker:
             policy.set_weights(weights)
         self.policy_specs[policy_id] = spec
         self.policy_map[policy_id] = policy
+        self._make_filter(policy_id)
         self._update_selection(policy_mapping_fn, policies_to_train)
 
     def remove_policy(self, policy_id: str, policy_mapping_fn: Any = None, policies_to_train: Any = None) -> None:
         """Drop a policy; running episodes with an agent mapped to it are dropped (their envs reset)."""
         self.policy_map.pop(policy_id)
         self.policy_specs.pop(policy_id)
+        self.filters.pop(policy_id, None)
         self._update_selection(policy_mapping_fn, policies_to_train)
         if isinstance(self.sampler, MultiAgentSampler) and self.sampler.uses_policy(policy_id):
             self.sampler.reset_all()
@@ -266,6 +283,8 @@ class RolloutWorker:
             raise EnvError(f"worker {self.worker_index} has no envs to sample from")
         steps = self.config.rollout_fragment_length if num_steps is None else num_steps
         result = self.sampler.sample(steps, explore=self.config.explore if explore is None else explore)
+        if self.filters:
+            result.filter_deltas = flush_deltas(self.filters)
         restarts = self.sampler.num_env_restarts  # since the last sample, reset_all's rebuilds included
         result.num_env_restarts, self._env_restarts_reported = restarts - self._env_restarts_reported, restarts
         if self.callbacks.overrides("on_sample_end"):
@@ -274,6 +293,8 @@ class RolloutWorker:
 
     def run_episodes(self, num_episodes: int, explore: bool = False, max_steps: int = 10_000_000) -> list[EpisodeMetrics]:
         """Reset the envs and run ``num_episodes`` whole episodes across them (used by evaluation).
+
+        The observation filters are applied frozen (their statistics do not change).
 
         Env ``i`` of the vector contributes its first ``num_episodes // n``
         episodes (one more for the first ``num_episodes % n`` envs). Fixing
@@ -285,26 +306,48 @@ class RolloutWorker:
         n = self.sampler.num_envs
         quota = [num_episodes // n + (i < num_episodes % n) for i in range(n)]
         kept: list[list[EpisodeMetrics]] = [[] for _ in range(n)]
-        self.sampler.reset_all()
+        self.sampler.reset_all(update_filter=False)
         steps = 0
         while any(len(k) < q for k, q in zip(kept, quota)) and steps < max_steps:
-            result = self.sampler.sample(32, explore=explore, postprocess=False)
+            result = self.sampler.sample(32, explore=explore, postprocess=False, update_filter=False)
             for episode in result.episodes:
                 mine = kept[episode.vector_index]
                 if len(mine) < quota[episode.vector_index]:
                     mine.append(episode)
             steps += result.env_steps
-        self.sampler.reset_all()
+        self.sampler.reset_all(update_filter=False)
         return [episode for mine in kept for episode in mine]
 
-    def set_weights(self, weights: dict[str, dict[str, np.ndarray]], global_vars: dict[str, Any] | None = None) -> None:
-        """Load policy weights (by policy id) and the trainer's global vars (``timestep``)."""
+    def set_weights(
+        self,
+        weights: dict[str, dict[str, np.ndarray]],
+        global_vars: dict[str, Any] | None = None,
+        filters: dict[str, RunningStats] | None = None,
+    ) -> None:
+        """Load policy weights (by policy id), the trainer's global vars (``timestep``) and its observation filters.
+
+        ``filters``: the trainer's master statistics by policy id (they come
+        with the weights, so that syncing them costs no message of its own).
+        """
         for policy_id, policy_weights in weights.items():
             if policy_id in self.policy_map:  # a policy removed meanwhile is skipped
                 self.policy_map[policy_id].set_weights(policy_weights)
         if global_vars:
             for policy in self.policy_map.values():
                 policy.set_global_timestep(global_vars.get("timestep", 0))
+        if filters:
+            set_filter_stats(self.filters, filters)
+
+    def get_filters(self, flush_after: bool = False) -> dict[str, RunningStats]:
+        """The observation filters' statistics by policy id (copies); ``flush_after``: start the deltas afresh (RLlib's name)."""
+        stats = filter_stats(self.filters)
+        if flush_after:
+            flush_deltas(self.filters)
+        return stats
+
+    def sync_filters(self, new_filters: dict[str, RunningStats]) -> None:
+        """Filter with these statistics by policy id from now on (plus what is not reported yet; RLlib's name)."""
+        set_filter_stats(self.filters, new_filters)
 
     def get_weights(self) -> dict[str, dict[str, np.ndarray]]:
         """Weights of every policy, by policy id."""

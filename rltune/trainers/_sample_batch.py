@@ -66,6 +66,9 @@ class SampleResult:
     env_steps: int = 0
     agent_steps: int = 0  # actions computed (single-agent: = env_steps)
     num_env_restarts: int = 0  # envs rebuilt after raising (restart_failed_sub_environments) since the last sample
+    # A rollout worker process's observation-filter statistics since its last sample, by policy id; the
+    # WorkerSet merges them into the trainer's master filters as each reply arrives (merge() drops them).
+    filter_deltas: dict[str, Any] = field(default_factory=dict)
 
     @staticmethod
     def merge(results: list["SampleResult"]) -> "SampleResult":

@@ -21,6 +21,7 @@ from rltune.env._build import where
 from rltune.env._context import EnvContext
 from rltune.errors import EnvError
 from rltune.trainers._complete_episodes import EpisodeBuffer, chunk_steps, postprocess_packed, split_env_columns
+from rltune.trainers._filters import MeanStdFilter
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._sample_batch import (
     ACTIONS,
@@ -41,6 +42,9 @@ class VectorSampler:
 
     ``rebuild_env(i)`` is called to replace env ``i`` after it raised, when
     ``restart_failed_sub_environments`` is on; it returns the new env.
+    ``obs_filter`` (a :class:`~rltune.trainers._filters.MeanStdFilter`, or
+    None for NoFilter) filters each step's observations as one batch; the
+    policy acts on, and the batch holds, the filtered ones.
     """
 
     def __init__(
@@ -56,8 +60,10 @@ class VectorSampler:
         callbacks: DefaultCallbacks | None = None,
         worker: Any = None,
         complete_episodes: bool = False,
+        obs_filter: MeanStdFilter | None = None,
     ) -> None:
         self.envs = envs
+        self.obs_filter = obs_filter
         self.contexts = contexts
         self.policy = policy
         self.env_name = env_name
@@ -133,13 +139,15 @@ class VectorSampler:
         self.envs[i] = self.rebuild_env(i)
         self.num_env_restarts += 1
 
-    def reset_all(self) -> None:
+    def reset_all(self, update_filter: bool = True) -> None:
         """Start a new episode in every env (first call seeds them); in-progress episodes are dropped."""
         first = self._obs is None
         pre = self.policy.preprocessor
         obs = np.empty((self.num_envs, pre.size), dtype=np.float32)
         for i in range(self.num_envs):
             obs[i] = pre(self._new_episode(i, self._env_seed(i) if first else None))
+        if self.obs_filter is not None:
+            self.obs_filter(obs, update_filter, out=obs)
         self._obs = obs
         self._returns = [0.0] * self.num_envs
         self._lengths = [0] * self.num_envs
@@ -148,27 +156,30 @@ class VectorSampler:
             self._episode_numbers = [0] * self.num_envs
 
     # -- the sampling loop ------------------------------------------------------------
-    def sample(self, num_steps: int, explore: bool = True, postprocess: bool = True) -> SampleResult:
+    def sample(self, num_steps: int, explore: bool = True, postprocess: bool = True, update_filter: bool = True) -> SampleResult:
         """Step every env ``num_steps`` times; return the postprocessed batch and finished episodes.
 
         With ``complete_episodes`` (and ``postprocess``), step until whole
         episodes of at least ``num_steps x num_envs`` steps ended, and return
         those only (see :mod:`rltune.trainers._complete_episodes`).
+        ``update_filter``: add the observations to the observation filter's
+        statistics (False: apply it frozen, as evaluation does).
         """
         if self.episode_buffer is not None and postprocess:
-            return self._sample_complete_episodes(num_steps, explore)
-        batch, episodes = self._step_fragment(num_steps, explore)
+            return self._sample_complete_episodes(num_steps, explore, update_filter)
+        batch, episodes = self._step_fragment(num_steps, explore, update_filter)
         result = SampleResult(episodes=episodes, env_steps=num_steps * self.num_envs, agent_steps=num_steps * self.num_envs)
         if postprocess:
             result.batches[DEFAULT_POLICY_ID] = self.policy.postprocess_trajectory(batch)
         return result
 
-    def _sample_complete_episodes(self, num_steps: int, explore: bool) -> SampleResult:
+    def _sample_complete_episodes(self, num_steps: int, explore: bool, update_filter: bool) -> SampleResult:
         buffer = self.episode_buffer
         target = num_steps * self.num_envs
         episodes: list[EpisodeMetrics] = []
         while buffer.ready_rows < target:
-            batch, ended = self._step_fragment(chunk_steps(target, buffer.ready_rows, self.num_envs, num_steps), explore)
+            steps = chunk_steps(target, buffer.ready_rows, self.num_envs, num_steps)
+            batch, ended = self._step_fragment(steps, explore, update_filter)
             episodes.extend(ended)
             for i, number, piece, over in split_env_columns(batch, self._episode_numbers):
                 buffer.add(DEFAULT_POLICY_ID, (i, number, None), piece, ended=over)
@@ -177,12 +188,14 @@ class VectorSampler:
         batch = postprocess_packed(self.policy, flat, lengths)
         return SampleResult(batches={DEFAULT_POLICY_ID: batch}, episodes=episodes, env_steps=rows, agent_steps=rows)
 
-    def _step_fragment(self, num_steps: int, explore: bool) -> tuple[dict[str, np.ndarray], list[EpisodeMetrics]]:
+    def _step_fragment(
+        self, num_steps: int, explore: bool, update_filter: bool = True
+    ) -> tuple[dict[str, np.ndarray], list[EpisodeMetrics]]:
         """Step every env ``num_steps`` times: the time-major ``[num_steps, N]`` columns and the episodes that ended."""
         if self._obs is None:
-            self.reset_all()
+            self.reset_all(update_filter)
         policy = self.policy
-        pre = policy.preprocessor
+        pre, obs_filter = policy.preprocessor, self.obs_filter
         n = self.num_envs
         obs = self._obs
         obs_buf, new_obs_buf, actions_buf, rewards, terminateds, truncateds = self._fragment_buffers(num_steps)
@@ -235,21 +248,53 @@ class VectorSampler:
                 if terminated or truncated:
                     episodes.append(self._episode_ended(i))
                     resets.append(i)
-            if failed:
-                new_obs_buf[t] = [obs_buf[t, j] if j in failed else pre(o) for j, o in enumerate(step_obs)]
-            else:
-                new_obs_buf[t] = pre.batch(step_obs)
             rewards[t] = step_rewards
             terminateds[t] = step_terminated
             truncateds[t] = step_truncated
-            obs = new_obs_buf[t].copy()
-            for i in resets + failed:
-                obs[i] = pre(self._new_episode(i))
+            if obs_filter is None and not failed:  # NoFilter's usual step, inline
+                new_obs_buf[t] = pre.batch(step_obs)
+                obs = new_obs_buf[t].copy()
+                for i in resets:
+                    obs[i] = pre(self._new_episode(i))
+            else:
+                obs = self._observe(step_obs, obs_buf[t], new_obs_buf[t], failed, resets + failed, update_filter)
         self._obs = obs
 
         batch = {OBS: obs_buf, ACTIONS: actions_buf, REWARDS: rewards, NEW_OBS: new_obs_buf,
                  TERMINATEDS: terminateds, TRUNCATEDS: truncateds, **extras_buf}
         return batch, episodes
+
+    def _observe(
+        self, step_obs: list[Any], obs: np.ndarray, new_obs: np.ndarray, failed: list[int], restarted: list[int], update_filter: bool
+    ) -> np.ndarray:
+        """Fill ``new_obs`` (a step's row) with its next observations, filtered; return the ones the next step acts on.
+
+        ``obs``: the step's own (filtered) observations, which a failed env's
+        row repeats; ``restarted`` envs act next on their new episode's first.
+        The step's next observations and the new episodes' first ones are
+        filtered together, as one batch.
+        """
+        pre, obs_filter = self.policy.preprocessor, self.obs_filter
+        if failed:
+            new_obs[:] = [obs[j] if j in failed else pre(o) for j, o in enumerate(step_obs)]
+        else:
+            new_obs[:] = pre.batch(step_obs)
+        if obs_filter is None:
+            next_obs = new_obs.copy()
+            for i in restarted:
+                next_obs[i] = pre(self._new_episode(i))
+            return next_obs
+        if not restarted:  # the usual step
+            obs_filter(new_obs, update_filter, out=new_obs)
+            return new_obs.copy()
+        firsts = np.array([pre(self._new_episode(i)) for i in restarted], dtype=np.float32)
+        stepped: Any = [j for j in range(self.num_envs) if j not in failed] if failed else slice(None)
+        rows = new_obs[stepped]  # failed envs' rows are their own obs, filtered already
+        filtered = obs_filter(np.concatenate((rows, firsts)), update_filter)
+        new_obs[stepped] = filtered[: len(rows)]
+        next_obs = new_obs.copy()
+        next_obs[restarted] = filtered[len(rows):]
+        return next_obs
 
     def _fragment_buffers(self, num_steps: int) -> tuple[np.ndarray, ...]:
         """Empty time-major ``[num_steps, num_envs, ...]`` columns: obs, new obs, actions, rewards, terminateds, truncateds."""

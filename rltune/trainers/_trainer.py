@@ -145,6 +145,12 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
             extra = set(cfg.evaluation_config) - set(cls.config_class.model_fields) - {"lambda"}
             if extra:
                 problems.append(f"evaluation_config: unknown keys {sorted(extra)}")
+            eval_filter = cfg.evaluation_config.get("observation_filter", cfg.observation_filter)
+            if (eval_filter == "NoFilter") != (cfg.observation_filter == "NoFilter"):
+                problems.append(
+                    f"evaluation_config.observation_filter: {eval_filter!r} differs from observation_filter "
+                    f"{cfg.observation_filter!r}; evaluation applies the training filter (frozen), so leave it out"
+                )
         return problems
 
     # -- construction -----------------------------------------------------------------
@@ -412,8 +418,18 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         self.workers.sync_weights()
 
     def compute_single_action(self, obs: Any, *, explore: bool = False, policy_id: str = DEFAULT_POLICY_ID) -> Any:
-        """The action for one raw observation; deterministic unless ``explore``."""
-        return self.get_policy(policy_id).compute_single_action(obs, explore=explore)
+        """The action for one raw observation; deterministic unless ``explore``.
+
+        The policy's observation filter is applied frozen (its statistics do
+        not change), as in RLlib; ``get_policy(id).compute_single_action``
+        takes the observation as it is.
+        """
+        policy = self.get_policy(policy_id)
+        obs_filter = self.workers.local_worker.filters.get(policy_id)
+        if obs_filter is None:
+            return policy.compute_single_action(obs, explore=explore)
+        actions, _ = policy.compute_actions(obs_filter.normalize(policy.preprocessor(obs)[None]), explore=explore)
+        return policy.to_env_actions(actions)[0]
 
     # -- workers and envs --------------------------------------------------------------
     def foreach_worker(self, fn: Callable[[RolloutWorker], Any]) -> list[Any]:

@@ -1,8 +1,8 @@
 """Trainer checkpoints: save, restore (checked first, all or nothing) and from_checkpoint.
 
-Every policy's weights and RNG state and every learner's state (through the
-algorithm, ``Algorithm.get_state``) are saved; the layout is
-``_checkpoint.py``'s.
+Every policy's weights and RNG state, every learner's state (through the
+algorithm, ``Algorithm.get_state``) and the master observation filters'
+statistics are saved; the layout is ``_checkpoint.py``'s.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import torch
 from rltune import __version__
 from rltune.errors import CheckpointError, ConfigError
 from rltune.trainers import _checkpoint as ckpt
+from rltune.trainers._filters import filter_stats
 
 if TYPE_CHECKING:
     from rltune.trainers._trainer import Trainer
@@ -88,6 +89,8 @@ class CheckpointMixin:
             "torch_rng": torch.get_rng_state(),
             "algorithm": tensors,
         }
+        if self.workers.local_worker.filters:
+            state["observation_filters"] = ckpt.filter_tensors(filter_stats(self.workers.local_worker.filters))
         saved = ckpt.write_checkpoint(path, metadata, state, self.get_checkpoint_arrays())
         self._call("on_checkpoint_saved", trainer=self, path=str(saved))
         return str(saved)
@@ -103,7 +106,9 @@ class CheckpointMixin:
     def restore(self, checkpoint_path: str | os.PathLike[str]) -> None:
         """Load a checkpoint of this algorithm; training goes on from its iteration and timestep counts.
 
-        The checkpoint may come from a trainer with another ``num_workers``.
+        The checkpoint may come from a trainer with another ``num_workers``
+        (the observation filters are the trainer's master statistics, which
+        every worker gets with the weights).
         A checkpoint that is missing, partial, corrupt or does not fit raises
         :class:`CheckpointError` naming what is wrong, and the trainer stays
         as it was (weights, optimizer, counters, RNG states, replay buffer).
@@ -152,10 +157,32 @@ class CheckpointMixin:
             if pid in saved.policy_rngs and not ckpt.valid_rng_state(saved.policy_rngs[pid], rng):
                 problem = f"is not a valid numpy {type(rng).__name__} state for policy {pid!r}"
                 raise ckpt.field_error(path, "policy_rngs", problem)
+        self._check_saved_filters(path, saved)
         if saved.numpy_rng is not None and not ckpt.valid_rng_state(saved.numpy_rng, self.rng.bit_generator):
             raise ckpt.field_error(path, "numpy_rng", f"is not a valid numpy {type(self.rng.bit_generator).__name__} state")
         saved.arrays = {name: ckpt.read_arrays(checkpoint_path, name, saved.metadata) for name in array_names}
         return saved
+
+    def _check_saved_filters(self, path: str, saved: ckpt.TrainerState) -> None:
+        """The checkpoint's observation filters must be this trainer's: its policies act on what they were trained on."""
+        filters = self.workers.local_worker.filters
+        name = self.cfg.observation_filter
+        if bool(filters) != bool(saved.observation_filters):
+            had = "a MeanStdFilter" if saved.observation_filters else "no observation filter (NoFilter)"
+            raise CheckpointError(
+                f"checkpoint {path!r} was trained with {had}, but this {self.name} has observation_filter {name!r}: "
+                "its policies would act on observations unlike those they learned on; "
+                f"set observation_filter to {'MeanStdFilter' if saved.observation_filters else 'NoFilter'}"
+            )
+        for pid, obs_filter in filters.items():
+            stats = saved.observation_filters.get(pid)
+            if stats is None:
+                raise CheckpointError(f"checkpoint {path!r} has no observation filter statistics for policy {pid!r}")
+            if stats.size != obs_filter.size:
+                raise CheckpointError(
+                    f"checkpoint {path!r}: the observation filter of policy {pid!r} is for observations of "
+                    f"{stats.size} numbers, {obs_filter.size} here (another env?)"
+                )
 
     def _current_state(self) -> ckpt.TrainerState:
         """What :meth:`restore` would change, tensors cloned: the state a failed restore goes back to."""
@@ -175,6 +202,7 @@ class CheckpointMixin:
             algorithm_values=copy.deepcopy(values),
             algorithm_tensors=copy.deepcopy(tensors),
             callbacks_state=copy.deepcopy(self.callbacks.get_state()),
+            observation_filters=filter_stats(self.workers.local_worker.filters),
         )
 
     def _set_state(self, state: ckpt.TrainerState, checkpoint_path: str | os.PathLike[str] | None = None) -> None:
@@ -195,6 +223,8 @@ class CheckpointMixin:
             self.set_algorithm_state(state.algorithm_values, state.algorithm_tensors)
         with ckpt.loading(checkpoint_path, "metadata field 'callbacks_state'"):
             self.callbacks.set_state(state.callbacks_state)
+        for pid, obs_filter in self.workers.local_worker.filters.items():  # checked to fit by _read_checkpoint
+            obs_filter.set_stats(state.observation_filters[pid])
         self.iteration = state.iteration
         self.timesteps_total = state.timesteps_total
         self.episodes_total = state.episodes_total

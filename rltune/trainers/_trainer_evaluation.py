@@ -40,6 +40,8 @@ class EvaluationMixin:
     def evaluate(self, num_episodes: int | None = None, *, task: Any = None) -> dict[str, Any]:
         """Run deterministic episodes in a separate env (with ``evaluation_config``); training stats are untouched.
 
+        The observations are filtered with the trainer's observation filters, frozen.
+
         The evaluation env gets the training envs' current task, or ``task``
         when given (e.g. the hardest task, to judge a curriculum).
         """
@@ -50,7 +52,8 @@ class EvaluationMixin:
         if task is not None:
             worker.set_task_all(task)
         worker.set_policy_set(self.workers.local_worker.policy_set_state())
-        worker.set_weights(self.workers.local_worker.get_weights(), {"timestep": self.timesteps_total})
+        local = self.workers.local_worker
+        worker.set_weights(local.get_weights(), {"timestep": self.timesteps_total}, local.get_filters())
         episodes = worker.run_episodes(n, explore=False)
         return {"evaluation": _evaluation_stats(episodes)}
 

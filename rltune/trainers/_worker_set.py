@@ -11,6 +11,7 @@ from rltune.env._context import EnvContext
 from rltune.env._registry import EnvSpec
 from rltune.errors import WorkerError
 from rltune.trainers._config import TrainerSettings
+from rltune.trainers._filters import filter_stats, merge_deltas
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._remote import RemoteWorker, WorkerDiedError
 from rltune.trainers._rollout_worker import RolloutWorker
@@ -108,7 +109,7 @@ class WorkerSet:
         worker.wait_ready()
         if self.local_worker.multi_agent:  # policies added or removed since the worker first started
             worker.call("set_policy_set", self.local_worker.policy_set_state())
-        worker.call("set_weights", self.local_worker.get_weights(), self._global_vars)
+        worker.call("set_weights", self.local_worker.get_weights(), self._global_vars, **self._filters_to_send())
         tasks = {v: task for (w, v), task in self.env_tasks.items() if w == worker.worker_index}
         if tasks:
             worker.call("set_env_tasks", tasks)
@@ -131,6 +132,9 @@ class WorkerSet:
         while steps < min_steps:
             if self.remote_workers:
                 round_results = self._call_remote("sample")
+                for result in round_results:  # the local worker's filters are the master: they take every delta
+                    if result.filter_deltas:
+                        merge_deltas(self.local_worker.filters, result.filter_deltas)
             else:
                 round_results = [self.local_worker.sample()]
             results.extend(round_results)
@@ -140,12 +144,17 @@ class WorkerSet:
         return merged
 
     def sync_weights(self, global_vars: dict[str, Any] | None = None) -> None:
-        """Send the local policies' weights and the global vars to every remote worker."""
+        """Send the local policies' weights, the global vars and the master observation filters to every remote worker."""
         if global_vars:
             self._global_vars.update(global_vars)
             self.local_worker.set_weights({}, self._global_vars)
         if self.remote_workers:
-            self._call_remote("set_weights", self.local_worker.get_weights(), self._global_vars)
+            self._call_remote("set_weights", self.local_worker.get_weights(), self._global_vars, **self._filters_to_send())
+
+    def _filters_to_send(self) -> dict[str, Any]:
+        """``set_weights``' ``filters`` argument: the master filters' statistics (nothing for NoFilter)."""
+        filters = self.local_worker.filters
+        return {"filters": filter_stats(filters)} if filters else {}
 
     def metrics(self) -> dict[str, int]:
         """Healthy rollout worker processes, their restarts and env restarts so far (for the result dict)."""

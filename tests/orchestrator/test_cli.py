@@ -553,6 +553,13 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path):
     checkpoint = re.search(r"checkpoint: (\S+)", out).group(1)
     assert Path(checkpoint).parent == tmp_path / "forever"
     assert (Path(checkpoint) / "rltune_checkpoint.json").exists()
+    # the TensorBoard event file was closed with every result in it
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "forever"), size_guidance={"scalars": 0})
+    events.Reload()
+    results = [json.loads(line) for line in (tmp_path / "forever" / "result.json").read_text().splitlines()]
+    assert [e.step for e in events.Scalars("training_iteration")] == [r["timesteps_total"] for r in results]
 
 
 @needs_script

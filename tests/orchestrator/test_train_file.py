@@ -23,7 +23,7 @@ def test_reads_every_field(tmp_path):
     path = write(
         tmp_path,
         "name: t\nrun: PPO\nenv: CartPole-v1\nstop: {timesteps_total: 2e5}\ncheckpoint_freq: 5\n"
-        "checkpoint_at_end: true\nresults_dir: /tmp/r\nconfig: {lr: 1.0e-3, lambda: 0.9}\n",
+        "checkpoint_at_end: true\nresults_dir: /tmp/r\ntensorboard: false\nconfig: {lr: 1.0e-3, lambda: 0.9}\n",
     )
     spec = load_train_file(path)
     assert spec.model_dump() == {
@@ -35,6 +35,7 @@ def test_reads_every_field(tmp_path):
         "checkpoint_freq": 5,
         "checkpoint_at_end": True,
         "results_dir": "/tmp/r",
+        "tensorboard": False,
         "curriculum": None,
         "num_samples": None,
     }
@@ -64,7 +65,7 @@ def test_an_rllib_tuned_example_ports_as_it_is(tmp_path):
     "key, value, message",
     [
         ("framework", "jax", "framework: 'jax' is not supported yet"),
-        ("observation_filter", "MeanStdFilter", "observation_filter: 'MeanStdFilter' is not supported"),
+        ("observation_filter", "MeanStd", "observation_filter: 'MeanStd' is not an observation filter; use one of"),
     ],
 )
 def test_rllib_keys_rltune_cannot_honour_are_named(key, value, message):

@@ -43,7 +43,7 @@ def test_tune_run_takes_the_builder_itself_and_its_algorithm():
         tune.run(config=no_env, verbose=0)
     with pytest.raises(ConfigError, match="config is a PPOConfig, which configures PPO, but run is DQN; use DQNConfig()"):
         tune.run("DQN", config=_builder(), verbose=0)
-    with pytest.raises(ConfigError, match="local_dir is 'a' but results_dir is 'b'; give one"):
+    with pytest.raises(ConfigError, match=r"local_dir: the same field as results_dir \(local_dir is Tune's name of results_dir\); give one"):
         tune.run("PPO", config=_builder(), local_dir="a", results_dir="b", verbose=0)
 
 

@@ -307,3 +307,40 @@ def touch_marker(*args: Any, **kwargs: Any) -> None:
     """
     with open(os.environ["RLTUNE_TEST_MARKER"], "w") as f:
         f.write("called")
+
+
+class ScaledCartPole(gym.ObservationWrapper):
+    """CartPole-v1 whose observations are multiplied by 1000 and shifted by 100000 (MeanStdFilter's test).
+
+    The information is all there, but a tanh network fed such inputs saturates.
+    Every observation it returns is appended to ``seen``, every action it
+    gets to ``actions`` and the observation that action was chosen on to
+    ``acted_on`` (the filter tests compare with them).
+    """
+
+    SCALE, OFFSET = 1000.0, 100_000.0
+    built: list["ScaledCartPole"] = []  # every instance built in this process (tests find the evaluation env here)
+
+    def __init__(self, ctx: Any = None) -> None:
+        super().__init__(gym.make("CartPole-v1"))
+        self.ctx = ctx
+        self.actions: list[Any] = []
+        self.acted_on: list[np.ndarray] = []
+        ScaledCartPole.built.append(self)
+        inner = self.env.observation_space
+        self.observation_space = spaces.Box(
+            (inner.low * self.SCALE + self.OFFSET).astype(np.float32),
+            (inner.high * self.SCALE + self.OFFSET).astype(np.float32),
+            dtype=np.float32,
+        )
+        self.seen: list[np.ndarray] = []
+
+    def step(self, action: Any):
+        self.actions.append(action)
+        self.acted_on.append(self.seen[-1])
+        return super().step(action)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        scaled = (observation * self.SCALE + self.OFFSET).astype(np.float32)
+        self.seen.append(scaled)
+        return scaled

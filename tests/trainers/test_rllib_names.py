@@ -209,6 +209,7 @@ def test_a_renamed_gym_id_runs_gymnasiums_version_with_a_warning(caplog):
         (PPO, {"horizon": 200}, "horizon: an RLlib key rltune does not support yet: the nearest here is the env's own time limit"),
         (DQN, {"num_epochs": 3}, "num_epochs: an RLlib key rltune does not support yet: DQN has no num_sgd_iter (RLlib's num_epochs)"),
         (DQN, {"prioritized_replay": True}, "prioritized_replay: an RLlib key rltune does not support yet: the nearest here is replay_buffer_config"),
+        (PPO, {"exploration_fraction": 0.1}, "exploration_fraction: an RLlib key rltune does not support yet: the nearest here is DQN's exploration_config"),
     ],
 )
 def test_rllib_keys_rltune_lacks_say_so(cls, config, message):
@@ -216,6 +217,13 @@ def test_rllib_keys_rltune_lacks_say_so(cls, config, message):
         cls.validate(config)
     assert message in str(info.value)
     assert "did you mean" not in str(info.value)
+
+
+@pytest.mark.parametrize("key, value", [("hiddens", [64]), ("noisy", True), ("num_atoms", 1), ("dueling", False)])
+def test_a_key_of_another_algorithm_names_that_algorithm(key, value):
+    with pytest.raises(ConfigError, match=f"{key}: a key of DQN, which PPO does not have \\(run: DQN to use it\\)"):
+        PPO.validate({key: value})
+    DQN.validate({key: value})
 
 
 @pytest.mark.parametrize(
