@@ -192,10 +192,12 @@ def run_rltune(task: dict[str, Any], timeout: float) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             return {"error": f"timed out after {timeout:.0f} s"}
         exited = time.time()
+        if proc.returncode == 2:  # bad input: rltune's one message (before any compute), its problems one a line
+            return {"error": _refusal(proc.stderr), "refused": True, "message": proc.stderr}
         if proc.returncode != 0:
             lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
             last = lines[-1] if lines else f"exit status {proc.returncode}"
-            return {"error": last, "refused": proc.returncode == 2, "stderr_tail": "\n".join(lines[-15:])}
+            return {"error": last, "stderr_tail": "\n".join(lines[-15:])}
         results = [json.loads(line) for line in (Path(tmp) / "run" / "result.json").read_text().splitlines()]
     hit = next((r for r in results if (tuned.lookup(r, reward_key) or -1e300) >= reward), None)
     end = hit or results[-1]
@@ -212,6 +214,15 @@ def run_rltune(task: dict[str, Any], timeout: float) -> dict[str, Any]:
         "last_reward": tuned.lookup(end, reward_key),
         "curve": [[r["timestamp"] - launched, r["timesteps_total"], tuned.lookup(r, reward_key)] for r in results],
     }
+
+
+def _refusal(stderr: str) -> str:
+    """The keys rltune's error names (``  - key: why`` lines), or its last line."""
+    keys = [line.strip()[2:].split(":")[0] for line in stderr.splitlines() if line.startswith("  - ")]
+    if keys:
+        return f"rltune refuses {', '.join(keys)}"
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return lines[-1] if lines else "exit status 2"
 
 
 def run_rllib(task: dict[str, Any], python: str, timeout: float) -> dict[str, Any]:
@@ -308,7 +319,7 @@ def table_rows(summary: list[dict[str, Any]]) -> tuple[list[str], list[list[str]
     for s in summary:
         head = [s["file"], f"{s['stop']} ({s['budget']})"]
         if "refused" in s:
-            rows.append(head + [f"refused: {s['refused']}"] + ["-"] * (len(headers) - 3))
+            rows.append(head + [s["refused"]] + ["-"] * (len(headers) - 3))
             continue
         row = list(head)
         for variant in ("rltune", "rllib"):
@@ -333,7 +344,7 @@ def print_verdicts(summary: list[dict[str, Any]], judged: bool) -> None:
     """Per file: whether rltune reached the reward in every seed and the ratio target was met."""
     for s in summary:
         if "refused" in s:
-            print(f"{s['file']}: not run (rltune refuses it)")
+            print(f"{s['file']}: not run ({s['refused']})")
             continue
         ours = s["rltune"]
         reached = ours["runs"] > 0 and ours["reached"] == ours["runs"]
