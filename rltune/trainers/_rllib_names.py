@@ -278,7 +278,10 @@ def _new_stack_defaults(out: dict[str, Any], config_cls: Any) -> None:
 
 def _autos(out: dict[str, Any], fields: dict[str, Any]) -> None:
     """``rollout_fragment_length: auto`` (one round fills the train batch) and ``evaluation_duration: auto``."""
-    if out.get("rollout_fragment_length") == "auto":
+    inputs = ("num_workers", "num_envs_per_worker", "train_batch_size")
+    searched = any(key in out and not _plain(out[key]) for key in inputs)
+    # A study's search entry among them: each trial's config resolves "auto" with its own values.
+    if out.get("rollout_fragment_length") == "auto" and not searched:
         def value(key: str) -> Any:
             given = out.get(key, fields[key].default if key in fields else 1)
             return given if isinstance(given, int) and not isinstance(given, bool) and given > 0 else 1

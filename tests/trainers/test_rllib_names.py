@@ -159,6 +159,14 @@ def test_a_new_stack_config_gets_the_new_stacks_ppo_fragment_default(switch, giv
         assert any("rollout_fragment_length: auto: the new API stack's default" in n for n in notes(caplog, logging.INFO))
 
 
+def test_auto_fragment_waits_for_each_trials_values_when_the_batch_size_is_searched():
+    searched = {"enable_rl_module_and_learner": True, "train_batch_size": {"grid_search": [1000, 2000]}}
+    plan = _rllib_names.translate_config(searched, PPO.config_class).config
+    assert plan["rollout_fragment_length"] == "auto"  # not computed from the search entry
+    for size in (1000, 2000):  # a trial's config, the entry replaced by its value
+        assert PPO.validate({**plan, "train_batch_size": size}).rollout_fragment_length == size
+
+
 def test_a_new_stack_switch_leaves_dqn_defaults_alone():
     assert DQN.validate({"enable_rl_module_and_learner": True}).rollout_fragment_length == 4
 
