@@ -62,6 +62,7 @@ class MultiAgentSampler:
     ``restart_failed_sub_environments`` is on. ``filters`` (the worker's, by
     policy id; none for NoFilter) filter the observations of each policy's
     agents, all those of one step (every env's) as one batch.
+    ``policy_spaces``: the spaces each policy was built with, which its agents must fit.
     """
 
     def __init__(
@@ -80,6 +81,7 @@ class MultiAgentSampler:
         worker: Any = None,
         complete_episodes: bool = False,
         filters: Filters | None = None,
+        policy_spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None,
     ) -> None:
         self.envs = envs
         self.filters = filters if filters is not None else {}
@@ -110,7 +112,8 @@ class MultiAgentSampler:
         self._agent_returns: list[dict[Any, float]] = [{} for _ in range(n)]
         self._held: list[dict[Any, float]] = [{} for _ in range(n)]  # rewards of agents yet to act in the episode
         self._done_at: list[dict[Any, int]] = [{} for _ in range(n)]  # agents done in the episode: the step
-        self._fitted: dict[tuple[Any, str], Policy] = {}  # (agent, policy id) pairs whose spaces were checked
+        self.policy_spaces = policy_spaces if policy_spaces is not None else {}
+        self._fitted: dict[tuple[Any, str], tuple] = {}  # (agent, policy id) pairs checked, with the spaces they fit
         self._unobserved_warned: set[Any] = set()
         self._lengths = [0] * n
         self._store: dict[str, Transitions] = {}
@@ -135,9 +138,10 @@ class MultiAgentSampler:
         pid = self._agent_policy[i].get(agent)
         if pid is None:
             pid = self.mapping(agent, self._episodes[i], self.worker)
-            if self._fitted.get((agent, pid)) is not self.policies[pid]:
-                check_fit(self.envs[i], agent, pid, self.policies[pid], self.env_name)
-                self._fitted[(agent, pid)] = self.policies[pid]
+            spaces = self.policy_spaces.get(pid)
+            if spaces is not None and self._fitted.get((agent, pid)) is not spaces:
+                check_fit(self.envs[i], agent, pid, spaces, self.env_name)
+                self._fitted[(agent, pid)] = spaces
             self._agent_policy[i][agent] = pid
             self._agent_preprocessor[i][agent] = self.policies[pid].preprocessor
             self._episodes[i].set_policy(agent, pid)
@@ -165,8 +169,7 @@ class MultiAgentSampler:
         self._agent_policy[i] = {}
         self._agent_preprocessor[i] = {}
         self._agent_returns[i] = {}
-        self._held[i] = {}
-        self._done_at[i] = {}
+        self._held[i], self._done_at[i] = {}, {}
         self._open[i] = {}
         self._lengths[i] = 0
         self._acting[i] = {agent: self._preprocess(i, agent, o) for agent, o in obs.items()}
@@ -221,9 +224,8 @@ class MultiAgentSampler:
         metrics = EpisodeMetrics(
             float(sum(returns.values())), self._lengths[i], self.contexts[i].worker_index, self.contexts[i].vector_index
         )
-        policy_of = self._agent_policy[i]
-        metrics.agent_rewards = [(agent, policy_of[agent], float(r)) for agent, r in returns.items() if agent in policy_of]
-        unobserved = [a for a in self._held[i] if a not in policy_of and a not in self._unobserved_warned]
+        metrics.agent_rewards = [(a, pid, float(r)) for a, r in returns.items() if (pid := self._agent_policy[i].get(a))]
+        unobserved = [a for a in self._held[i] if a not in self._agent_policy[i] and a not in self._unobserved_warned]
         if unobserved:  # counted in the episode's reward only: no policy acted for them (warned once per agent)
             self._unobserved_warned.update(unobserved)
             logger.warning("%s: agents %s got rewards but no observation in an episode: their rewards count in the "

@@ -85,9 +85,8 @@ def agent_spaces(env: Any, agent: Any, env_name: str) -> tuple[gym.Space, gym.Sp
         raise EnvError(f"env {env_name!r}: {exc.args[0]}") from None
 
 
-def check_fit(env: Any, agent: Any, policy_id: str, policy: Any, env_name: str) -> None:
-    """:class:`ConfigError` unless ``policy`` (its spaces) fits ``agent`` of ``env`` (see :func:`fit_problem`)."""
-    problem = fit_problem(policy_id, agent, (policy.observation_space, policy.action_space),
-                          agent_spaces(env, agent, env_name), env_name)
+def check_fit(env: Any, agent: Any, policy_id: str, policy_spaces: tuple[gym.Space, gym.Space], env_name: str) -> None:
+    """:class:`ConfigError` unless a policy of these (observation, action) spaces fits ``agent`` of ``env`` (:func:`fit_problem`)."""
+    problem = fit_problem(policy_id, agent, policy_spaces, agent_spaces(env, agent, env_name), env_name)
     if problem:
         raise ConfigError(problem)
