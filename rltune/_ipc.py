@@ -15,6 +15,10 @@ the user's ``__main__``):
   (``rltune.tracking._process``): one message class per tracker call in,
   :class:`LogLine` / :class:`Closed` out.
 
+Every child dies with its parent, SIGKILL included (:mod:`rltune._parent_death`,
+armed by :func:`spawn` before the child imports anything), except the tracking
+process, which records what its killed orchestrator had queued and then exits.
+
 Framing: a :class:`Channel` wraps a ``multiprocessing.connection.Connection``
 on the socket, whose ``send_bytes`` / ``recv_bytes`` prefix each frame with
 its length; a frame is one pickled message (``cloudpickle`` where functions
@@ -44,6 +48,8 @@ import sys
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import IO, Any, Callable, ClassVar, Mapping
+
+from rltune._parent_death import spawn_arguments
 
 Encoder = Callable[[Any], bytes]
 
@@ -356,14 +362,22 @@ def spawn(
     stderr: IO[bytes] | int | None = None,
     stdin: IO[bytes] | int | None = None,
     new_session: bool = False,
+    outlive_parent: bool = False,
 ) -> tuple[subprocess.Popen, Channel]:
-    """Start ``entry`` (``"pkg.module:function"``, called with the child's socket fd); its process and channel."""
+    """Start ``entry`` (``"pkg.module:function"``, called with the child's socket fd); its process and channel.
+
+    The child dies with this process (:mod:`rltune._parent_death`), even
+    SIGKILLed, unless ``outlive_parent``: for a child that finishes its own
+    work after its parent is gone and then exits (the tracking process).
+    """
     module, _, function = entry.partition(":")
     parent_sock, child_sock = socket.socketpair()
     child_fd = child_sock.fileno()
+    guard = "" if outlive_parent else \
+        "from rltune._parent_death import die_with_parent; die_with_parent(%d, %r); " % spawn_arguments()
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-c", f"from {module} import {function}; {function}({child_fd})"],
+            [sys.executable, "-c", f"{guard}from {module} import {function}; {function}({child_fd})"],
             pass_fds=(child_fd,), stdin=stdin, stdout=stdout, stderr=stderr,
             start_new_session=new_session, env=env,
         )

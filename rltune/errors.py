@@ -40,7 +40,7 @@ class CheckpointError(RLTuneError):
 
 
 class WorkerError(RLTuneError):
-    """A rollout worker process died or a function run on it raised."""
+    """A rollout worker process died, did not answer within ``sample_timeout_s``, or a function run on it raised."""
 
 
 class CallbackError(RLTuneError):

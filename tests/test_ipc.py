@@ -158,6 +158,28 @@ def test_a_child_that_dies_without_a_word_is_channel_closed():
         channel.close()
 
 
+def test_every_child_dies_with_its_parent_but_the_tracking_process():
+    # the guard runs first in the child's command line, with this process's pid; this is the main thread
+    proc, channel = _ipc.spawn("os:_exit", stdin=subprocess.DEVNULL)
+    kept, kept_channel = _ipc.spawn("os:_exit", stdin=subprocess.DEVNULL, outlive_parent=True)
+    try:
+        assert proc.args[2].startswith(f"from rltune._parent_death import die_with_parent; "
+                                       f"die_with_parent({os.getpid()}, True); from os import _exit")
+        assert kept.args[2].startswith("from os import _exit")
+        assert proc.wait(30) > 2 and kept.wait(30) > 2  # the guard let the child run: its parent is here
+    finally:
+        channel.close()
+        kept_channel.close()
+
+
+@pytest.mark.parametrize("by_main_thread", [True, False])
+def test_a_child_whose_parent_died_before_it_ran_exits_at_once(by_main_thread):
+    # the parent's pid in its command line is not its parent (any more): gone before the guard was armed
+    code = f"from rltune._parent_death import die_with_parent; die_with_parent(-1, {by_main_thread}); print('ran')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stdout == ""
+
+
 def test_a_child_that_raises_reports_it_as_a_message_then_closes(tmp_path):
     # a trial process whose init does not unpickle: Failed(traceback), then its end of the channel closes
     with open(tmp_path / "out.log", "wb") as out:

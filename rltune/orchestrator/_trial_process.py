@@ -16,8 +16,9 @@ A crash (segfault, ``os._exit``) ends the process without ``Done``: the
 orchestrator sees the socket close and the exit code. Subprocess rather
 than multiprocessing: the user's script is never re-imported, so it needs
 no ``if __name__ == "__main__"`` guard. The trial ignores SIGINT (the
-orchestrator turns Ctrl-C into a "stop with checkpoint" decision) and exits
-if the orchestrator dies (its parent pid changes), so it never outlives it.
+orchestrator turns Ctrl-C into a "stop with checkpoint" decision) and dies
+with the orchestrator, SIGKILLed or not (:mod:`rltune._parent_death`, armed
+by :func:`rltune._ipc.spawn`); its rollout workers die with it in turn.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ import os
 import random
 import signal
 import sys
-import threading
-import time
 import traceback
 from typing import Any
 
@@ -42,7 +41,6 @@ from rltune.orchestrator._reporter import Reporter, TrialStopped, truncate_resul
 def trial_entry(fd: int) -> None:
     """Entry point of a trial process: read sys.path and the init payload, run the trainable, report."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _watch_parent(os.getppid())
     conn, payload = receive_init(fd)
     try:
         import cloudpickle
@@ -169,14 +167,3 @@ def _send(conn: Channel | None, message: Done | Failed) -> None:
     except ChannelClosed:
         pass
 
-
-def _watch_parent(parent: int) -> None:
-    """Exit when the orchestrator dies (e.g. kill -9): its pid is no longer our parent."""
-
-    def watch() -> None:
-        while True:
-            time.sleep(0.5)
-            if os.getppid() != parent:
-                os._exit(1)
-
-    threading.Thread(target=watch, name="rltune-parent-watch", daemon=True).start()

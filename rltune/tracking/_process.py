@@ -159,6 +159,7 @@ class TrackingProcess:
             self.proc, channel = spawn(
                 "rltune.tracking._server:tracking_entry", stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                 new_session=True,  # Ctrl-C goes to the orchestrator, which closes the tracking in order
+                outlive_parent=True,  # a killed orchestrator's queue is still recorded: it exits at the EOF after
             )
         finally:
             if out is not subprocess.DEVNULL:

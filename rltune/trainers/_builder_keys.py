@@ -57,7 +57,7 @@ METHOD_KEYWORDS: dict[str, tuple[str, ...]] = {
         "recreate_failed_workers", "restart_failed_sub_environments", "num_consecutive_worker_failures_tolerance",
         "preprocessor_pref", "observation_filter", "synchronize_filter", "compress_observations",
         "enable_tf1_exec_eagerly", "sampler_perf_stats_ema_coef", "worker_health_probe_timeout_s",
-        "worker_restore_timeout_s", "horizon", "soft_horizon", "no_done_at_end",
+        "worker_restore_timeout_s", "horizon", "soft_horizon", "no_done_at_end", "sample_timeout_s",
     ),
     "env_runners": (
         "env_runner_cls", "num_env_runners", "num_envs_per_env_runner", "num_cpus_per_env_runner",

@@ -152,6 +152,15 @@ class TrainerSettings(_Strict):
     )
     recreate_failed_workers: bool = Field(False, description="Restart a rollout worker process that died.")
     max_num_worker_restarts: int = Field(100, ge=0, description="Restarts allowed per worker before giving up.")
+    sample_timeout_s: float = Field(
+        60.0,
+        gt=0.0,
+        description="Seconds a rollout worker process has to answer each call (a sample() of "
+        "rollout_fragment_length steps of each of its envs, a weights and filters sync, foreach_env, stop; its start: "
+        "at least 300): one that does not is killed and, with recreate_failed_workers, replaced, else a WorkerError "
+        "names it. It bounds remote workers only: with num_workers: 0, and in evaluation, envs step in the trainer's "
+        "own process, where a hung step cannot be interrupted safely.",
+    )
     metrics_num_episodes_for_smoothing: int = Field(
         100, ge=1, description="Episodes averaged into episode_reward_mean and the other episode stats."
     )

@@ -101,13 +101,14 @@ class AlgorithmConfig:
     @builder_method
     def rollouts(self, **kwargs: Any) -> "AlgorithmConfig":
         """Sampling (RLlib's classic names): ``num_rollout_workers``, ``num_envs_per_worker``,
-        ``rollout_fragment_length``, ``batch_mode``, ``observation_filter``, ``recreate_failed_workers``, ..."""
+        ``rollout_fragment_length``, ``batch_mode``, ``observation_filter``, ``recreate_failed_workers``,
+        ``sample_timeout_s``, ..."""
         return self._update("rollouts", kwargs)
 
     @builder_method
     def env_runners(self, **kwargs: Any) -> "AlgorithmConfig":
         """Sampling (RLlib's new names): ``num_env_runners``, ``num_envs_per_env_runner``,
-        ``rollout_fragment_length``, ``batch_mode``, ``explore``, ``observation_filter``, ..."""
+        ``rollout_fragment_length``, ``batch_mode``, ``explore``, ``observation_filter``, ``sample_timeout_s``, ..."""
         return self._update("env_runners", kwargs)
 
     @builder_method

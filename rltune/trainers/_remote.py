@@ -7,8 +7,10 @@ which re-runs the user's ``__main__`` script and so demands an
 messages (a method name or a function, so that lambdas and functions from
 ``__main__`` reach the worker); replies are :class:`~rltune._ipc.Reply` or
 :class:`~rltune._ipc.RemoteError`. A worker exits
-when its pipe closes, so it never outlives the trainer (even after SIGKILL);
-it ignores SIGINT so that Ctrl-C is handled once, by the trainer.
+when its pipe closes, and dies with the trainer's process even while an env
+step hangs (:mod:`rltune._parent_death`); it ignores SIGINT so that Ctrl-C is
+handled once, by the trainer. Every call is bounded by ``sample_timeout_s``
+(:class:`RemoteWorker`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import pickle
 import signal
 import subprocess
+import time
 import traceback
 from typing import Any, Callable
 
@@ -124,11 +127,42 @@ def _reply_error(channel: Channel, exc: BaseException) -> None:
         pass
 
 
-class RemoteWorker:
-    """Handle on one rollout worker process: start it, call it, stop it."""
+# What a call to a worker is, in its message when the worker does not answer it in time.
+_CALL_NAMES = {
+    "sample": "sample()",
+    "set_weights": "the weights and filters sync",
+    "apply": "foreach_worker()",
+    "foreach_env_tracked": "foreach_env()",
+    "foreach_env_with_context_tracked": "foreach_env_with_context()",
+    "set_task_all": "set_task()",
+    "set_env_tasks": "setting its envs' tasks",
+    "apply_env_task_fn": "env_task_fn",
+}
+START = "its start (building its envs and policy)"
+START_TIMEOUT_S = 300.0  # the least a worker's start may take (it imports torch and builds every env), as the study's env check
+TERM_GRACE_S = 2.0  # a stuck worker gets SIGTERM (its env may stop a simulator of its own), then SIGKILL
 
-    def __init__(self, worker_index: int, init: dict[str, Any]) -> None:
+
+def call_name(fn: str | Callable[..., Any]) -> str:
+    """``fn`` as the user knows it: ``sample()``, ``foreach_env()``, a function's name..."""
+    if isinstance(fn, str):
+        return _CALL_NAMES.get(fn, f"{fn}()")
+    return f"{getattr(fn, '__qualname__', None) or type(fn).__name__}()"
+
+
+class RemoteWorker:
+    """Handle on one rollout worker process: start it, call it within ``timeout_s``, stop it.
+
+    Each request is answered within ``timeout_s`` seconds of being sent (the
+    start within ``max(timeout_s, START_TIMEOUT_S)``), or the worker is
+    killed and the wait ends in :class:`WorkerTimeoutError`; requests sent to
+    several workers at once run in parallel, each against its own deadline.
+    """
+
+    def __init__(self, worker_index: int, init: dict[str, Any], *, env_name: str = "?", timeout_s: float = 60.0) -> None:
         self.worker_index = worker_index
+        self.env_name = env_name
+        self.timeout_s = timeout_s
         self._payload = cloudpickle.dumps(init)
         self.restarts = 0
         self._start()
@@ -140,6 +174,7 @@ class RemoteWorker:
         )
         send_init(self._channel, self._payload)
         self._pending = True  # the ready message
+        self._awaited = (START, time.monotonic() + max(self.timeout_s, START_TIMEOUT_S))
 
     def restart(self) -> None:
         """Kill the process if it still runs and start a new one with the same init."""
@@ -155,15 +190,21 @@ class RemoteWorker:
         return self.process.poll() is None
 
     def send(self, fn: str | Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """Ask the worker to run ``fn`` (a RolloutWorker method name, or ``fn(worker, ...)``)."""
+        """Ask the worker to run ``fn`` (a RolloutWorker method name, or ``fn(worker, ...)``); its answer is due
+        within ``timeout_s``."""
+        self._awaited = (call_name(fn), time.monotonic() + self.timeout_s)
         try:
             self._channel.send(Call(fn, args, kwargs))
         except ChannelClosed as exc:
             raise self._died() from exc
 
     def receive(self) -> Any:
-        """The reply to the oldest request; raises the worker's own exception, or WorkerError if it died."""
+        """The reply to the oldest request; raises the worker's own exception, WorkerDiedError if it died, or
+        WorkerTimeoutError (after killing it) if the reply is not there by the request's deadline."""
+        what, deadline = self._awaited
         try:
+            if not self._channel.poll(max(0.0, deadline - time.monotonic())):
+                raise self._timed_out(what)
             reply = self._channel.receive()
         except ChannelClosed as exc:
             raise self._died() from exc
@@ -189,19 +230,31 @@ class RemoteWorker:
         self.send(fn, *args, **kwargs)
         return self.receive()
 
+    def _where(self) -> str:
+        return f"rollout worker {self.worker_index} (pid {self.process.pid}) of env {self.env_name!r}"
+
     def _died(self) -> "WorkerDiedError":
         try:
             code = self.process.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
             code = None
         return WorkerDiedError(
-            f"rollout worker {self.worker_index} (pid {self.process.pid}) died"
-            + (f" with exit code {code}" if code is not None else "")
-            + " (set 'recreate_failed_workers': True to restart dead workers)"
+            f"{self._where()} died" + (f" with exit code {code}" if code is not None else ""),
+            "set 'recreate_failed_workers': True to restart dead workers",
+        )
+
+    def _timed_out(self, what: str) -> "WorkerTimeoutError":
+        self.kill()
+        limit = max(self.timeout_s, START_TIMEOUT_S) if what == START else self.timeout_s
+        return WorkerTimeoutError(
+            f"{self._where()} did not answer {what} within {limit:g} s (sample_timeout_s: {self.timeout_s:g}); "
+            "it was killed",
+            "raise 'sample_timeout_s' if its envs need longer; set 'recreate_failed_workers': True to replace "
+            "a stuck worker and go on",
         )
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Ask the worker to close its envs and exit; kill it if it does not."""
+        """Ask the worker to close its envs and exit; kill it if it does not within ``timeout`` (each step)."""
         if self.is_alive():
             try:
                 if self._pending and self._channel.poll(timeout):
@@ -219,9 +272,13 @@ class RemoteWorker:
         self.kill()
 
     def kill(self) -> None:
-        """Terminate the process now and release the pipe."""
+        """End the process now (SIGTERM, then SIGKILL after a short grace) and release the pipe."""
         if self.is_alive():
-            self.process.kill()
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=TERM_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
         try:
             self.process.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
@@ -230,4 +287,16 @@ class RemoteWorker:
 
 
 class WorkerDiedError(WorkerError):
-    """A rollout worker process exited or was killed."""
+    """A rollout worker process exited or was killed: ``what`` happened, and ``hint``, the way out."""
+
+    def __init__(self, what: str, hint: str) -> None:
+        super().__init__(f"{what} ({hint})")
+        self.what = what
+        self.hint = hint
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable (a trial process sends its errors as text, but still)
+        return type(self), (self.what, self.hint)
+
+
+class WorkerTimeoutError(WorkerDiedError):
+    """A rollout worker did not answer a call within ``sample_timeout_s`` and was killed."""

@@ -103,7 +103,7 @@ _UNSUPPORTED_BY_HINT: dict[str, tuple[str, ...]] = {
         "policy_map_cache", "keep_per_episode_custom_metrics", "min_time_s_per_iteration", "min_iter_time_s",
         "min_time_s_per_reporting", "min_train_timesteps_per_iteration", "min_train_timesteps_per_reporting",
         "log_gradients", "export_native_model_files", "checkpoint_trainable_policies_only", "logger_creator",
-        "logger_config", "placement_strategy", "sample_timeout_s", "evaluation_sample_timeout_s",
+        "logger_config", "placement_strategy",
         "metrics_episode_collection_timeout_s", "collect_metrics_timeout", "custom_resources_per_env_runner",
         "custom_resources_per_worker", "custom_resources_per_learner", "extra_python_environs_for_driver",
         "extra_python_environs_for_worker", "torch_ddp_kwargs", "torch_skip_nan_gradients", "learner_config_dict",
@@ -154,6 +154,8 @@ _UNSUPPORTED_BY_HINT: dict[str, tuple[str, ...]] = {
         "delay_between_worker_restarts_s", "env_runner_health_probe_timeout_s", "worker_health_probe_timeout_s",
         "env_runner_restore_timeout_s", "worker_restore_timeout_s",
     ),
+    "sample_timeout_s (it bounds the rollout worker processes; evaluation runs in the trainer's process, where a "
+    "hung env step cannot be interrupted)": ("evaluation_sample_timeout_s",),
     "torch_compile_learner (compiles the learner step)": (
         "torch_compile_worker", "torch_compile_worker_dynamo_backend", "torch_compile_worker_dynamo_mode",
         "torch_compile_learner_what_to_compile",

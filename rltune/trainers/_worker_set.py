@@ -47,7 +47,9 @@ class WorkerSet:
                     num_workers=num_workers,
                     num_envs=config.num_envs_per_worker,
                 )
-                self.remote_workers.append(RemoteWorker(index, init))
+                self.remote_workers.append(
+                    RemoteWorker(index, init, env_name=env_spec.name, timeout_s=config.sample_timeout_s)
+                )
             for worker in self.remote_workers:  # they start in parallel; wait for each
                 worker.wait_ready()
             spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None
@@ -103,8 +105,8 @@ class WorkerSet:
         if not self.config.recreate_failed_workers:
             raise exc
         if worker.restarts >= self.config.max_num_worker_restarts:
-            raise WorkerError(f"{exc}; gave up after {worker.restarts} restarts (max_num_worker_restarts)") from exc
-        logger.warning("%s; restarting it", str(exc).split(" (set")[0])
+            raise WorkerError(f"{exc.what}; gave up after {worker.restarts} restarts (max_num_worker_restarts)") from exc
+        logger.warning("%s; restarting it", exc.what)
         worker.restart()
         worker.wait_ready()
         if self.local_worker.multi_agent:  # policies added or removed since the worker first started

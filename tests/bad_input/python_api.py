@@ -94,6 +94,16 @@ def ppo(config):
     return call
 
 
+def hung_env_in_a_worker(ctx: Context) -> None:
+    """A rollout worker's env never returns from its 3rd step: train() must end, in a WorkerError."""
+    from rltune.trainers import PPO
+
+    config = {"num_workers": 1, "sample_timeout_s": 2, "disable_env_checking": True, "rollout_fragment_length": 10,
+              "train_batch_size": 10, "sgd_minibatch_size": 10, "num_sgd_iter": 1, "model": {"fcnet_hiddens": [8]}}
+    with PPO(config=config, env="trainers.envs:HangingEnv", results_dir=str(ctx.results)) as trainer:
+        trainer.train()
+
+
 CASES: list[Case] = [
     Case("api name escapes", "name: must be letters, digits", call=run(name="../../x")),
     Case("api name absolute", "name: must be letters, digits", call=run(name="/etc/x")),
@@ -134,6 +144,18 @@ CASES: list[Case] = [
     Case("api trainer batch bool", "train_batch_size: a bool is not a number", call=ppo({"train_batch_size": True})),
     Case("api trainer seed huge", "seed: Input should be less than or equal to", call=ppo({"seed": 10**30})),
     Case("api trainer hiddens bool", "model.fcnet_hiddens", call=ppo({"model": {"fcnet_hiddens": [True]}})),
+    Case("api trainer sample_timeout_s negative", "sample_timeout_s: Input should be greater than 0",
+         call=ppo({"sample_timeout_s": -1})),
+    Case("api trainer sample_timeout_s string", "sample_timeout_s: Input should be a valid number",
+         call=ppo({"sample_timeout_s": "1m"})),
+    Case("api trainer sample_timeout_s inf", "sample_timeout_s: Input should be a finite number",
+         call=ppo({"sample_timeout_s": math.inf})),
+    Case("api trainer sample_timeout_s null", "sample_timeout_s: Input should be a valid number",
+         call=ppo({"sample_timeout_s": None})),
+    Case("api builder sample_timeout_s zero", "invalid PPOConfig.env_runners(): sample_timeout_s: Input should be greater",
+         call=builder(lambda c: c.env_runners(sample_timeout_s=0))),
+    Case("api hung env in a worker", "of env 'trainers.envs:HangingEnv' did not answer sample() within 2 s",
+         call=hung_env_in_a_worker),
     Case("api builder lr nan", "invalid PPOConfig.training(): lr: Input should be a finite number",
          call=builder(lambda c: c.training(lr=math.nan))),
     Case("api builder unknown keyword", "invalid PPOConfig.env_runners(): num_env_runner: unknown keyword; did you mean",

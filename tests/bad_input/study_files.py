@@ -105,6 +105,8 @@ CASES: list[Case] = [
     study_case("fcnet_hiddens inf", PPO + "  model: {fcnet_hiddens: [.inf]}\n", "config.model.fcnet_hiddens.0"),
     study_case("lr_schedule nan", PPO + "  lr_schedule: [[0, .nan]]\n", "config.lr_schedule.0.1"),
     study_case("clip_param inf", PPO + "  clip_param: .inf\n", "config.clip_param: Input should be a finite number"),
+    study_case("sample_timeout_s inf", PPO + "  sample_timeout_s: .inf\n", "config.sample_timeout_s: Input should be a finite"),
+    study_case("sample_timeout_s negative", PPO + "  sample_timeout_s: -5\n", "config.sample_timeout_s: Input should be greater than 0"),
     study_case("unknown config key", PPO + "  lr_: 0.1\n", "config.lr_: unknown key; did you mean 'lr'?"),
     study_case("two envs", "env: Pendulum-v1\n" + PPO, "env is 'Pendulum-v1' but config.env is 'CartPole-v1'"),
     study_case("trainer without env", "run: PPO\nconfig: {lr: 0.1}\n", "config.env: PPO needs an env"),

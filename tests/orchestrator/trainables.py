@@ -84,3 +84,12 @@ def counter_killing_its_orchestrator_at_stop(config, reporter):
             os.kill(os.getppid(), signal.SIGKILL)
             time.sleep(5)  # the trial process exits when it sees its parent gone
         raise
+
+
+def stuck_in_native_code(config, reporter):
+    """Reports once, records its pid, then hangs in C code that holds the GIL: no thread of the trial runs."""
+    import ctypes
+
+    reporter(score=1.0)
+    (reporter.trial_dir / f"pid_{os.getpid()}").write_text(str(os.getpid()))
+    ctypes.PyDLL(None).sleep(10**6)  # PyDLL: the GIL stays held

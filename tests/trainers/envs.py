@@ -9,6 +9,7 @@ it breaks the API.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from typing import Any
 
@@ -344,3 +345,31 @@ class ScaledCartPole(gym.ObservationWrapper):
         scaled = (observation * self.SCALE + self.OFFSET).astype(np.float32)
         self.seen.append(scaled)
         return scaled
+
+
+class HangingEnv(ContextEnv):
+    """Never returns from its ``hang_at``-th step (env_config, default 3): an env stuck in ``step()``.
+
+    env_config keys besides ContextEnv's:
+      - ``hang_workers``: the worker indices whose envs hang (default: every one).
+      - ``marker_dir``: before hanging, the env writes ``hung_<worker>_<pid>`` there; an env of a worker
+        that already left a marker (a replacement worker) keeps running.
+      - ``native``: hang in C code that holds the GIL (no thread of the process runs meanwhile).
+    """
+
+    def step(self, action):
+        config = self.ctx
+        workers = config.get("hang_workers")
+        if self.num_steps + 1 == int(config.get("hang_at", 3)) and (workers is None or self.ctx.worker_index in workers):
+            marker_dir = config.get("marker_dir")
+            if marker_dir:
+                if any(name.startswith(f"hung_{self.ctx.worker_index}_") for name in os.listdir(marker_dir)):
+                    return super().step(action)
+                with open(os.path.join(marker_dir, f"hung_{self.ctx.worker_index}_{os.getpid()}"), "w"):
+                    pass
+            if config.get("native"):
+                import ctypes
+
+                ctypes.PyDLL(None).sleep(10**6)  # PyDLL: the GIL stays held
+            time.sleep(10**6)
+        return super().step(action)

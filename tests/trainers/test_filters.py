@@ -13,11 +13,11 @@ from rltune.errors import CheckpointError, ConfigError
 from rltune.trainers import DQN, PPO, register_env
 from rltune.trainers._filters import CLIP, EPSILON, MeanStdFilter, RunningStats
 from rltune.trainers._sample_batch import NEW_OBS, OBS, TERMINATEDS
+from processes import wait_gone
 from trainer_params import iteration_config
 from trainers.multi_agent_envs import TurnGame
 
 from .envs import FailingEnv, ScaledCartPole
-from .test_workers import wait_gone
 
 TINY = {
     "num_envs_per_worker": 2,

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from gymnasium import spaces
 
 from rltune.errors import ConfigError, WorkerError
 from rltune.trainers import DQN, PPO, EnvContext
+from processes import process_alive, wait_gone
 from trainer_params import iteration_config
 
 from .envs import ContextEnv, FailingEnv
@@ -33,27 +33,6 @@ def tiny(trainer_cls, steps: int, **config) -> dict:
     shared = {"rollout_fragment_length": 10, "model": {"fcnet_hiddens": [8]}}
     return {**shared, **iteration_config(trainer_cls, steps, minibatch=10 if trainer_cls is PPO else None), **config}
 ENV_CONFIG = {"alpha": 1, "name": "grid", "nested": {"k": [1, 2]}}
-
-
-def process_alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie (a zombie has exited; only its exit code is left)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return state not in ("Z", "X")
-
-
-def wait_gone(pids, timeout: float = 10.0) -> list[int]:
-    """Wait until none of ``pids`` runs; return the ones still running after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    alive = [p for p in pids if process_alive(p)]
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.1)
-        alive = [p for p in alive if process_alive(p)]
-    return alive
 
 
 def env_pid(env) -> int:

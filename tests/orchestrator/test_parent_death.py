@@ -1,0 +1,52 @@
+"""No process of a study outlives its SIGKILLed orchestrator, not even a trial stuck in native code."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from processes import kill_left, process_alive, survivors_of_sigkill
+
+RLTUNE = Path(sys.executable).parent / "rltune"
+HERE = Path(__file__).parent
+
+STUDY = """
+name: stuck
+run: study_trainables:stuck_in_native_code
+metric: score
+n_jobs: 2
+config:
+  x: {grid_search: [1, 2]}
+"""
+
+
+def _wait(condition, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return condition()
+
+
+@pytest.mark.timeout(180)
+def test_kill_9_of_the_orchestrator_ends_trials_stuck_holding_the_gil(tmp_path):
+    shutil.copy(HERE / "trainables.py", tmp_path / "study_trainables.py")
+    (tmp_path / "stuck.yaml").write_text(STUDY)
+    results = tmp_path / "results"
+    proc = subprocess.Popen([str(RLTUNE), "tune", "stuck.yaml", "--results-dir", str(results), "--quiet"],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pids: list[int] = []
+    try:
+        def both_started() -> bool:
+            pids[:] = [int(p.name.split("_")[1]) for p in results.glob("stuck/trial_*/pid_*")]
+            return len(pids) == 2
+
+        assert _wait(both_started, 120), "the trials never reached their native code"
+        assert all(process_alive(p) for p in pids)
+        assert survivors_of_sigkill(proc, pids) == [], "trial processes outlived their SIGKILLed orchestrator"
+    finally:
+        proc.kill()
+        kill_left(pids)
