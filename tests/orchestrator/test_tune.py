@@ -341,20 +341,14 @@ def test_keep_checkpoints_num_and_an_sqlite_storage(tmp_path):
     assert main(["show", "sqlite", "--results-dir", str(tmp_path)]) == 0
 
 
-def test_a_stop_key_missing_from_results_exits_2_from_the_cli(tmp_path, capsys):
+def test_a_stop_key_missing_from_results_exits_2_from_the_cli(tmp_path, capsys, monkeypatch):
     from rltune.orchestrator.cli import main
 
     (tmp_path / "study_trainables.py").write_text((Path(__file__).parent / "trainables.py").read_text())
     study = tmp_path / "s.yaml"
     study.write_text("run: study_trainables:counter\nmetric: score\nstop: {scroe: 3}\nconfig: {steps: 3}\n")
-    import os
-
-    cwd = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        code = main(["tune", str(study), "--results-dir", str(tmp_path / "r"), "--quiet"])
-    finally:
-        os.chdir(cwd)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = main(["tune", str(study), "--results-dir", str(tmp_path / "r"), "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and "'scroe' is not a key of the training results; did you mean 'score'?" in err
 
