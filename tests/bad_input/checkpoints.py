@@ -82,6 +82,7 @@ def _config(**changes: Any) -> Callable[[dict], None]:
 
 
 PLANTED = "rltune_census_planted"  # a module planted beside the checkpoint; never imported (it would write a file)
+UNTRUSTED = f"is '{PLANTED}:Thing', whose module '{PLANTED}' is neither imported in this process nor trusted"
 
 
 def _planted(name: str, edit: Callable[[dict], None]) -> Callable[[Context], None]:
@@ -198,22 +199,22 @@ CASES: list[Case] = [
     Case("checkpoint v2 without checksums", "checksum", ("rollout", "{tmp}/nochecksums"),
          setup=_edited("nochecksums", lambda meta: meta.pop("checksums"))),
     # -- opening a checkpoint imports nothing it names by itself (issue 23) --------------------------------
-    Case("checkpoint env a planted module", f"config key 'env' is '{PLANTED}:Thing', whose module '{PLANTED}' is "
-         "neither imported", ("rollout", "{tmp}/plantenv"), setup=_planted("plantenv", _config(env=f"{PLANTED}:Thing"))),
-    Case("checkpoint callbacks a planted module", f"--trust {PLANTED}", ("rollout", "{tmp}/plantcb"),
+    Case("checkpoint env a planted module", f"config key 'env' {UNTRUSTED}", ("rollout", "{tmp}/plantenv"),
+         setup=_planted("plantenv", _config(env=f"{PLANTED}:Thing"))),
+    Case("checkpoint callbacks a planted module", f"config key 'callbacks' {UNTRUSTED}", ("rollout", "{tmp}/plantcb"),
          setup=_planted("plantcb", _config(callbacks=f"{PLANTED}:Thing"))),
-    Case("checkpoint evaluation env a planted module", "config key 'evaluation_config.env'", ("rollout", "{tmp}/planteval"),
-         setup=_planted("planteval", _config(evaluation_config={"env": f"{PLANTED}:Thing"}))),
-    Case("checkpoint policy_class a planted module", "config key 'multiagent.policies.p0.policy_class'",
+    Case("checkpoint evaluation env a planted module", f"config key 'evaluation_config.env' {UNTRUSTED}",
+         ("rollout", "{tmp}/planteval"), setup=_planted("planteval", _config(evaluation_config={"env": f"{PLANTED}:Thing"}))),
+    Case("checkpoint policy_class a planted module", f"config key 'multiagent.policies.p0.policy_class' {UNTRUSTED}",
          ("rollout", "{tmp}/plantpol"),
          setup=_planted("plantpol", _config(multiagent={"policies": {"p0": {"policy_class": f"{PLANTED}:Thing"}}}))),
-    Case("checkpoint algorithm a planted module", "metadata field 'algorithm'", ("rollout", "{tmp}/plantalgo"),
+    Case("checkpoint algorithm a planted module", f"metadata field 'algorithm' {UNTRUSTED}", ("rollout", "{tmp}/plantalgo"),
          setup=_planted("plantalgo", _meta(algorithm=f"{PLANTED}:Thing"))),
     Case("checkpoint env names an unimported stdlib module", "whose module 'this' is neither imported",
          ("rollout", "{tmp}/this"), setup=_edited("this", _config(env="this:Env"))),
     Case("checkpoint RLlib alias policy_mapping_fn", "saved config: policy_mapping_fn", ("rollout", "{tmp}/alias"),
          setup=_edited("alias", _config(policy_mapping_fn=f"{PLANTED}:Thing"))),
-    Case("checkpoint RLlib alias policies without multiagent", "config key 'multiagent.policies.p0.policy_class'",
+    Case("checkpoint RLlib alias policies without multiagent", f"config key 'multiagent.policies.p0.policy_class' {UNTRUSTED}",
          ("rollout", "{tmp}/alias2"), setup=_edited("alias2", lambda meta: (
              meta["config"].pop("multiagent"), meta["config"].update(policies={"p0": {"policy_class": f"{PLANTED}:Thing"}})))),
     Case("rollout --trust not a module name", "invalid --trust: 'a b' is not a module or package name",

@@ -23,12 +23,11 @@ import torch
 from rltune.errors import CheckpointError, ConfigError
 from rltune.trainers import PPO, Trainer
 from rltune.trainers import _checkpoint as ckpt
-from rltune.trainers._checkpoint_signature import KEY_ENV
-from rltune.trainers._checkpoint_trust import CheckpointTrust
 
 from .checkpoints import reseal
 
 RLTUNE = Path(sys.executable).parent / "rltune"
+KEY_ENV = "RLTUNE_CHECKPOINT_KEY"
 TINY = {"train_batch_size": 64, "rollout_fragment_length": 32, "sgd_minibatch_size": 32, "num_sgd_iter": 1,
         "model": {"fcnet_hiddens": [8]}}
 PLANTED = "plantedmod"
@@ -237,6 +236,8 @@ def test_the_algorithm_a_checkpoint_names_is_in_the_trust_set_too(trained, tmp_p
 
 
 def test_the_trust_set_decides_without_importing():
+    from rltune.trainers._checkpoint_trust import CheckpointTrust
+
     trust = CheckpointTrust(trusted=("mypkg",), given=frozenset({"given.module:fn"}))
     assert trust.import_problem("mypkg.envs:Env") is None  # a package trusts its submodules
     assert trust.import_problem("mypkg:fn", function=True) is None
