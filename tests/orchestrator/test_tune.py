@@ -431,7 +431,7 @@ def test_the_cli_exits_1_when_every_trial_failed_and_says_so(tmp_path, capsys):
     from rltune.orchestrator.cli import main
 
     (tmp_path / "s.yaml").write_text(
-        "name: allfail\nrun: tests.orchestrator.trainables:misbehaving\nmetric: score\n"
+        "name: allfail\nrun: orchestrator.trainables:misbehaving\nmetric: score\n"
         "config: {mode: {grid_search: [raise, raise]}}\n")
     code = main(["tune", str(tmp_path / "s.yaml"), "--results-dir", str(tmp_path), "--quiet"])
     out, err = capsys.readouterr()
@@ -439,6 +439,6 @@ def test_the_cli_exits_1_when_every_trial_failed_and_says_so(tmp_path, capsys):
     assert "every trial failed, first trial 0: ValueError: boom at step 2" in out
     assert err == "rltune tune: every trial of study 'allfail' failed (2 FAIL): exit status 1\n"
     (tmp_path / "ok.yaml").write_text(
-        "name: somefail\nrun: tests.orchestrator.trainables:misbehaving\nmetric: score\n"
+        "name: somefail\nrun: orchestrator.trainables:misbehaving\nmetric: score\n"
         "config: {mode: {grid_search: [raise, ok]}}\n")
     assert main(["tune", str(tmp_path / "ok.yaml"), "--results-dir", str(tmp_path), "--quiet"]) == 0
