@@ -192,14 +192,14 @@ def _saved_spaces(checkpoint: str | os.PathLike[str], spaces: Any) -> tuple[Any,
 
 
 def _spaces_of_env(checkpoint: str | os.PathLike[str], config: dict[str, Any]) -> tuple[Any, Any]:
-    """A checkpoint saves its spaces as text only: build one env of its config to get them."""
+    """A checkpoint of an older rltune saves its spaces as text only: build one env of its config to get them."""
     from rltune.errors import CheckpointError
     from rltune.trainers import EnvContext
     from rltune.trainers._checkpoint import field_error, saved_env_problem
     from rltune.env._build import build_env
     from rltune.env._registry import resolve_env
 
-    problem = saved_env_problem(config.get("env"))  # a checkpoint is data: build only an env it may name (trust set)
+    problem = saved_env_problem(config.get("env"))  # a checkpoint is data: build only an env it may name
     if problem:
         raise field_error(checkpoint, "env", problem, "config key")
     if not isinstance(config.get("env_config") or {}, dict):

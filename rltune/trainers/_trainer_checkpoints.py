@@ -124,7 +124,11 @@ class CheckpointMixin:
         :class:`CheckpointError` naming what is wrong, and the trainer stays
         as it was (weights, optimizer, counters, RNG states, replay buffer).
         The rollout workers get the new weights and env tasks after that: a
-        worker that fails then raises as it would in training.
+        worker that fails then raises as it would in training. Nothing the
+        checkpoint names is imported: this trainer's own config names the
+        code (a saved policy class must be one it uses), and a checkpoint of
+        another policy set (multi-agent into single-agent, a policy missing)
+        is a :class:`CheckpointError` naming both.
         """
         # Policies the checkpoint holds beyond this trainer's config (added while training) are added first.
         added = self.add_saved_policies(checkpoint_path, ckpt.read_metadata(checkpoint_path).get("policy_specs"))
