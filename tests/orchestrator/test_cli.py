@@ -585,6 +585,9 @@ def test_console_script_imports_nothing_from_the_current_directory_and_says_how_
     assert ("'my_envs' is not importable; my_envs.py is in the current directory, which rltune does not put on the "
             "import path: run with PYTHONPATH=. or install your package") in proc.stderr
     assert proc.stderr.count("error:") == 1 and "Traceback" not in proc.stderr
+    as_module = subprocess.run([sys.executable, "-m", "rltune.orchestrator.cli", *argv[1:]], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=120, env=env)
+    assert as_module.returncode == 2 and "my_envs.py is in the current directory" in as_module.stderr  # -m's too
     proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**env, "PYTHONPATH": "."})
     assert proc.returncode == 0, proc.stderr
     assert "reward_mean     1.000" in proc.stdout
