@@ -66,7 +66,8 @@ def time_first_result(tmp: Path) -> float:
     rltune = Path(sys.executable).parent / "rltune"
     start = time.perf_counter()
     proc = subprocess.Popen([str(rltune), "tune", str(study), "--results-dir", str(tmp / "results"), "--quiet"],
-                            cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp, env={**os.environ, "PYTHONPATH": str(tmp)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     elapsed = None
     for line in proc.stdout:
         if " iter 1:" in line:

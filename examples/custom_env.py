@@ -10,9 +10,11 @@ Run it (about 10 s)::
 
     python examples/custom_env.py
 
-The same env from the command line (import strings resolve from the current directory)::
+The same env from the command line, from the repository root: an import
+string names a module on Python's path, and rltune adds no directory to it
+(not even the current one), so put the root on ``PYTHONPATH``::
 
-    rltune train --run PPO --env examples.custom_env:Corridor \\
+    PYTHONPATH=. rltune train --run PPO --env examples.custom_env:Corridor \\
         --config '{"env_config": {"corridor_length": 5}}' --stop '{"episode_reward_mean": 0.5}'
 """
 

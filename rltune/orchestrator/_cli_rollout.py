@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
+from rltune._imports import env_trust_list, trust_list
 from rltune.errors import ConfigError
 
 
@@ -29,11 +30,14 @@ def add_rollout_parser(commands: Any, log_levels: tuple[str, ...]) -> None:
             "checkpoint) and run deterministic episodes (no exploration); print their mean return. "
             "--episodes N runs N episodes (default 10); --steps N runs whole episodes until at least "
             "N env steps are done (with both, whichever comes first). A multi-agent checkpoint also prints "
-            "policy_reward_mean/<id> per policy. A checkpoint is data: of its saved "
-            "config it uses only an env that is a gymnasium id, a register_env name or an import string of a "
-            "gymnasium.Env subclass, and callbacks that are DefaultCallbacks subclasses; give anything else "
-            "with --env / --config (a multi-agent checkpoint's policy_mapping_fn: --config "
-            "'{\"multiagent\": {\"policy_mapping_fn\": \"pkg.module:fn\"}}'). --out FILE writes the "
+            "policy_reward_mean/<id> per policy. A checkpoint is data, and opening it imports nothing it names "
+            "by itself: of its saved config it uses an env that is a gymnasium id, a register_env name or an "
+            "import string of a gymnasium.Env subclass, callbacks that are DefaultCallbacks subclasses and policy "
+            "classes, each from a module of rltune, one already imported, one you name with --env / --config, or "
+            "one you trust with --trust; and functions (env_task_fn, policy_mapping_fn) only from a module you "
+            "trust. Give anything else with --env / --config (a multi-agent checkpoint's policy_mapping_fn: "
+            "--config '{\"multiagent\": {\"policy_mapping_fn\": \"pkg.module:fn\"}}'). With "
+            "RLTUNE_CHECKPOINT_KEY set, only checkpoints signed with that key are opened. --out FILE writes the "
             "episodes' steps as JSON lines, one object per step (episode, t, obs, action, reward, next_obs, "
             "terminated, truncated; info with --save-info)."
         ),
@@ -49,6 +53,12 @@ def add_rollout_parser(commands: Any, log_levels: tuple[str, ...]) -> None:
     p.add_argument(
         "--config", metavar="JSON",
         help="config overrides as a JSON object (e.g. env_config, or callbacks and env_task_fn, which a checkpoint may not name)",
+    )
+    p.add_argument(
+        "--trust", metavar="MODULE", action="append", default=[],
+        help="a module or package (with its submodules) whose classes and functions the checkpoint may name, e.g. "
+             "your env's package; repeatable (also $RLTUNE_TRUST, comma-separated). A module is imported from "
+             "Python's path, never from the current or the checkpoint's directory",
     )
     p.add_argument("--log-level", type=str.upper, choices=log_levels, help="log level (default WARN)")
     p.set_defaults(handler=_rollout)
@@ -73,8 +83,10 @@ def _rollout(args: argparse.Namespace) -> int:
     if args.run is not None:
         _check_run(args.run, path)
     out = _out_path(args.out, args.save_info)
+    trust = trust_list(args.trust, "--trust")
+    env_trust_list()  # a malformed $RLTUNE_TRUST is named as such, before the checkpoint is opened
     try:
-        trainer = Trainer.from_checkpoint(path, overrides)
+        trainer = Trainer.from_checkpoint(path, overrides, trust=trust)
     except ConfigError as exc:
         hint = " (rollout builds the env and trainer from the checkpoint's saved config; --env and --config override it)"
         raise ConfigError([*exc.problems[:-1], exc.problems[-1] + hint], where=f"{exc.where} of checkpoint {path!r}") from None

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import yaml
 
 from rltune import __version__
+from rltune._imports import drop_current_directory
 from rltune.errors import ConfigError, RLTuneError
 from rltune.orchestrator._cli_rollout import add_rollout_parser
 from rltune.orchestrator._yaml_files import deep_merge
@@ -39,7 +40,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     prog = f"{parser.prog} {args.command}"
-    _ensure_cwd_importable()
     try:
         return args.handler(args)
     except (RLTuneError, json.JSONDecodeError, yaml.YAMLError) as exc:
@@ -70,13 +70,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _fail(prog: str, message: str) -> int:
     print(f"{prog}: error: {message}", file=sys.stderr)
     return EXIT_USAGE
-
-
-def _ensure_cwd_importable() -> None:
-    """Let import strings ('mymodule:MyEnv') name modules in the current directory, as ``python -m`` does."""
-    cwd = os.getcwd()
-    if "" not in sys.path and cwd not in sys.path:
-        sys.path.insert(0, cwd)
 
 
 def _json_object(text: str | None, flag: str) -> dict[str, Any] | None:
@@ -129,7 +122,8 @@ def _add_train_parser(commands: Any) -> None:
             "  rltune train --run DQN --env CartPole-v1 --steps 50000 --local-dir ~/ray_results\n"
             "  rltune train -f studies/cartpole-ppo.yaml --config '{\"seed\": 1}'\n"
             "  rltune train --run PPO --show-config\n\n"
-            "Import strings ('pkg.module:Name') are resolved from the current directory too."
+            "Import strings ('pkg.module:Name') name modules on Python's import path; rltune does not add the\n"
+            "current directory to it: run with PYTHONPATH=. for a module of the current directory."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -496,4 +490,5 @@ def _show(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
+    drop_current_directory()
     sys.exit(main())

@@ -160,6 +160,8 @@ def write_policy_dir(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *,
         filter_stats = ckpt.read_observation_filters(trainer_or_checkpoint, tensors).get(policy_id)
         if policy_id in specs:  # a multi-agent checkpoint saves each policy's spaces
             obs_space, act_space = (saved_space(specs[policy_id][k]) for k in ("observation_space", "action_space"))
+        elif metadata.get("spaces") is not None:  # a single-agent one its policy's: no env is built
+            obs_space, act_space = _saved_spaces(trainer_or_checkpoint, metadata["spaces"])
         else:
             obs_space, act_space = _spaces_of_env(trainer_or_checkpoint, config)
     if policy_id in specs:
@@ -178,8 +180,19 @@ def write_policy_dir(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *,
     return out
 
 
+def _saved_spaces(checkpoint: str | os.PathLike[str], spaces: Any) -> tuple[Any, Any]:
+    """The spaces a single-agent checkpoint saved as data (metadata field ``spaces``)."""
+    from rltune.trainers._checkpoint import field_error
+    from rltune.trainers._space_json import space_from_json as saved_space
+
+    try:
+        return saved_space(spaces["observation_space"]), saved_space(spaces["action_space"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise field_error(checkpoint, "spaces", f"is not the policy's spaces ({exc})") from None
+
+
 def _spaces_of_env(checkpoint: str | os.PathLike[str], config: dict[str, Any]) -> tuple[Any, Any]:
-    """A checkpoint saves its spaces as text only: build one env of its config to get them."""
+    """A checkpoint of an older rltune saves its spaces as text only: build one env of its config to get them."""
     from rltune.errors import CheckpointError
     from rltune.trainers import EnvContext
     from rltune.trainers._checkpoint import field_error, saved_env_problem

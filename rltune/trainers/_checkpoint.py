@@ -9,7 +9,9 @@ Layout of a checkpoint directory::
 
 The metadata holds the sha256 of every other file (``checksums``) and of
 itself (``metadata_sha256``), checked when each file is read (format
-version 2; version 1 checkpoints, without them, still load). The directory
+version 2; version 1 checkpoints, without them, still load), and with
+``$RLTUNE_CHECKPOINT_KEY`` set an HMAC signature of the metadata
+(``_checkpoint_signature.py``). The directory
 is written under a temporary name and swapped into place
 (:mod:`rltune._atomic_dir`), so a reader sees either the old checkpoint or
 the complete new one, even after a crash.
@@ -39,6 +41,7 @@ from rltune._json import json_safe as _json_safe
 from rltune.errors import CheckpointError, RLTuneError
 from rltune.trainers._checkpoint_config import checked_config, saved_env_problem  # noqa: F401 (imported from here)
 from rltune.trainers._checkpoint_fields import Fields, describe, field_error, first_line, is_kind  # noqa: F401
+from rltune.trainers._checkpoint_signature import sign, verify
 from rltune.trainers._filters import RunningStats
 from rltune.trainers._sample_batch import EpisodeMetrics
 
@@ -103,6 +106,7 @@ def write_checkpoint(
             checksums[f"{name}.npz"] = _write_file(tmp / f"{name}.npz", lambda f, c=columns: np.savez(f, **c))
         # Through JSON first, so the checksum is of what a reader parses (int keys become strings).
         meta = json.loads(json.dumps(dict(metadata, format_version=FORMAT_VERSION, **{CHECKSUMS: checksums})))
+        sign(meta)  # with $RLTUNE_CHECKPOINT_KEY set
         meta[METADATA_CHECKSUM] = metadata_checksum(meta)
         text = json.dumps(meta, indent=1, sort_keys=True).encode()
         _write_file(tmp / METADATA_FILE, lambda f: f.write(text))
@@ -154,6 +158,7 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
                 f"checkpoint {str(directory)!r}: {METADATA_FILE} does not match its checksum "
                 f"(metadata field {METADATA_CHECKSUM!r}): the file was changed or corrupted"
             )
+    verify(directory, metadata)  # with $RLTUNE_CHECKPOINT_KEY set: signed with it
     return metadata
 
 

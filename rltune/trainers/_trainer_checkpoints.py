@@ -11,7 +11,7 @@ import copy
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
 
 import torch
 
@@ -39,6 +39,16 @@ def _state_dict_mismatch(expected: dict[str, Any], saved: Any, source: str = "th
         if shape is None or tuple(shape) != tuple(tensor.shape):
             return f"{key} has shape {None if shape is None else tuple(shape)} in {source}, {tuple(tensor.shape)} here"
     return None
+
+
+def saved_spaces(policy: Any) -> dict[str, Any] | None:
+    """The policy's spaces as JSON data (read back without building the env, e.g. to export the policy), or None."""
+    from rltune.trainers._space_json import space_to_json
+
+    try:
+        return {key: space_to_json(getattr(policy, key)) for key in ("observation_space", "action_space")}
+    except ValueError:  # a space of a kind that has no JSON form here: readers build the env instead
+        return None
 
 
 class CheckpointMixin:
@@ -77,6 +87,7 @@ class CheckpointMixin:
             "config": ckpt.json_safe(self.config),
             "observation_space": repr(policy.observation_space),
             "action_space": repr(policy.action_space),
+            "spaces": saved_spaces(policy),
             "numpy_rng": self.rng.bit_generator.state,
             "policy_rngs": {pid: p.rng.bit_generator.state for pid, p in self.workers.local_worker.policy_map.items()},
             "policy_specs": self.policy_specs_state(),
@@ -113,7 +124,11 @@ class CheckpointMixin:
         :class:`CheckpointError` naming what is wrong, and the trainer stays
         as it was (weights, optimizer, counters, RNG states, replay buffer).
         The rollout workers get the new weights and env tasks after that: a
-        worker that fails then raises as it would in training.
+        worker that fails then raises as it would in training. Nothing the
+        checkpoint names is imported: this trainer's own config names the
+        code (a saved policy class must be one it uses), and a checkpoint of
+        another policy set (multi-agent into single-agent, a policy missing)
+        is a :class:`CheckpointError` naming both.
         """
         # Policies the checkpoint holds beyond this trainer's config (added while training) are added first.
         added = self.add_saved_policies(checkpoint_path, ckpt.read_metadata(checkpoint_path).get("policy_specs"))
@@ -145,7 +160,10 @@ class CheckpointMixin:
         policies = self.workers.local_worker.policy_map
         missing = set(policies) - set(saved.weights)
         if missing:
-            raise CheckpointError(f"checkpoint {path!r} has no weights for policies {sorted(missing)}")
+            single = not (saved.metadata or {}).get("policy_specs") and self.workers.local_worker.multi_agent
+            shape = f" of a single-agent config; this {self.name} is multi-agent" if single else ""
+            raise CheckpointError(f"checkpoint {path!r} has no weights for policies {sorted(missing)}: it holds "
+                                  f"{sorted(saved.weights)}{shape}")
         for pid, policy in policies.items():
             problem = _state_dict_mismatch(policy.model.state_dict(), saved.weights[pid])
             if problem:
@@ -251,6 +269,8 @@ class CheckpointMixin:
         cls,
         checkpoint_path: str | os.PathLike[str],
         config_overrides: dict[str, Any] | None = None,
+        *,
+        trust: Iterable[str] | None = None,
         **kwargs: Any,
     ) -> "Trainer":
         """Build the trainer a checkpoint was written by (its saved config, updated by ``config_overrides``) and restore it.
@@ -259,25 +279,38 @@ class CheckpointMixin:
         checkpoint. A config value that could not be saved as JSON (a lambda,
         a class from ``__main__``) must be given again in ``config_overrides``.
 
-        A checkpoint is data: of its saved config, ``env`` must be a
-        gymnasium id, a :func:`register_env` name or an import string of a
-        ``gymnasium.Env`` subclass, ``callbacks`` import strings of
-        ``DefaultCallbacks`` subclasses, and ``env_task_fn`` unset (give it
-        in ``config_overrides``); anything else is a :class:`CheckpointError`
-        naming the key, before anything the checkpoint names is called.
+        A checkpoint is data, and opening it imports nothing it names by
+        itself: an import string of its saved config (``env``,
+        ``callbacks``, policy classes, a trainer class) is imported only from
+        rltune, from a module this process has imported, from a module of an
+        import string in ``config_overrides``, or from a module or package
+        in ``trust`` (or ``$RLTUNE_TRUST``, comma-separated); a function
+        (``env_task_fn``, ``multiagent.policy_mapping_fn``) only when given
+        in ``config_overrides`` or defined in a module of ``trust``. Classes
+        must be of the kind their key expects (a ``gymnasium.Env``,
+        ``DefaultCallbacks`` or ``Policy`` subclass). Anything else is a
+        :class:`CheckpointError` naming the key and how to allow it, raised
+        before anything the checkpoint names is imported. See
+        docs/checkpoints.md.
         """
         from rltune.trainers import Trainer, get_trainer_class
+        from rltune.trainers._checkpoint_trust import CheckpointTrust
 
+        checked_trust = CheckpointTrust.of(trust, config_overrides)
         meta = ckpt.Fields(checkpoint_path, ckpt.read_metadata(checkpoint_path))
         trainer_cls = cls
         if cls is Trainer:
             algorithm = meta.get("algorithm", str)
+            problem = checked_trust.import_problem(algorithm) if ":" in algorithm else None
+            if problem:
+                raise meta.error("algorithm", problem)
             try:
                 trainer_cls = get_trainer_class(algorithm)
             except ConfigError as exc:
                 raise meta.error("algorithm", f"names no trainer here ({'; '.join(exc.problems)})") from None
         saved_config = trainer_cls.saved_config(meta.get("config", dict, {}))
-        config = ckpt.checked_config(checkpoint_path, saved_config, config_overrides)
+        config = ckpt.checked_config(checkpoint_path, saved_config, config_overrides, trust=checked_trust,
+                                     config_class=trainer_cls.config_class)
         trainer = trainer_cls(config, **kwargs)
         try:
             trainer.restore(checkpoint_path)

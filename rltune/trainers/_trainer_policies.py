@@ -151,6 +151,12 @@ class PoliciesMixin:
         if not isinstance(saved, dict) or not saved:
             return []
         local = self.workers.local_worker
+        if not local.multi_agent and any(pid not in local.policy_map for pid in saved):
+            raise CheckpointError(
+                f"checkpoint {str(path)!r} holds the policies {sorted(saved)} of a multi-agent config; this "
+                f"{self.name} is single-agent (its only policy is {sorted(local.policy_map)[0]!r}): build it with the "
+                "checkpoint's multiagent config (Trainer.from_checkpoint does)"
+            )
         known = {f"{c.__module__}:{c.__qualname__}": c for c in self._known_policy_classes()}
         prepared = []
         for pid, entry in saved.items():

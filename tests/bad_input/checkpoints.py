@@ -10,9 +10,9 @@ from typing import Any, Callable
 from .harness import Case, Context
 
 
-def _copy(ctx: Context, name: str) -> str:
+def _copy(ctx: Context, name: str, source: str | None = None) -> str:
     target = ctx.tmp / name
-    shutil.copytree(ctx.checkpoint, target)
+    shutil.copytree(ctx.tmp / source if source else ctx.checkpoint, target)
     return str(target)
 
 
@@ -55,13 +55,15 @@ def _binary_metadata(ctx: Context) -> None:
     (ctx.tmp / "binary" / "rltune_checkpoint.json").write_bytes(b"\xff\xfe\x00garbage")
 
 
-def _edited(name: str, edit: Callable[[dict], None], *, reseal: bool = True) -> Callable[[Context], None]:
-    """A copy of the checkpoint whose metadata ``edit`` changes; ``reseal``: its checksum recomputed to match."""
+def _edited(name: str, edit: Callable[[dict], None], *, reseal: bool = True,
+            source: str | None = None) -> Callable[[Context], None]:
+    """A copy of the checkpoint (or of ``source`` under ctx.tmp) whose metadata ``edit`` changes; ``reseal``: its
+    checksum recomputed to match."""
 
     def setup(ctx: Context) -> None:
         from rltune.trainers import _checkpoint as ckpt
 
-        _copy(ctx, name)
+        _copy(ctx, name, source)
         meta_file = ctx.tmp / name / "rltune_checkpoint.json"
         meta = json.loads(meta_file.read_text())
         edit(meta)
@@ -77,6 +79,84 @@ def _config(**changes: Any) -> Callable[[dict], None]:
         meta["config"].update(changes)
 
     return edit
+
+
+PLANTED = "rltune_census_planted"  # a module planted beside the checkpoint; never imported (it would write a file)
+UNTRUSTED = f"is '{PLANTED}:Thing', whose module '{PLANTED}' is neither imported in this process nor trusted"
+
+
+def _planted(name: str, edit: Callable[[dict], None]) -> Callable[[Context], None]:
+    """``_edited`` with a module ``PLANTED`` written into the checkpoint directory and its parent."""
+    edited = _edited(name, edit)
+
+    def setup(ctx: Context) -> None:
+        edited(ctx)
+        for where in (ctx.tmp, ctx.tmp / name):
+            (where / f"{PLANTED}.py").write_text(f"open({str(ctx.tmp / 'IMPORTED')!r}, 'w').close()\n"
+                                                 "import gymnasium\nclass Thing(gymnasium.Env): pass\n")
+
+    return setup
+
+
+def _meta(**changes: Any) -> Callable[[dict], None]:
+    def edit(meta: dict) -> None:
+        meta.update(changes)
+
+    return edit
+
+
+def _with_key(key: str, call: Callable[[Context], Any]) -> Callable[[Context], Any]:
+    """``call`` with $RLTUNE_CHECKPOINT_KEY set to ``key`` (put back after)."""
+    import os
+
+    def run(ctx: Context) -> Any:
+        before = os.environ.get("RLTUNE_CHECKPOINT_KEY")
+        os.environ["RLTUNE_CHECKPOINT_KEY"] = key
+        try:
+            return call(ctx)
+        finally:
+            if before is None:
+                del os.environ["RLTUNE_CHECKPOINT_KEY"]
+            else:
+                os.environ["RLTUNE_CHECKPOINT_KEY"] = before
+
+    return run
+
+
+def _open(name: str) -> Callable[[Context], Any]:
+    def call(ctx: Context) -> Any:
+        from rltune.trainers import Trainer
+
+        Trainer.from_checkpoint(ctx.tmp / name, results_dir=ctx.tmp).stop()
+
+    return call
+
+
+def _signed_then_edited(ctx: Context) -> None:
+    """A checkpoint signed with key 'team' ('signed'), and a copy edited with its checksum recomputed, as by someone
+    without the key ('signed_edited')."""
+    from rltune.trainers import Trainer
+
+    with Trainer.from_checkpoint(ctx.checkpoint, results_dir=ctx.tmp) as trainer:
+        _with_key("team", lambda ctx: trainer.save(ctx.tmp / "signed"))(ctx)
+    _edited("signed_edited", _config(gamma=0.5), source="signed")(ctx)
+
+
+def _multi_agent_into_single(ctx: Context) -> None:
+    from rltune.trainers import PPO
+    from trainers.multi_agent_envs import TurnGame
+
+    tiny = {"train_batch_size": 16, "rollout_fragment_length": 8, "sgd_minibatch_size": 8, "model": {"fcnet_hiddens": [8]}}
+    policies = {"pol_x", "pol_o"}
+    multiagent = {"policies": policies, "policy_mapping_fn": _by_player}
+    with PPO(config={"env": TurnGame, "multiagent": multiagent, **tiny}, results_dir=ctx.tmp) as ma:
+        path = ma.save(ctx.tmp / "multi")
+    with PPO(config={"env": "CartPole-v1", **tiny}, results_dir=ctx.tmp) as single:
+        single.restore(path)
+
+
+def _by_player(agent_id: str, *args: Any, **kwargs: Any) -> str:
+    return f"pol_{agent_id}"
 
 
 def _flipped_byte(ctx: Context) -> None:
@@ -118,6 +198,35 @@ CASES: list[Case] = [
     Case("checkpoint flipped byte in state.pt", "state.pt", ("rollout", "{tmp}/flipped"), setup=_flipped_byte),
     Case("checkpoint v2 without checksums", "checksum", ("rollout", "{tmp}/nochecksums"),
          setup=_edited("nochecksums", lambda meta: meta.pop("checksums"))),
+    # -- opening a checkpoint imports nothing it names by itself (issue 23) --------------------------------
+    Case("checkpoint env a planted module", f"config key 'env' {UNTRUSTED}", ("rollout", "{tmp}/plantenv"),
+         setup=_planted("plantenv", _config(env=f"{PLANTED}:Thing"))),
+    Case("checkpoint callbacks a planted module", f"config key 'callbacks' {UNTRUSTED}", ("rollout", "{tmp}/plantcb"),
+         setup=_planted("plantcb", _config(callbacks=f"{PLANTED}:Thing"))),
+    Case("checkpoint evaluation env a planted module", f"config key 'evaluation_config.env' {UNTRUSTED}",
+         ("rollout", "{tmp}/planteval"), setup=_planted("planteval", _config(evaluation_config={"env": f"{PLANTED}:Thing"}))),
+    Case("checkpoint policy_class a planted module", f"config key 'multiagent.policies.p0.policy_class' {UNTRUSTED}",
+         ("rollout", "{tmp}/plantpol"),
+         setup=_planted("plantpol", _config(multiagent={"policies": {"p0": {"policy_class": f"{PLANTED}:Thing"}}}))),
+    Case("checkpoint algorithm a planted module", f"metadata field 'algorithm' {UNTRUSTED}", ("rollout", "{tmp}/plantalgo"),
+         setup=_planted("plantalgo", _meta(algorithm=f"{PLANTED}:Thing"))),
+    Case("checkpoint env names an unimported stdlib module", "whose module 'this' is neither imported",
+         ("rollout", "{tmp}/this"), setup=_edited("this", _config(env="this:Env"))),
+    Case("checkpoint RLlib alias policy_mapping_fn", "saved config: policy_mapping_fn", ("rollout", "{tmp}/alias"),
+         setup=_edited("alias", _config(policy_mapping_fn=f"{PLANTED}:Thing"))),
+    Case("checkpoint RLlib alias policies without multiagent", f"config key 'multiagent.policies.p0.policy_class' {UNTRUSTED}",
+         ("rollout", "{tmp}/alias2"), setup=_edited("alias2", lambda meta: (
+             meta["config"].pop("multiagent"), meta["config"].update(policies={"p0": {"policy_class": f"{PLANTED}:Thing"}})))),
+    Case("rollout --trust not a module name", "invalid --trust: 'a b' is not a module or package name",
+         ("rollout", "{checkpoint}", "--trust", "a b")),
+    Case("checkpoint unsigned with a key set", "is not signed; RLTUNE_CHECKPOINT_KEY is set",
+         call=_with_key("team", lambda ctx: _open("unsigned")(ctx)), setup=lambda ctx: _copy(ctx, "unsigned")),
+    Case("checkpoint signed then edited", "signed with another key or edited by someone without the key",
+         call=_with_key("team", _open("signed_edited")), setup=_signed_then_edited),
+    Case("checkpoint signed with another key", "signed with another key",
+         call=_with_key("other", _open("signed")), setup=_signed_then_edited),
+    Case("multi-agent checkpoint into a single-agent trainer", "of a multi-agent config; this PPO is single-agent",
+         call=_multi_agent_into_single),
     Case("rollout --env override unknown", "NoSuchEnv-v0", ("rollout", "{checkpoint}", "--env", "NoSuchEnv-v0")),
     Case("rollout --config override bad key", "lrr", ("rollout", "{checkpoint}", "--config", '{"lrr": 1}')),
 ]

@@ -563,7 +563,8 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_130(tmp_path):
 
 
 @needs_script
-def test_console_script_imports_env_strings_from_the_current_directory(tmp_path):
+def test_console_script_imports_nothing_from_the_current_directory_and_says_how_to(tmp_path):
+    """rltune puts no directory on the import path: a module of the current directory needs PYTHONPATH=."""
     (tmp_path / "my_envs.py").write_text(
         "import gymnasium as gym, numpy as np\n"
         "class One(gym.Env):\n"
@@ -576,11 +577,18 @@ def test_console_script_imports_env_strings_from_the_current_directory(tmp_path)
         "    def step(self, action):\n"
         "        return np.zeros(2, np.float32), 1.0, True, False, {}\n"
     )
-    proc = subprocess.run(
-        [str(RLTUNE), "train", "--run", "PPO", "--env", "my_envs:One", "--config", TINY_JSON,
-         "--stop", '{"training_iteration": 1}', "--results-dir", "results", "--name", "one"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    argv = [str(RLTUNE), "train", "--run", "PPO", "--env", "my_envs:One", "--config", TINY_JSON,
+            "--stop", '{"training_iteration": 1}', "--results-dir", "results", "--name", "one"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert ("'my_envs' is not importable; my_envs.py is in the current directory, which rltune does not put on the "
+            "import path: run with PYTHONPATH=. or install your package") in proc.stderr
+    assert proc.stderr.count("error:") == 1 and "Traceback" not in proc.stderr
+    as_module = subprocess.run([sys.executable, "-m", "rltune.orchestrator.cli", *argv[1:]], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=120, env=env)
+    assert as_module.returncode == 2 and "my_envs.py is in the current directory" in as_module.stderr  # -m's too
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**env, "PYTHONPATH": "."})
     assert proc.returncode == 0, proc.stderr
     assert "reward_mean     1.000" in proc.stdout
     assert (tmp_path / "results" / "one" / "result.json").exists()

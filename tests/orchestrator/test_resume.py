@@ -19,6 +19,14 @@ from rltune.orchestrator._listing import load_study
 RLTUNE = Path(sys.executable).parent / "rltune"
 HERE = Path(__file__).parent
 
+
+def module_path(directory: Path) -> dict[str, str]:
+    """The environment of an ``rltune`` process that imports the study's trainables from ``directory``.
+
+    (rltune never puts the current directory on the import path.)
+    """
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(directory), os.environ.get("PYTHONPATH")) if p)}
+
 STUDY = """
 name: resumable
 run: study_trainables:counter
@@ -43,7 +51,7 @@ def study_file(tmp_path) -> Path:
 def _start(study_file: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [str(RLTUNE), "tune", str(study_file), "--results-dir", str(study_file.parent / "results"), "--quiet", *extra],
-        cwd=study_file.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=study_file.parent, env=module_path(study_file.parent), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
 

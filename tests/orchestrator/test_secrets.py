@@ -91,11 +91,12 @@ def test_a_storage_that_cannot_be_opened_is_named_without_its_password(url, tmp_
 
 def test_cli_storage_error_is_one_line_without_the_password(tmp_path):
     study = tmp_path / "study.yaml"
-    study.write_text("name: s\nrun: tests.orchestrator.trainables:counter\nmetric: score\nconfig: {steps: 1}\n")
+    study.write_text("name: s\nrun: orchestrator.trainables:counter\nmetric: score\nconfig: {steps: 1}\n")
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "rltune"), "tune", str(study), "--storage", UNREACHABLE,
          "--results-dir", str(tmp_path), "--quiet"],
-        capture_output=True, text=True, timeout=120, env=dict(os.environ, RLTUNE_TRACKING="0"),
+        capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, RLTUNE_TRACKING="0", PYTHONPATH=str(Path(__file__).parents[1])),
     )
     assert proc.returncode == 2, proc.stderr
     assert SECRET not in proc.stdout + proc.stderr

@@ -19,7 +19,7 @@ from rltune.errors import StudyLockedError
 from rltune.orchestrator._listing import load_study
 from rltune.orchestrator._study_lock import LOCK_FILE, StudyLock, clear_stale_journal_lock
 
-from .test_resume import RLTUNE, _iterations, _wait_for_results
+from .test_resume import RLTUNE, _iterations, _wait_for_results, module_path
 from .trainables import counter
 
 HERE = Path(__file__).parent
@@ -48,7 +48,7 @@ def study_file(tmp_path) -> Path:
 def _tune(study_file: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [str(RLTUNE), "tune", str(study_file), "--results-dir", str(study_file.parent / "results"), "--quiet", *extra],
-        cwd=study_file.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=study_file.parent, env=module_path(study_file.parent), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 
 

@@ -148,14 +148,13 @@ def test_a_study_with_tensorboard_writes_one_run_per_trial_under_the_results_dir
 def study_file(tmp_path: Path, extra: str = "") -> Path:
     """A one-trial study of ``nested_results`` (imported from this directory: run from it)."""
     study = tmp_path / "s.yaml"
-    study.write_text(f"run: {Path(__file__).stem}:nested_results\nmetric: score\nconfig: {{x: 1, steps: 1}}\n{extra}")
+    study.write_text(f"run: orchestrator.{Path(__file__).stem}:nested_results\nmetric: score\nconfig: {{x: 1, steps: 1}}\n{extra}")
     return study
 
 
-def test_studies_write_no_event_files_by_default_and_rltune_tune_tensorboard_turns_them_on(tmp_path, monkeypatch):
+def test_studies_write_no_event_files_by_default_and_rltune_tune_tensorboard_turns_them_on(tmp_path):
     # benchmarks/README.md: more than 2% of a cheap function trainable's iteration
     assert StudySpec.model_fields["tensorboard"].default is False
-    monkeypatch.chdir(Path(__file__).parent)
     study = study_file(tmp_path)
     assert main(["tune", str(study), "--quiet", "--results-dir", str(tmp_path / "default")]) == 0
     assert (tmp_path / "default" / "s" / "trial_00000" / "result.json").exists()
@@ -164,8 +163,7 @@ def test_studies_write_no_event_files_by_default_and_rltune_tune_tensorboard_tur
     assert [p.parent.name for p in event_files(tmp_path / "flag")] == ["trial_00000"]
 
 
-def test_the_study_file_field_turns_them_on(tmp_path, monkeypatch):
-    monkeypatch.chdir(Path(__file__).parent)
+def test_the_study_file_field_turns_them_on(tmp_path):
     assert main(["tune", str(study_file(tmp_path, "tensorboard: true\n")), "--quiet", "--results-dir", str(tmp_path)]) == 0
     assert [p.parent.name for p in event_files(tmp_path)] == ["trial_00000"]
 

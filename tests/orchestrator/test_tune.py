@@ -341,20 +341,14 @@ def test_keep_checkpoints_num_and_an_sqlite_storage(tmp_path):
     assert main(["show", "sqlite", "--results-dir", str(tmp_path)]) == 0
 
 
-def test_a_stop_key_missing_from_results_exits_2_from_the_cli(tmp_path, capsys):
+def test_a_stop_key_missing_from_results_exits_2_from_the_cli(tmp_path, capsys, monkeypatch):
     from rltune.orchestrator.cli import main
 
     (tmp_path / "study_trainables.py").write_text((Path(__file__).parent / "trainables.py").read_text())
     study = tmp_path / "s.yaml"
     study.write_text("run: study_trainables:counter\nmetric: score\nstop: {scroe: 3}\nconfig: {steps: 3}\n")
-    import os
-
-    cwd = os.getcwd()
-    os.chdir(tmp_path)
-    try:
-        code = main(["tune", str(study), "--results-dir", str(tmp_path / "r"), "--quiet"])
-    finally:
-        os.chdir(cwd)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = main(["tune", str(study), "--results-dir", str(tmp_path / "r"), "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and "'scroe' is not a key of the training results; did you mean 'score'?" in err
 
@@ -437,7 +431,7 @@ def test_the_cli_exits_1_when_every_trial_failed_and_says_so(tmp_path, capsys):
     from rltune.orchestrator.cli import main
 
     (tmp_path / "s.yaml").write_text(
-        "name: allfail\nrun: tests.orchestrator.trainables:misbehaving\nmetric: score\n"
+        "name: allfail\nrun: orchestrator.trainables:misbehaving\nmetric: score\n"
         "config: {mode: {grid_search: [raise, raise]}}\n")
     code = main(["tune", str(tmp_path / "s.yaml"), "--results-dir", str(tmp_path), "--quiet"])
     out, err = capsys.readouterr()
@@ -445,6 +439,6 @@ def test_the_cli_exits_1_when_every_trial_failed_and_says_so(tmp_path, capsys):
     assert "every trial failed, first trial 0: ValueError: boom at step 2" in out
     assert err == "rltune tune: every trial of study 'allfail' failed (2 FAIL): exit status 1\n"
     (tmp_path / "ok.yaml").write_text(
-        "name: somefail\nrun: tests.orchestrator.trainables:misbehaving\nmetric: score\n"
+        "name: somefail\nrun: orchestrator.trainables:misbehaving\nmetric: score\n"
         "config: {mode: {grid_search: [raise, ok]}}\n")
     assert main(["tune", str(tmp_path / "ok.yaml"), "--results-dir", str(tmp_path), "--quiet"]) == 0

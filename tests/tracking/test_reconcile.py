@@ -152,7 +152,7 @@ def test_kill_9_at_random_moments_then_resume_leaves_mlflow_agreeing_with_optuna
     results = new_store(template_db, tmp_path / "results")
     shutil.copy(TRAINABLES, tmp_path / "study_trainables.py")
     (tmp_path / "killed.yaml").write_text(STUDY)
-    env = mlflow_env()
+    env = {**mlflow_env(), "PYTHONPATH": str(tmp_path)}  # the study imports its trainables from there
     env.pop("RLTUNE_TRACKING", None)
 
     def start(*extra: str) -> subprocess.Popen:

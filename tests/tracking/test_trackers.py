@@ -324,7 +324,8 @@ def _one_trial_study():
 
 
 def test_a_policy_model_from_a_checkpoint_builds_only_an_env_the_checkpoint_may_name(tmp_path):
-    """The model reads a checkpoint's spaces from one env of its config: never from code the checkpoint names."""
+    """The model reads a checkpoint's spaces from its data (an older checkpoint's from one env of its config):
+    never from code the checkpoint names."""
     import json
 
     from rltune.errors import CheckpointError
@@ -340,6 +341,10 @@ def test_a_policy_model_from_a_checkpoint_builds_only_an_env_the_checkpoint_may_
     metadata = json.loads((path / ckpt.METADATA_FILE).read_text())
     # Built as Popen(EnvContext(env_config)), Popen would run the dict's keys: touch <marker>.
     metadata["config"].update(env="subprocess:Popen", env_config={"touch": 1, str(marker): 2})
+    metadata[ckpt.METADATA_CHECKSUM] = ckpt.metadata_checksum(metadata)
+    (path / ckpt.METADATA_FILE).write_text(json.dumps(metadata))
+    assert json.loads((write_policy_dir(path, tmp_path / "data") / SPEC_FILE).read_text())["action_space"]["n"] == 2
+    del metadata["spaces"]  # as a checkpoint of an older rltune: the env would be built
     metadata[ckpt.METADATA_CHECKSUM] = ckpt.metadata_checksum(metadata)
     (path / ckpt.METADATA_FILE).write_text(json.dumps(metadata))
     with pytest.raises(CheckpointError, match=r"config key 'env' is 'subprocess:Popen', which names a class Popen"):

@@ -70,7 +70,7 @@ def test_rllib_names_are_aliases_of_rltune_keys(caplog, cls, given, path, value)
 
 def test_old_and_new_blocks_translate_inside_them():
     policies = {"a": None, "b": None}
-    mapping = "tests.trainers.test_rllib_names:first"
+    mapping = "trainers.test_rllib_names:first"
     config = PPO.validate({"multiagent": {"policy_graphs": policies, "policy_mapping_fn": mapping, "count_steps_by": "env_steps"}})
     assert set(config.multiagent.policies) == {"a", "b"}
     config = PPO.validate({"policies": policies, "policy_mapping_fn": mapping})
