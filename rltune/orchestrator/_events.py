@@ -87,3 +87,4 @@ class TrackingObserver(Observer):
 
     def refresh(self, runner: Any) -> None:
         self.tracker.poll()
+        self.tracker.yield_to_trials(bool(runner.active))

@@ -381,6 +381,8 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         if a.outcome == "interrupted":  # it failed while checkpointing for Ctrl-C: resumable all the same
             self._finish_interrupted(a)
             return
+        if a.outcome in ("complete", "pruned") and self._end_as_decided(a):  # died as it stopped: not trained on
+            return
         if a.failures <= self.spec.max_failures and self.stopping_since is None:
             host.close_conn(a)
             self._emit("message", f"trial {a.number} failed (attempt {a.failures}); restarting it "

@@ -144,8 +144,25 @@ def lost_connection(exc: BaseException) -> bool:
     return False
 
 
+def connection_error(exc: BaseException) -> str:
+    """The database driver's own words for a lost connection (Optuna wraps them in a generic message)."""
+    from sqlalchemy.exc import DBAPIError
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, DBAPIError) and seen.orig is not None:
+            exc = seen.orig
+            break
+        seen = seen.__cause__ or seen.__context__
+    lines = str(exc).strip().splitlines()
+    return redact_text(f"{type(exc).__name__}: {lines[0][:200] if lines else ''}")
+
+
 def with_reconnect(fn: Callable[..., Any], what: str, retry_s: float = STORAGE_RETRY_S) -> Callable[..., Any]:
-    """``fn`` retried with back-off while its database connection is lost, for at most ``retry_s``."""
+    """``fn`` retried with back-off while its database connection is lost, for at most ``retry_s``.
+
+    The wait is logged when it starts (what waits, why, for how long at most) and when it ends.
+    """
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -153,21 +170,26 @@ def with_reconnect(fn: Callable[..., Any], what: str, retry_s: float = STORAGE_R
         pause = 0.5
         while True:
             try:
-                return fn(*args, **kwargs)
+                result = fn(*args, **kwargs)
             except Exception as exc:  # noqa: BLE001 - only lost connections are retried; others re-raised
                 if not lost_connection(exc):
                     raise
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + retry_s
-                    logger.warning("the study's database is unreachable (%s); retrying for up to %.0f s",
-                                   redact_text(str(exc).strip().splitlines()[0][:200]), retry_s)
+                    logger.warning("the study's database is unreachable (%s); retrying %s for up to %.0f s",
+                                   connection_error(exc), what, retry_s)
                 if now >= deadline:
                     raise StorageLostError(
                         f"the study's database stayed unreachable for {retry_s:.0f} s ({what}): "
-                        f"{type(exc).__name__}; the study is resumable: start the worker again") from exc
+                        f"{connection_error(exc)}; the study is resumable: start the worker again") from exc
                 time.sleep(pause)
                 pause = min(pause * 2, 5.0)
+                continue
+            if deadline is not None:
+                logger.warning("the study's database is back: %s went through after %.1f s", what,
+                               retry_s - (deadline - time.monotonic()))
+            return result
 
     return call
 

@@ -40,6 +40,20 @@ class TrialEnding:
             a.reason = a.reason or "returned"
         self._tell(a, end.state, end.value)
 
+    def _end_as_decided(self, a: ActiveTrial) -> bool:
+        """End a trial whose process died after its end was decided (pruned, or its stop met); True if ended.
+
+        A trial pruned is PRUNED. One that met its stop is COMPLETE with the
+        result that met it (with ``checkpoint_at_end``, only once that
+        iteration's checkpoint is saved: else it is restarted from its latest
+        checkpoint and meets its stop again), never trained past it.
+        """
+        if a.outcome == "pruned":
+            self._record_progress(a)
+            self._tell(a, "PRUNED", None)
+            return True
+        return self._complete_if_stopped(a, when="before its process died")
+
     def _record_progress(self, a: ActiveTrial) -> None:
         if a.last_result is not None:
             a.trial.set_user_attr("last_result", _storable(a.last_result))

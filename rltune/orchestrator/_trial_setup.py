@@ -69,11 +69,12 @@ class TrialSetup:
         self._started_total += 1
         return self._prepare(trial)
 
-    def _complete_if_stopped(self, a: ActiveTrial) -> bool:
+    def _complete_if_stopped(self, a: ActiveTrial, when: str = "before the study was interrupted") -> bool:
         """A resumed trial whose last recorded result met ``stop`` is COMPLETE with it, not trained once more.
 
         The orchestrator died after the trial reported that result (and saved
-        its checkpoint) but before it told Optuna. With ``checkpoint_at_end``
+        its checkpoint) but before it told Optuna; or (``when``) the trial's
+        process did. With ``checkpoint_at_end``
         the trial must have its checkpoint at that iteration; without it, it
         trains to it again. True if the trial was completed here.
         """
@@ -96,7 +97,7 @@ class TrialSetup:
         self._backfill(a, upto=step)
         a.last_result, a.iteration = last, step
         self.results[a.number] = last
-        a.reason = f"{reason}, met before the study was interrupted"
+        a.reason = f"{reason}, met {when}"
         self._record_progress(a)
         self._tell(a, "COMPLETE", value)
         return True

@@ -56,6 +56,7 @@ from rltune._ipc import (Channel, ChannelClosed, Closed, CloseTracking, DrawPlot
 from rltune._trial_files import json_safe
 from rltune.tracking._failures import Failures
 from rltune.tracking._keys import flatten_params
+from rltune.tracking._priority import NICE, set_autogroup_nice
 from rltune.tracking._staging import remove_staging, snapshot, snapshot_files
 from rltune.tracking._store import resolve_tracking_uri
 
@@ -255,6 +256,11 @@ class TrackingProcess:
         if self._lost is None and self.proc.poll() is not None:
             self._lose("it exited")
 
+    def yield_to_trials(self, yielding: bool) -> None:
+        """Keep the tracking process at nice 19 while trials run (``yielding``), else at 0 (see ``_priority``)."""
+        if self.proc.poll() is None:
+            set_autogroup_nice(self.proc.pid, NICE if yielding else 0)
+
     def _handle_reply(self, message: Any) -> None:
         if isinstance(message, LogLine):
             logger.log(message.level, "%s", message.text)
@@ -319,6 +325,7 @@ class TrackingProcess:
         deadline = time.monotonic() + self.drain_timeout_s
         closed = False
         while self.conn is not None and self._lost is None:
+            self.yield_to_trials(False)  # the study's end waits for the queue (again: a change may come too soon)
             left = deadline - time.monotonic()
             try:
                 if left <= 0 or not self.conn.poll(min(left, 1.0)):

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 from rltune._ipc import (Channel, ChannelClosed, Closed, CloseTracking, DrawPlots, EndTrial, LogCheckpoint, LogCurve,
                          LogFiles, LogLine, LogModel, LogResult, OpenTrial, Reconcile, UpdateBest)
 from rltune.tracking._keys import flatten_params, with_defaults
+from rltune.tracking._priority import autogroup_nice, is_tracking_process, lower_priority, set_autogroup_nice
 from rltune.tracking._staging import remove, remove_staging
 
 LOCK_WAIT_S = 300.0  # a tracking process waits this long for the one a killed orchestrator left to finish
@@ -26,8 +27,10 @@ PARENT_WAIT_S = 60.0  # a worker joining a shared study waits this long for the 
 # The trials come first: at nice 19 the tracking gets ~1.5% of a core that trials keep busy, and
 # catches up when one is free (queued results are then logged together, in one call per trial).
 # At nice 10 (~10%) the start-up of a study (importing mlflow, migrating a new store) still slowed
-# the first trials of a 2-core machine by seconds.
-NICE = 19
+# the first trials of a 2-core machine by seconds. The orchestrator lifts it (its autogroup's nice)
+# while none of its trials runs: see _priority.py.
+
+
 class _Forward(logging.Handler):
     """Sends the tracker's warnings to the orchestrator, which logs them where the user looks."""
 
@@ -48,32 +51,12 @@ def _detach_forwarding() -> None:
         root.removeHandler(handler)
 
 
-def _lower_priority() -> None:
-    """Nice 19, for the process and for its autogroup.
-
-    Linux with autogroups (the default on desktops and many servers) shares
-    the CPU between sessions first, and nice only orders the processes of
-    one session. Each trial runs in a session of its own and so does this
-    process (``start_new_session``). Without its autogroup's nice it got as
-    much CPU as a trial on a busy machine.
-    """
-    try:
-        os.nice(NICE)
-    except OSError:
-        pass
-    try:
-        with open("/proc/self/autogroup", "w") as f:
-            f.write(str(NICE))
-    except OSError:  # no autogroups (or not Linux): the process nice is all there is
-        pass
-
-
 def tracking_entry(fd: int) -> None:
     """Entry point of the tracking process: serve the orchestrator's messages until ``close`` or EOF."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _lower_priority()
+    lower_priority()
     conn = Channel.from_fd(fd)
     try:
         init = conn.receive().options  # TrackingInit
@@ -113,7 +96,10 @@ def _take_lock(study_dir: Path, conn: Channel, received: list[bytes]) -> tuple[A
     While a tracking process of a killed orchestrator finishes its queue,
     this one waits (at most ``LOCK_WAIT_S``), keeping the messages that
     arrive in ``received``: two processes logging one trial would log its
-    steps twice. The lock goes with the process (``flock``).
+    steps twice. The lock goes with the process (``flock``); its holder's
+    pid is in the file. The waiting one hands the holder its own autogroup
+    nice (see :mod:`._priority`): its orchestrator's trials are what both
+    yield to, and the study's end waits for both.
     """
     try:
         import fcntl
@@ -125,9 +111,13 @@ def _take_lock(study_dir: Path, conn: Channel, received: list[bytes]) -> tuple[A
     while True:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            lock.truncate(0)
+            lock.write(f"{os.getpid()}\n")
+            lock.flush()
             return lock, True
         except OSError:
             pass
+        _share_nice_with_holder(study_dir / LOCK_FILE)
         if time.monotonic() > deadline:
             logging.getLogger("rltune.tracking").warning(
                 "MLflow tracking: an earlier tracking process of this study still runs after %.0f s; "
@@ -141,6 +131,17 @@ def _take_lock(study_dir: Path, conn: Channel, received: list[bytes]) -> tuple[A
                         break
         except ChannelClosed:
             return lock, False
+
+
+def _share_nice_with_holder(path: Path) -> None:
+    """Give the tracking process holding the lock at ``path`` this process's autogroup nice."""
+    try:
+        pid = int(path.read_text().strip() or 0)
+    except (OSError, ValueError):
+        return
+    mine = autogroup_nice()
+    if pid > 0 and mine is not None and is_tracking_process(pid):
+        set_autogroup_nice(pid, mine)
 
 
 def _warm_up() -> None:

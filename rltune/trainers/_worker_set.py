@@ -51,7 +51,7 @@ class WorkerSet:
                     RemoteWorker(index, init, env_name=env_spec.name, timeout_s=config.sample_timeout_s)
                 )
             for worker in self.remote_workers:  # they start in parallel; wait for each
-                worker.wait_ready()
+                self._wait_started(worker)
             spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None
             if config.observation_space is not None and config.action_space is not None and not config.multiagent.policies:
                 spaces = {DEFAULT_POLICY_ID: (config.observation_space, config.action_space)}
@@ -93,13 +93,39 @@ class WorkerSet:
                 except WorkerDiedError as exc:
                     if error is not None:
                         raise
-                    self._recreate_or_raise(worker, exc)
-                    results.append(worker.call(fn, *args, **kwargs))
+                    results.append(self._call_restarted(worker, exc, fn, *args, **kwargs))
             except BaseException as exc:
                 error = error or exc
         if error is not None:
             raise error
         return results
+
+    def _call_restarted(self, worker: RemoteWorker, exc: WorkerDiedError, fn: str | Callable[..., Any], *args: Any,
+                        **kwargs: Any) -> Any:
+        """Restart the dead ``worker`` and call ``fn`` on it again; if it dies again meanwhile, again (or raise)."""
+        if not self.config.recreate_failed_workers:
+            raise exc
+        while True:
+            try:
+                self._recreate_or_raise(worker, exc)
+                return worker.call(fn, *args, **kwargs)
+            except WorkerDiedError as again:  # killed or crashed again while restarting or answering
+                exc = again
+
+    def _wait_started(self, worker: RemoteWorker) -> None:
+        """Wait for ``worker``'s start; with recreate_failed_workers, one that died meanwhile starts again."""
+        while True:
+            try:
+                worker.wait_ready()
+                return
+            except WorkerDiedError as exc:  # killed or crashed while starting (an env that raises is no death)
+                if not self.config.recreate_failed_workers:
+                    raise
+                if worker.restarts >= self.config.max_num_worker_restarts:
+                    raise WorkerError(f"{str(exc).split(' (set')[0]} while starting; gave up after {worker.restarts} "
+                                      "restarts (max_num_worker_restarts)") from exc
+                logger.warning("%s while starting; restarting it", str(exc).split(" (set")[0])
+                worker.restart()
 
     def _recreate_or_raise(self, worker: RemoteWorker, exc: WorkerDiedError) -> None:
         if not self.config.recreate_failed_workers:
@@ -108,7 +134,7 @@ class WorkerSet:
             raise WorkerError(f"{exc.what}; gave up after {worker.restarts} restarts (max_num_worker_restarts)") from exc
         logger.warning("%s; restarting it", exc.what)
         worker.restart()
-        worker.wait_ready()
+        self._wait_started(worker)
         if self.local_worker.multi_agent:  # policies added or removed since the worker first started
             worker.call("set_policy_set", self.local_worker.policy_set_state())
         worker.call("set_weights", self.local_worker.get_weights(), self._global_vars, **self._filters_to_send())

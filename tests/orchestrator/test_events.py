@@ -48,3 +48,25 @@ def test_observers_see_a_trial_from_start_to_end(tmp_path):
         ("checkpoint", 0, 2),  # checkpoint_freq 2
         ("ended", 0, "COMPLETE", 4.0, "score = 4 >= 4"),
     ]
+
+
+def test_the_tracking_yields_to_the_trials_while_any_runs():
+    from types import SimpleNamespace
+
+    from rltune.orchestrator._events import TrackingObserver
+
+    class Tracker:
+        def __init__(self):
+            self.calls = []
+
+        def poll(self):
+            pass
+
+        def yield_to_trials(self, yielding):
+            self.calls.append(yielding)
+
+    tracker = Tracker()
+    observer = TrackingObserver(tracker, None)
+    for active in ([], ["a trial"], []):
+        observer.refresh(SimpleNamespace(active=active))
+    assert tracker.calls == [False, True, False]

@@ -7,7 +7,9 @@ its own. Workers are real ``rltune tune`` processes on one results directory.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -77,7 +79,7 @@ def pg_url(new_database) -> str:
 
 
 def study_file(tmp_path: Path, *, name: str = "shared", a=(1, 2, 3, 4), b=(0, 1, 2), n_trials: int = 12,
-               extra: str = "") -> Path:
+               extra: str = "", grace_s: int | None = 4) -> Path:
     (tmp_path / "shared_trainables.py").write_text(TRAINABLE)
     path = tmp_path / f"{name}.yaml"
     path.write_text(textwrap.dedent(f"""\
@@ -89,7 +91,7 @@ def study_file(tmp_path: Path, *, name: str = "shared", a=(1, 2, 3, 4), b=(0, 1,
         search_alg: grid
         checkpoint_freq: 1
         heartbeat_interval_s: 1
-        heartbeat_grace_s: 4
+        {f"heartbeat_grace_s: {grace_s}" if grace_s else ""}
         config:
           a: {{grid_search: {list(a)}}}
           b: {{grid_search: {list(b)}}}
@@ -204,22 +206,42 @@ def test_a_worker_with_a_different_search_space_is_refused(tmp_path, pg_url):
 
 @pytest.mark.skipif(not CLUSTER, reason="restarting PostgreSQL needs RLTUNE_TEST_POSTGRES_CLUSTER "
                                         "('<version> <name>' of pg_ctlcluster; set by .ci/run)")
-def test_workers_survive_a_postgresql_restart(tmp_path, pg_url):
-    path = study_file(tmp_path, a=(1, 2, 3), b=(0, 1), n_trials=6)
+def test_workers_survive_a_postgresql_restart_mid_study_and_lose_nothing(tmp_path, pg_url):
+    """The server is down for seconds while trials run: they wait (saying for what), reconnect, lose no result."""
+    path = study_file(tmp_path, a=(1, 2, 3), b=(0, 1), n_trials=6, grace_s=None)  # the default grace: no stale trials
     env = {"ITERATIONS": "8", "SLEEP": "0.25"}
     procs = [worker(path, pg_url, tmp_path / "results", extra_env=env) for _ in range(2)]
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline:  # a trial complete, and trials halfway
         try:
-            if any(t.state.name == "COMPLETE" for t in load(pg_url).get_trials(deepcopy=False)):
+            trials = load(pg_url).get_trials(deepcopy=False)
+            if any(t.state.name == "COMPLETE" for t in trials) and any(
+                    t.state.name == "RUNNING" and len(t.intermediate_values) >= 3 for t in trials):
                 break
         except KeyError:
             pass
-        time.sleep(0.3)
-    subprocess.run(["pg_ctlcluster", *CLUSTER.split(), "restart"], check=True, timeout=120)
+        time.sleep(0.2)
+    else:
+        for p in procs:
+            p.kill()
+        pytest.fail("the study never got halfway: " + "\n".join(p.communicate()[1][-2000:] for p in procs))
+    cluster = CLUSTER.split()
+    subprocess.run(["pg_ctlcluster", *cluster, "stop", "--", "-m", "fast"], check=True, timeout=120)
+    time.sleep(5)  # trials report and heartbeat meanwhile
+    subprocess.run(["pg_ctlcluster", *cluster, "start"], check=True, timeout=120)
     results = finish(procs)
-    assert all(code == 0 for code, _, _ in results), [r[2][-2000:] for r in results]
+    assert all(code == 0 for code, _, _ in results), [r[2][-3000:] for r in results]
+    waited = [stderr for _, _, stderr in results if "the study's database is unreachable" in stderr]
+    assert waited, "no worker said what it waited for: " + results[0][2][-2000:]
+    assert re.search(r"unreachable \(\w+: .*connection.*\); retrying RDBStorage\.\w+ for up to 60 s", waited[0],
+                     re.IGNORECASE), waited[0]
+    assert re.search(r"the study's database is back: RDBStorage\.\w+ went through after", waited[0]), waited[0]
     trials = load(pg_url).get_trials(deepcopy=False)
-    complete = [t for t in trials if t.state.name == "COMPLETE"]
-    assert grid_points(complete) == [(a, b) for a in (1, 2, 3) for b in (0, 1)]
-    assert len([t for t in trials if "failed_trial" not in t.system_attrs]) == 6
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 6, [(t.number, t.state.name) for t in trials]
+    assert grid_points(trials) == [(a, b) for a in (1, 2, 3) for b in (0, 1)]
+    for t in trials:  # every result recorded once, in Optuna as in the trial's result file
+        lines = (Path(t.user_attrs["trial_dir"]) / "result.json").read_text().splitlines()
+        scores = {r["training_iteration"]: r["score"] for r in map(json.loads, lines)}
+        assert len(scores) == len(lines) == 8, t.number
+        assert t.intermediate_values == scores and t.value == scores[8], t.number
+        assert t.user_attrs["last_result"]["score"] == scores[8], t.number

@@ -41,6 +41,28 @@ def test_a_call_is_retried_while_the_connection_is_lost_then_succeeds(monkeypatc
     assert attempts == [21, 21, 21]
 
 
+def test_the_wait_says_what_waits_why_in_the_drivers_words_and_when_it_ends(monkeypatch, caplog):
+    import optuna
+
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    attempts = []
+
+    def flaky():
+        attempts.append(1)
+        if len(attempts) < 3:  # Optuna's own words say nothing of the connection
+            raise optuna.exceptions.StorageInternalError(
+                "An exception is raised during the commit. This typically happens due to invalid data in the commit, "
+                "e.g. exceeding max length.") from _lost()
+        return "ok"
+
+    with caplog.at_level("WARNING", logger="rltune.orchestrator._storage"):
+        assert with_reconnect(flaky, "RDBStorage.record_heartbeat", retry_s=60)() == "ok"
+    first, last = [r.getMessage() for r in caplog.records]
+    assert first == ("the study's database is unreachable (Exception: server closed the connection unexpectedly); "
+                     "retrying RDBStorage.record_heartbeat for up to 60 s")
+    assert last.startswith("the study's database is back: RDBStorage.record_heartbeat went through after ")
+
+
 def test_other_errors_are_not_retried():
     calls = []
 

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -142,3 +143,87 @@ def test_a_tracking_process_closed_twice_logs_its_summary_once(tmp_path, templat
     summaries = [r.getMessage() for r in caplog.records if "call(s) not recorded" in r.getMessage()]
     assert summaries == ["MLflow tracking (study 'twice'): 1 call(s) not recorded (metrics x1)"]
     assert tracker.proc.poll() == 0
+
+
+
+HOLDER = textwrap.dedent('''
+    # a stand-in for the tracking process (rltune.tracking._server) of a killed orchestrator, draining its queue
+    import fcntl, os, sys, time
+    from rltune.tracking._priority import lower_priority
+    lock = open(sys.argv[1], "a")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\\n")
+    lock.flush()
+    lower_priority()
+    print("holding", flush=True)
+    time.sleep(120)
+''')
+
+
+def _wait_for_nice(pid: int, nice: int, what: str, then=None, timeout: float = 60.0) -> None:
+    from rltune.tracking._priority import autogroup_nice
+
+    deadline = time.monotonic() + timeout
+    while autogroup_nice(pid) != nice:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: its autogroup is at nice {autogroup_nice(pid)}, not {nice}, after {timeout} s")
+        if then is not None:
+            then()
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def study_dir(tmp_path, template_db) -> Path:
+    new_store(template_db, tmp_path)
+    (tmp_path / "study").mkdir()
+    return tmp_path / "study"
+
+
+def _tracking(tmp_path: Path, study_dir: Path):
+    from rltune.tracking import TrackingProcess
+
+    return TrackingProcess(None, tmp_path, "yielding", "grid", "none", study_dir=study_dir, drain_timeout_s=120,
+                           log_path=tmp_path / "tracking.log")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/autogroup"), reason="no Linux autogroups here")
+def test_the_tracking_yields_to_trials_but_not_while_the_studys_end_waits_for_it(tmp_path, study_dir):
+    """Nice 19 starved the drain at a study's end for minutes on a busy machine (the study waited for it)."""
+    import fcntl
+
+    from rltune.tracking._server import LOCK_FILE
+
+    lock = open(study_dir / LOCK_FILE, "a")  # held here: the tracking process waits for it, as for a killed one's
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    tracking = _tracking(tmp_path, study_dir)
+    _wait_for_nice(tracking.proc.pid, 19, "the tracking process at its start (trials start with it)")
+    closing = threading.Thread(target=tracking.close)
+    closing.start()
+    try:
+        _wait_for_nice(tracking.proc.pid, 0, "the tracking process the study's end waits for")
+    finally:
+        lock.close()
+        closing.join(timeout=150)
+    assert not closing.is_alive() and tracking.unrecorded == []
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/autogroup"), reason="no Linux autogroups here")
+def test_a_tracking_process_waiting_for_a_killed_runs_one_hands_it_its_share(tmp_path, study_dir):
+    from rltune.tracking._server import LOCK_FILE
+
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(study_dir / LOCK_FILE)], stdout=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        _wait_for_nice(holder.pid, 19, "the earlier tracking process")
+        tracking = _tracking(tmp_path, study_dir)
+        _wait_for_nice(tracking.proc.pid, 19, "the tracking process at its start")
+        closing = threading.Thread(target=tracking.close)
+        closing.start()
+        _wait_for_nice(holder.pid, 0, "the earlier tracking process, which the study's end waits for too")
+    finally:
+        holder.kill()
+        holder.wait()
+    closing.join(timeout=150)
+    assert not closing.is_alive() and tracking.unrecorded == []
