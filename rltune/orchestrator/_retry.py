@@ -25,8 +25,8 @@ from rltune.orchestrator._optuna_compat import retry_of, start_waiting_trial
 
 RETRY_OF = "retry_of"  # user attr of a retry: the number of the trial it retries
 FAILURE_KIND = "failure_kind"  # user attr of a failed trial: why (NO_SPACE, "error", "crash", "timeout", ...)
-# What a retry takes over from the trial it retries (trial_dir and checkpoint: where to restore from).
-INHERITED = ("seed", "config", "trial_dir", "checkpoint", "grid_index", "sample_index")
+# What a retry takes over from the trial it retries (where to restore from is read from that trial).
+INHERITED = ("seed", "config", "grid_index", "sample_index")
 
 
 def predecessor(frozen: Any) -> int | None:
@@ -38,15 +38,18 @@ def predecessor(frozen: Any) -> int | None:
     return number if isinstance(number, int) and not isinstance(number, bool) else None
 
 
-def superseded(trials: Iterable[Any]) -> set[int]:
-    """The numbers of the trials that another trial retries: reported once, by their retry."""
-    return {number for number in map(predecessor, trials) if number is not None}
+def superseded(trials: Iterable[Any], *, started_only: bool = False) -> set[int]:
+    """The numbers of the trials that another trial retries (``started_only``: a retry no longer WAITING)."""
+    from optuna.trial import TrialState
+
+    return {number for t in trials if (number := predecessor(t)) is not None
+            and not (started_only and t.state == TrialState.WAITING)}
 
 
 def live_trials(trials: Iterable[Any]) -> list[Any]:
-    """The trials but those superseded by a retry: each configuration of the study once."""
+    """The trials but those superseded by a retry that started: each configuration of the study once."""
     trials = list(trials)
-    hidden = superseded(trials)
+    hidden = superseded(trials, started_only=True)
     return [t for t in trials if t.number not in hidden]
 
 

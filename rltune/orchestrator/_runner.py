@@ -10,7 +10,8 @@ pruner said so, Ctrl-C).
 States in storage: a trial is RUNNING while a process of this study owns
 it; COMPLETE with the metric of its last result; PRUNED; FAIL after
 ``max_failures`` restarts (its traceback in ``error.txt`` and the user attr
-``error``). An interrupted trial (Ctrl-C, or the orchestrator killed) stays
+``error``, why in ``failure_kind``; one that found the disk full is not
+restarted, no new trial starts, and a resume retries it: :mod:`._retry`). An interrupted trial (Ctrl-C, or the orchestrator killed) stays
 RUNNING with an ``owner`` user attr (host, pid, process start time, run id)
 that no live orchestrator matches (on another machine, whose pids cannot be
 checked: a ``heartbeat`` user attr older than HEARTBEAT_GRACE_S): ``resume``

@@ -17,7 +17,7 @@ from rltune._disk import writing
 from rltune._metrics import finite
 from rltune._trial_files import last_result
 from rltune.errors import ConfigError, DiskError
-from rltune.orchestrator._optuna_compat import pop_waiting_trial, trial_id, trial_of
+from rltune.orchestrator._optuna_compat import pop_waiting_trial, retry_of, trial_id, trial_of
 from rltune.orchestrator._ownership import make_owner
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
 from rltune.orchestrator._retry import RETRY_OF, predecessor, start_retry
@@ -122,7 +122,9 @@ class TrialSetup:
             warnings.filterwarnings("ignore", message="Inconsistent parameter values", category=RuntimeWarning)
             values = suggest(trial, self.plan.space)
         config = resolve_config(self.plan.config, self.plan.space, values)
-        previous = retry.user_attrs if retry is not None else {}  # the failed trial's, copied with the retry
+        source = retry if retry is not None else resumed
+        retried = predecessor(source) if source is not None else None  # the failed trial this one retries
+        previous = source.user_attrs if retried is not None else {}  # a retry's: the failed trial's seed and config
         if isinstance(previous.get("seed"), int) and self.plan.trainable.kind == "trainer" and config.get("seed") is None:
             config["seed"] = previous["seed"]
         seed = previous["seed"] if isinstance(previous.get("seed"), int) else self._seed(number, config)
@@ -135,8 +137,7 @@ class TrialSetup:
         self.configs[number] = config
         active = ActiveTrial(trial, number, values, config, seed, trial_dir, self.plan.cpus_per_trial(config),
                              StopCriteria(self.spec.stop, where="stop"))
-        source = retry if retry is not None else resumed
-        active.retry_of = predecessor(source) if source is not None else None
+        active.retry_of = retried
         self._emit("trial_opened", active)
         try:
             with writing(trial_dir, "the trial directory"):
@@ -145,8 +146,8 @@ class TrialSetup:
                     (trial_dir / PARAMS_FILE).write_text(json.dumps(json_safe({
                         "trial": number, "seed": seed, "params": values, "config": config}), indent=2,
                         sort_keys=True) + "\n")
-                if retry is not None:
-                    self._continue_from(active, retry)
+                if retried is not None and (retry is not None or fresh):  # (fresh: a retry killed as it started)
+                    self._continue_from(active, source)
         except DiskError as exc:
             self._setup_failed(active, exc)
             return None
@@ -161,7 +162,7 @@ class TrialSetup:
 
     def _continue_from(self, a: ActiveTrial, retry: Any) -> None:
         """A retry starts from its predecessor's latest checkpoint, with its results so far (copied here)."""
-        previous = retry.user_attrs
+        previous = self._retried_attrs(retry)
         a.reported_steps = set(retry.intermediate_values)  # inherited from a stale trial (shared storage)
         a.trial.set_user_attr(RETRY_OF, a.retry_of)
         old_dir = Path(previous["trial_dir"]) if isinstance(previous.get("trial_dir"), str) else None
@@ -181,6 +182,15 @@ class TrialSetup:
             (a.trial_dir / "result.json").write_bytes(old_results.read_bytes())  # truncated to the checkpoint at launch
         self._emit("message", f"trial {a.number} retries trial {a.retry_of} from its checkpoint at iteration "
                               f"{a.checkpoint_iteration}")
+
+    def _retried_attrs(self, retry: Any) -> dict[str, Any]:
+        """The user attrs of the trial ``retry`` retries: copied into it by Optuna's retry callback (a stale
+        trial's, shared storage), else read from the study (a retry of a failed trial, :mod:`._retry`)."""
+        if retry_of(retry)[1]:
+            return retry.user_attrs
+        number = predecessor(retry)
+        found = [t for t in self.study.get_trials(deepcopy=False) if t.number == number]
+        return found[0].user_attrs if found else {}
 
     def _inherit_checkpoint(self, a: ActiveTrial, inherited: Any) -> None:
         """Restore ``a`` from the checkpoint its retry inherited, if it has none of its own yet."""

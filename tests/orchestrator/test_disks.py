@@ -146,6 +146,25 @@ def test_retry_failed_retries_failed_trials_of_any_kind_from_their_checkpoints(t
     assert code == 0 and len(load_study(tmp_path / "results" / "flaky")[0].get_trials()) == 2
 
 
+def test_a_retry_killed_as_it_started_goes_on_from_the_failed_trials_checkpoint(tmp_path, capsys):
+    from rltune.orchestrator._retry import start_retry
+
+    until = tmp_path / "fixed"
+    study_file = tmp_path / "flaky.yaml"
+    study_file.write_text(f"name: flaky\nrun: orchestrator.trainables:misbehaving\nmetric: mode_ok\ncheckpoint_freq: 1\n"
+                          f"config: {{mode: until, until: {until}, steps: 4}}\n")
+    flags = ("--results-dir", tmp_path / "results", "--quiet")
+    assert _cli(capsys, "tune", study_file, *flags)[0] == 1
+    study, _ = load_study(tmp_path / "results" / "flaky")
+    start_retry(study, study.get_trials()[0])  # the orchestrator was killed right after it took the retry
+    until.touch()
+    code, out, err = _cli(capsys, "tune", study_file, *flags, "--resume")
+    assert code == 0 and "trial 1 retries trial 0 from its checkpoint at iteration 2" in out, out + err
+    [retry] = [t for t in load_study(tmp_path / "results" / "flaky")[0].get_trials() if t.number == 1]
+    assert retry.state.name == "COMPLETE" and retry.user_attrs["trial_dir"].endswith("trial_00001")
+    assert _iterations(tmp_path / "results" / "flaky" / "trial_00001") == [1, 2, 3, 4]
+
+
 def test_the_retry_is_opened_in_the_tracking_with_the_trial_it_retries(tmp_path):
     from unittest import mock
 
