@@ -124,12 +124,17 @@ def test_the_study_storage_on_a_full_disk_stops_the_study_resumable_and_the_jour
         assert starts[0] == "0" and int(starts[1]) > 0  # the interrupted trial went on from its checkpoint
 
 
-def test_retry_failed_retries_failed_trials_of_any_kind_from_their_checkpoints(tmp_path, capsys):
+def _flaky_study(tmp_path: Path) -> tuple[Path, Path, tuple]:
+    """A study file whose one trial raises at step 2 (after checkpoint 2) until the file ``until`` exists."""
     until = tmp_path / "fixed"
     study_file = tmp_path / "flaky.yaml"
     study_file.write_text(f"name: flaky\nrun: orchestrator.trainables:misbehaving\nmetric: mode_ok\ncheckpoint_freq: 1\n"
                           f"config: {{mode: until, until: {until}, steps: 4}}\n")
-    flags = ("--results-dir", tmp_path / "results", "--quiet")
+    return study_file, until, ("--results-dir", tmp_path / "results", "--quiet")
+
+
+def test_retry_failed_retries_failed_trials_of_any_kind_from_their_checkpoints(tmp_path, capsys):
+    study_file, until, flags = _flaky_study(tmp_path)
     code, out, err = _cli(capsys, "tune", study_file, *flags)
     assert code == 1, out + err
     code, out, err = _cli(capsys, "tune", study_file, *flags, "--resume")  # an error, not a full disk: kept FAIL
@@ -149,11 +154,7 @@ def test_retry_failed_retries_failed_trials_of_any_kind_from_their_checkpoints(t
 def test_a_retry_killed_as_it_started_goes_on_from_the_failed_trials_checkpoint(tmp_path, capsys):
     from rltune.orchestrator._retry import start_retry
 
-    until = tmp_path / "fixed"
-    study_file = tmp_path / "flaky.yaml"
-    study_file.write_text(f"name: flaky\nrun: orchestrator.trainables:misbehaving\nmetric: mode_ok\ncheckpoint_freq: 1\n"
-                          f"config: {{mode: until, until: {until}, steps: 4}}\n")
-    flags = ("--results-dir", tmp_path / "results", "--quiet")
+    study_file, until, flags = _flaky_study(tmp_path)
     assert _cli(capsys, "tune", study_file, *flags)[0] == 1
     study, _ = load_study(tmp_path / "results" / "flaky")
     start_retry(study, study.get_trials()[0])  # the orchestrator was killed right after it took the retry
