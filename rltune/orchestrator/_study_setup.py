@@ -162,7 +162,12 @@ class StudySetup:
         A ``--resume`` of a study whose directory is missing (a mistyped name
         or results directory) is refused rather than started afresh; a shared
         storage's workers join without it, and ``resume="auto"`` starts it.
+        ``retry_failed`` is for the journal storage: refused on a shared one.
         """
+        if self.retry_failed and self.shared:
+            raise ConfigError("--retry-failed (retry_failed=True) retries the failed trials of a study on its journal "
+                              "storage; on a shared storage, trials whose worker was lost are retried by the workers "
+                              "themselves", where="study")
         hint = ("; make it writable to continue the study" if self.study_dir.is_dir() else
                 "; choose another results directory (--results-dir / results_dir=...)")
         if self.resume is True and not self.shared and not self.study_dir.is_dir():

@@ -107,6 +107,8 @@ CASES: list[Case] = [
     Case("tune retry-failed read-only", "the study directory '{tmp}/ro/base' cannot be written",
          ("tune", "{study_file}", "--results-dir", "{tmp}/ro", "--name", "base", "--retry-failed", "--quiet"),
          setup=read_only_dir("ro", study="base")),
+    tune("tune retry-failed shared storage", "--retry-failed (retry_failed=True) retries the failed trials of a study "
+         "on its journal storage", "--storage", "sqlite:///{tmp}/shared.db", "--retry-failed"),
     tune("tune resume missing study", "study 'nope' does not exist: its directory '{results}/nope' is missing",
          "--name", "nope", "--resume"),
     tune("tune storage NUL", "storage: must not contain a NUL byte", "--storage", "sqlite:///x\x00y"),
