@@ -10,7 +10,8 @@ retried trial finds its latest one in ``reporter.restored_checkpoint``.
 
 Each trial runs in its own process (started with subprocess: this script
 needs no ``if __name__ == "__main__"`` guard). Run it twice: the second run
-resumes the study (``resume=True``) and has nothing left to do. About 3 s.
+resumes the study (``resume="auto"``: continue it if it exists, else start it)
+and has nothing left to do. About 3 s.
 
     python examples/tune_function.py
 """
@@ -58,7 +59,7 @@ analysis = tune.run(
     n_jobs=2,
     seed=0,
     results_dir=results_dir,
-    resume=True,                                     # a second run continues (here: nothing left to do)
+    resume="auto",                                   # a second run continues (here: nothing left to do)
 )
 
 print(analysis)

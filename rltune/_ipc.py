@@ -147,9 +147,10 @@ class Done:
 
 @dataclass(frozen=True)
 class Failed:
-    """The trainable raised; ``traceback`` is its text."""
+    """The trainable raised; ``traceback`` is its text, ``kind`` the disk error behind it (``"no_space"``, ...) or None."""
 
     traceback: str
+    kind: str | None = None
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,21 @@ class WorkerError(RLTuneError):
     """A rollout worker process died, did not answer within ``sample_timeout_s``, or a function run on it raised."""
 
 
+class DiskError(RLTuneError):
+    """A file or directory rltune writes cannot be written: no space left, read-only, permission denied, missing.
+
+    ``path`` names it; ``kind`` is ``"no_space"``, ``"read_only"``,
+    ``"permission_denied"``, ``"missing"`` or None (another OS error), so that
+    a caller decides without parsing the message (a study retries trials that
+    failed on ``"no_space"`` when resumed).
+    """
+
+    def __init__(self, message: str, *, path: object = None, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.path = None if path is None else str(path)
+        self.kind = kind
+
+
 class CallbackError(RLTuneError):
     """A user callback hook raised; the message names the hook, the worker and the episode."""
 

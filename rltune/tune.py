@@ -90,7 +90,8 @@ def run(
     curriculum: dict[str, Any] | None = None,
     env: Any = None,
     seed: int | None = None,
-    resume: bool = False,
+    resume: bool | str = False,
+    retry_failed: bool = False,
     verbose: int = 1,
     raise_on_failed_trial: bool = False,
 ) -> Analysis:
@@ -99,7 +100,12 @@ def run(
     The fields are those of a study file (see :mod:`rltune.orchestrator._spec`);
     a field left None takes its default. ``resume=True`` continues the study
     ``name`` in its storage: finished trials are kept, interrupted ones go on
-    from their checkpoint, grid points never run twice. ``verbose=0`` prints
+    from their checkpoint, grid points never run twice, and trials that failed
+    for lack of disk space are retried from their last checkpoints (every
+    failed trial with ``retry_failed=True``). A study that does not exist is
+    a :class:`~rltune.errors.DiskError`; ``resume="auto"`` (Tune's) starts it
+    then. A results directory that cannot be written (read-only, no
+    permission) is a ``DiskError`` before any trial. ``verbose=0`` prints
     nothing; 1 shows a live view on a terminal and plain lines otherwise.
     Invalid fields raise one :class:`~rltune.errors.ConfigError` listing every
     problem. A study whose every trial failed raises
@@ -116,13 +122,25 @@ def run(
     ``resources_per_trial={"cpu": N}`` sets the CPUs a trial holds of the
     budget that ``n_jobs`` trials share (a trainer's at least 1 + num_workers).
     """
-    arguments = dict(locals())  # every parameter but run_or_experiment, resume, local_dir and the last three is a study field
+    arguments = dict(locals())  # every parameter but run_or_experiment, local_dir and the last five is a study field
     fields = {"run": run_or_experiment, **{field: arguments[field] for field in FIELDS if field in arguments}}
     fields["local_dir"] = local_dir  # Tune's name of results_dir: the planner translates it (or names the clash)
+    resume = _resume_mode(resume, retry_failed)
     plan = _plan(fields, resume)
-    analysis = run_plan(plan, resume=resume, verbose=verbose)
+    analysis = run_plan(plan, resume=resume, retry_failed=retry_failed, verbose=verbose)
     _raise_on_failures(analysis, plan.name, raise_on_failed_trial)
     return analysis
+
+
+def _resume_mode(resume: Any, retry_failed: Any) -> bool | str:
+    """``resume`` as the runner takes it: False, True (the study must exist) or "auto" (Tune's "AUTO")."""
+    if isinstance(resume, str) and resume.lower() == "auto":
+        resume = "auto"
+    elif not isinstance(resume, bool):
+        raise ConfigError(f"must be True, False or 'auto', but got {resume!r}", where="tune.run resume")
+    if not isinstance(retry_failed, bool):
+        raise ConfigError(f"must be True or False, but got {retry_failed!r}", where="tune.run retry_failed")
+    return resume or retry_failed
 
 
 def _from_builder(run: Any, config: Any) -> tuple[Any, Any]:

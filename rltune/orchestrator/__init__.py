@@ -5,12 +5,14 @@ The public API is :mod:`rltune.tune` (``from rltune import tune``) and the
 
     cli             the ``rltune`` command (train, tune, studies, show, rollout, ui); ``main(argv) -> exit status``
     _cli_rollout    ``rltune rollout``: deterministic episodes of a checkpoint
+    _cli_studies    ``rltune studies``, ``rltune show``, ``rltune ui``: a results directory's studies read back
     _run_study      run a plan to its Analysis with its display (what tune.run and ``rltune tune`` call)
     _spec           study files and tune.run fields: validation (every problem, by path and line), the plan
     _search_space   grid_search, choice, uniform, loguniform, randint, quniform: parsing, Optuna suggest, configs
     _runner         a study's loop: Optuna ask/report/tell, CPU budget, failures, Ctrl-C; events to observers
     _study_setup    open, create or join a study: lock, storage, space checks, grid and budget enqueued, resumable trials
     _trial_setup    the next trial (resumed, retried, grid, new): its config, seed, directory, results backfilled
+    _retry          failed trials retried on resume (failure_kind no_space, or all), each configuration counted once
     _trial_host     trial processes: launch, messages, kill, reap, crashes and timeouts
     _ownership      owners of RUNNING trials, their liveness, heartbeats, stale trials of lost workers
     _decision       pure: a result -> continue / stop (stop criteria, pruner, Ctrl-C); a trial's end state

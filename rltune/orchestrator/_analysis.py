@@ -1,13 +1,15 @@
 """What a study returns: :class:`Analysis` (the Optuna study, every trial, the best one) and ``best_config.yaml``.
 
 Trials come from storage, so an analysis of a resumed study holds the
-trials of every session. A trial's ``last_result`` is the full result
+trials of every session; a failed trial that a later one retried is listed
+once, as its retry (:mod:`._retry`). A trial's ``last_result`` is the full result
 dict for trials run by this process and the stored one (without
 ``hist_stats``) for trials of an earlier session.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,13 +17,19 @@ from typing import Any
 
 import yaml
 
+from rltune._disk import disk_error
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
+from rltune.orchestrator._retry import FAILURE_KIND, live_trials, predecessor
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
 class TrialRecord:
     """One trial of a study: ``number``, ``config``, ``state`` (COMPLETE, PRUNED, FAIL, RUNNING, ...),
-    ``value`` (the metric Optuna holds), ``last_result``, ``checkpoint`` (latest), ``trial_dir``, ``error``."""
+    ``value`` (the metric Optuna holds), ``last_result``, ``checkpoint`` (latest), ``trial_dir``, ``error``,
+    ``failure_kind`` (a FAIL's: "no_space", "error", "crash", "timeout", ...) and ``retry_of`` (the failed
+    trial it retried)."""
 
     number: int
     state: str
@@ -34,6 +42,8 @@ class TrialRecord:
     seed: int | None = None
     error: str | None = None
     interrupted: bool = False
+    retry_of: int | None = None  # the failed trial this one retried (that one is not listed: counted once)
+    failure_kind: str | None = None  # why a FAIL trial failed: "no_space", "error", "crash", "timeout", ...
 
     @property
     def training_iteration(self) -> int:
@@ -53,6 +63,7 @@ class Analysis:
     interrupted: bool = False
     best_config_path: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    no_space: str | None = None  # the study started no more trials: one found the disk full (which, and why)
 
     @property
     def best_config(self) -> dict[str, Any] | None:
@@ -92,7 +103,7 @@ def build_analysis(runner: Any) -> Analysis:
 
     plan, study = runner.plan, runner.study
     records = []
-    for frozen in study.get_trials(deepcopy=False):
+    for frozen in live_trials(study.get_trials(deepcopy=False)):
         if frozen.state == TrialState.WAITING:
             continue
         attrs = frozen.user_attrs
@@ -117,15 +128,21 @@ def build_analysis(runner: Any) -> Analysis:
             seed=attrs.get("seed"),
             error=attrs.get("error"),
             interrupted=bool(attrs.get("interrupted")) and frozen.state == TrialState.RUNNING,
+            retry_of=predecessor(frozen),
+            failure_kind=attrs.get(FAILURE_KIND) if frozen.state == TrialState.FAIL else None,
         ))
     best = None
     complete = [r for r in records if r.state == "COMPLETE" and r.value is not None]
     if complete:
         pick = max if plan.spec.mode == "max" else min
         best = pick(complete, key=lambda r: r.value)
-    analysis = Analysis(study, records, plan.spec.metric, plan.spec.mode, runner.study_dir, best, runner.interrupted)
+    analysis = Analysis(study, records, plan.spec.metric, plan.spec.mode, runner.study_dir, best, runner.interrupted,
+                        no_space=runner.no_space)
     if best is not None:
-        analysis.best_config_path = write_best_config(analysis, plan)
+        try:
+            analysis.best_config_path = write_best_config(analysis, plan)
+        except OSError as exc:  # a full disk at the very end: the study's trials are recorded all the same
+            logger.warning("%s", disk_error(exc, analysis.study_dir / "best_config.yaml", "the best config"))
     return analysis
 
 

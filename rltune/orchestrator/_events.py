@@ -56,6 +56,7 @@ class TrackingObserver(Observer):
         a.tracking = self.tracker.open_trial(
             a.number, {**a.config, "seed": a.seed}, a.values,
             keep_checkpoints_num=spec.keep_checkpoints_num, metric=spec.metric, mode=spec.mode,
+            **({"retry_of": a.retry_of} if a.retry_of is not None else {}),
         )
 
     def result_received(self, a: Any, result: dict[str, Any]) -> None:

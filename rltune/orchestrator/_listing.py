@@ -23,6 +23,7 @@ from rltune._secrets import (
 )
 from rltune.errors import ConfigError
 from rltune.orchestrator._ownership import owner_alive
+from rltune.orchestrator._retry import live_trials, predecessor
 from rltune.orchestrator._storage import JOURNAL_FILE, open_storage
 from rltune.orchestrator._study_setup import STUDY_FILE
 
@@ -97,7 +98,7 @@ def summarize(directory: Path, storage: str | None = None) -> StudySummary:
     counts: dict[str, int] = {}
     best_value = best_trial = None
     mode = info.get("mode", "max")
-    for frozen in study.get_trials(deepcopy=False):
+    for frozen in live_trials(study.get_trials(deepcopy=False)):
         state = state_of(frozen)
         if state == "WAITING":
             continue
@@ -125,11 +126,14 @@ def resolve_study_dir(study: str, results_dir: str | None) -> Path:
 
 
 def trial_rows(study: Any, metric: str) -> list[dict[str, Any]]:
-    """One row per trial: number, state, iteration, value, params, checkpoint or error."""
+    """One row per trial: number, state, iteration, value, params, checkpoint or error, the trial it retried.
+
+    A failed trial that another retried has no row: its retry's row names it.
+    """
     from rltune.orchestrator._stop import lookup
 
     rows = []
-    for frozen in study.get_trials(deepcopy=False):
+    for frozen in live_trials(study.get_trials(deepcopy=False)):
         state = state_of(frozen)
         if state == "WAITING":
             continue
@@ -147,5 +151,6 @@ def trial_rows(study: Any, metric: str) -> list[dict[str, Any]]:
             "checkpoint": frozen.user_attrs.get("checkpoint"),
             "error": error.strip().splitlines()[-1] if error and error.strip() else None,
             "_last": lookup(last, metric) if last else None,
+            "retry_of": predecessor(frozen),
         })
     return rows

@@ -54,6 +54,23 @@ def pop_waiting_trial(study: Any) -> Any | None:
     return None if popped is None else optuna.Trial(study, popped)
 
 
+def start_waiting_trial(study: Any, frozen: Any) -> Any | None:
+    """Take this WAITING trial of the study (RUNNING only if still WAITING); None if another took it.
+
+    Public ``study.ask()`` pops the oldest WAITING trial, whichever it is; a
+    retry must start itself (not a grid point waiting before it). So this sets
+    the state through the storage, as Optuna's own ``_pop_waiting_trial_id``
+    does, after dropping the study's cached trial list.
+    """
+    import optuna
+    from optuna.trial import TrialState
+
+    study._thread_local.cached_all_trials = None
+    if not study._storage.set_trial_state_values(trial_id(frozen), state=TrialState.RUNNING):
+        return None
+    return optuna.Trial(study, trial_id(frozen))
+
+
 def retry_of(frozen: Any) -> tuple[int | None, list[int]]:
     """For a trial enqueued by Optuna's retry callback: (the number of the original trial, the retry history).
 

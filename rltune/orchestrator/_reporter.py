@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from rltune._atomic_dir import leftover_path, recover_leftovers, replace_dir
+from rltune._disk import disk_error, disk_kind, writing
 from rltune._ipc import Channel, ChannelClosed, CheckpointSaved, Continue, Result, Stop
 from rltune._trial_files import CHECKPOINT_PREFIX, RESULT_FILE, json_safe, list_checkpoints
 
@@ -106,8 +107,10 @@ class Reporter:
         self._last = self._start
         self._checkpoint_wanted = False
         self._saved_at = start_iteration if restored_checkpoint else -1
-        self.trial_dir.mkdir(parents=True, exist_ok=True)
-        self._results = open(self.trial_dir / RESULT_FILE, "a")
+        with writing(self.trial_dir / RESULT_FILE, "the trial's results"):
+            self.trial_dir.mkdir(parents=True, exist_ok=True)
+            # unbuffered: a write the disk refuses leaves nothing pending that close() would fail on again
+            self._results = open(self.trial_dir / RESULT_FILE, "ab", buffering=0)
         self._observers = list(observers)
 
     # -- reporting ----------------------------------------------------------------------------
@@ -125,8 +128,10 @@ class Reporter:
         if self.trial_number is not None:
             result.setdefault("trial_number", self.trial_number)
         self._last = now
-        self._results.write(json.dumps(json_safe(result), allow_nan=True) + "\n")
-        self._results.flush()
+        line = memoryview((json.dumps(json_safe(result), allow_nan=True) + "\n").encode())
+        with writing(self.trial_dir / RESULT_FILE, "the trial's results"):
+            while line:  # a raw write may take part of it (the last bytes a disk has room for)
+                line = line[self._results.write(line):]
         for observer in self._observers:
             observer.result(result)
         self._checkpoint_wanted = bool(self.checkpoint_freq) and self.iteration % self.checkpoint_freq == 0
@@ -161,13 +166,23 @@ class Reporter:
         final = self.trial_dir / f"{CHECKPOINT_PREFIX}{self.iteration:06d}"
         recover_leftovers(self.trial_dir)
         tmp = leftover_path(final, "tmp")  # names this process: cleaned up only once it is gone
-        tmp.mkdir()
+        with writing(final, "checkpoint"):
+            tmp.mkdir()
         try:
             yield str(tmp)
+        except OSError as exc:  # the trainable's own writes: a full disk is named with the checkpoint
+            shutil.rmtree(tmp, ignore_errors=True)
+            if disk_kind(exc) is None:
+                raise
+            raise disk_error(exc, final, "checkpoint") from exc
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        self.commit_checkpoint(tmp, final)
+        try:
+            self.commit_checkpoint(tmp, final)
+        except OSError as exc:  # the previous checkpoints are kept
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise disk_error(exc, final, "checkpoint") from exc
 
     def save_trainer(self, trainer: Any) -> str | None:
         """Checkpoint a rltune Trainer as ``checkpoint_<iteration>`` (once per iteration)."""
@@ -210,18 +225,37 @@ def latest_checkpoint(trial_dir: str | os.PathLike[str]) -> tuple[int, str] | No
 
 
 def truncate_results(trial_dir: str | os.PathLike[str], iteration: int) -> None:
-    """Keep the lines of ``result.json`` up to ``iteration`` (a trial restarting from a checkpoint)."""
+    """Keep the lines of ``result.json`` up to ``iteration`` (a trial restarting from a checkpoint).
+
+    Complete lines only (one cut short by a kill or a full disk is dropped).
+    When the kept lines are the file's first ones (results come in order) the
+    file is cut in place, which needs no free space; else it is rewritten
+    atomically. A :class:`~rltune.errors.DiskError` if it cannot be written.
+    """
     path = Path(trial_dir) / RESULT_FILE
-    if not path.exists():
-        return
-    kept = []
-    for line in path.read_text().splitlines():
+    with writing(path, "the trial's results"):
         try:
-            if int(json.loads(line).get("training_iteration", 0)) <= iteration:
-                kept.append(line)
-        except (ValueError, TypeError, AttributeError):
-            continue
-    path.write_text("".join(line + "\n" for line in kept))
+            lines = path.read_bytes().splitlines(keepends=True)
+        except FileNotFoundError:
+            return
+        kept = [line for line in lines if line.endswith(b"\n") and _iteration_of(line) <= iteration]
+        if lines[:len(kept)] == kept:
+            os.truncate(path, sum(len(line) for line in kept))
+            return
+        tmp = path.with_name(f".{RESULT_FILE}.tmp-{os.getpid()}")
+        try:
+            tmp.write_bytes(b"".join(kept))
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def _iteration_of(line: bytes) -> float:
+    """The ``training_iteration`` of a result.json line (infinite for a line that is not a result: dropped)."""
+    try:
+        return int(json.loads(line).get("training_iteration", 0))
+    except (ValueError, TypeError, AttributeError):
+        return math.inf
 
 
 def report(**result: Any) -> None:

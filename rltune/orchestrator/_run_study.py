@@ -15,17 +15,24 @@ from rltune.orchestrator._spec import StudyPlan
 def run_plan(
     plan: StudyPlan,
     *,
-    resume: bool = False,
+    resume: bool | str = False,
+    retry_failed: bool = False,
     verbose: int = 1,
     quiet: bool = False,
     max_concurrent: int | None = None,
     stream: TextIO | None = None,
 ) -> Analysis:
-    """Run a validated study plan (what ``tune.run`` and ``rltune tune`` both call)."""
+    """Run a validated study plan (what ``tune.run`` and ``rltune tune`` both call).
+
+    ``resume``: True continues the study (which must exist), ``"auto"``
+    continues it if it exists; either retries the trials that failed for lack
+    of disk space from their last checkpoints, and every failed trial with
+    ``retry_failed``.
+    """
     from rltune.orchestrator._display import make_display
     from rltune.orchestrator._runner import StudyRunner
 
-    runner = StudyRunner(plan, resume=resume, max_concurrent=max_concurrent)
+    runner = StudyRunner(plan, resume=resume, retry_failed=retry_failed, max_concurrent=max_concurrent)
     display = make_display(runner, verbose=verbose, quiet=quiet, stream=stream)
     runner.display = display  # before open_study: what it finds on disk (a stale lock) is said at once
     try:
@@ -66,6 +73,10 @@ def _summary(display: Any, analysis: Analysis, plan: StudyPlan) -> None:
         else:
             display.message("interrupted: running trials were checkpointed; continue with --resume "
                             "(tune.run(..., resume=True))")
+    if analysis.no_space:
+        display.message(f"stopped early: no space left on device ({analysis.no_space}); free space, then continue with "
+                        "--resume (tune.run(..., resume=True)): the trials that failed for lack of space are retried "
+                        "from their last checkpoints")
     best = analysis.best_trial
     if best is None:
         if all_failed(analysis):
@@ -79,7 +90,7 @@ def _summary(display: Any, analysis: Analysis, plan: StudyPlan) -> None:
     if params:
         display.message("best params: " + ", ".join(f"{k}={v!r}" for k, v in params.items()))
     display.message(f"best checkpoint: {best.checkpoint or 'none'}")
-    display.message(f"best config: {analysis.best_config_path}")
+    display.message(f"best config: {analysis.best_config_path or 'not written (see the warning above)'}")
 
 
 def _flat_params(plan: StudyPlan, config: dict[str, Any]) -> dict[str, Any]:

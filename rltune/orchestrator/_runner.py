@@ -10,7 +10,8 @@ pruner said so, Ctrl-C).
 States in storage: a trial is RUNNING while a process of this study owns
 it; COMPLETE with the metric of its last result; PRUNED; FAIL after
 ``max_failures`` restarts (its traceback in ``error.txt`` and the user attr
-``error``). An interrupted trial (Ctrl-C, or the orchestrator killed) stays
+``error``, why in ``failure_kind``; one that found the disk full is not
+restarted, no new trial starts, and a resume retries it: :mod:`._retry`). An interrupted trial (Ctrl-C, or the orchestrator killed) stays
 RUNNING with an ``owner`` user attr (host, pid, process start time, run id)
 that no live orchestrator matches (on another machine, whose pids cannot be
 checked: a ``heartbeat`` user attr older than HEARTBEAT_GRACE_S): ``resume``
@@ -45,14 +46,16 @@ import uuid
 from multiprocessing.connection import wait
 from typing import Any
 
+from rltune._disk import NO_SPACE, disk_error
 from rltune._ipc import ChannelClosed, CheckpointSaved, Done, Failed, Result
 from rltune.env._shipping import collect_env_registrations
 from rltune.errors import ConfigError
 from rltune.orchestrator import _trial_host as host
 from rltune.orchestrator._decision import decide, read_result
-from rltune.orchestrator._events import ERROR_FILE, Observer
+from rltune.orchestrator._events import Observer
 from rltune.orchestrator._ownership import Heartbeats, fail_stale_trials
 from rltune.orchestrator._reporter import latest_checkpoint
+from rltune.orchestrator._retry import FAILURE_KIND
 from rltune.orchestrator._spec import StudyPlan
 from rltune.orchestrator._study_lock import StudyLock
 from rltune.orchestrator._study_setup import StudySetup, study_dir_of
@@ -83,7 +86,8 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         self,
         plan: StudyPlan,
         *,
-        resume: bool = False,
+        resume: bool | str = False,
+        retry_failed: bool = False,
         display: Any = None,
         max_concurrent: int | None = None,
         cpu_count: int | None = None,
@@ -91,7 +95,8 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
     ) -> None:
         self.plan = plan
         self.spec = plan.spec
-        self.resume = resume
+        self.resume = resume  # True: the study must exist; "auto": continued if it exists, else started
+        self.retry_failed = retry_failed  # resume: retry every FAILed trial, not only those that ran out of space
         self.observers: list[Observer] = []  # tracking first (set by open_study), the display last
         self._display: Any = None
         self.display = display
@@ -109,6 +114,8 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         self.results: dict[int, dict[str, Any]] = {}  # last result of each trial run here
         self.configs: dict[int, dict[str, Any]] = {}
         self._resumable: list[Any] = []
+        self._retries: list[Any] = []  # resume: failed trials to retry (or their retries, created but not started)
+        self.no_space: str | None = None  # why no new trial starts: a trial found the disk full
         self._pending: list[ActiveTrial] = []
         self._started_total = 0
         self._start_time = time.monotonic()
@@ -302,6 +309,17 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         a.iteration = a.checkpoint_iteration
         if a.checkpoint:
             self._backfill(a)
+        try:
+            self._start_process(a)
+        except OSError as exc:  # its output.log cannot be opened: a full or read-only disk
+            error = disk_error(exc, a.trial_dir / host.OUTPUT_FILE, "the trial's output")
+            self._failed(a, str(error), error.kind or "error")
+            return
+        if a not in self.active:
+            self.active.append(a)
+        self._emit("trial_started", a)
+
+    def _start_process(self, a: ActiveTrial) -> None:
         host.start_process(a, {
             "kind": self.plan.trainable.kind,
             "ref": self.plan.trainable.ref,
@@ -318,9 +336,6 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
                 a.config.get("env"), (a.config.get("evaluation_config") or {}).get("env")
             ),
         })
-        if a not in self.active:
-            self.active.append(a)
-        self._emit("trial_started", a)
 
     # -- messages -------------------------------------------------------------------------
     def _drain(self, a: ActiveTrial) -> None:
@@ -344,7 +359,7 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
             elif isinstance(message, Done):
                 self._done(a)
             elif isinstance(message, Failed):
-                self._failed(a, message.traceback)
+                self._failed(a, message.traceback, message.kind or "error")
 
     def _on_result(self, a: ActiveTrial, result: dict[str, Any]) -> None:
         """Report the result's metric to Optuna and answer the trial with :func:`._decision.decide`."""
@@ -370,20 +385,27 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         self._emit("trial_result", a)
 
     # -- failures -------------------------------------------------------------------------
-    def _failed(self, a: ActiveTrial, error: str) -> None:
-        """The trainable raised, the process crashed or timed out: retry from the checkpoint, or FAIL."""
+    def _failed(self, a: ActiveTrial, error: str, kind: str = "error") -> None:
+        """The trainable raised, the process crashed or timed out: retry from the checkpoint, or FAIL.
+
+        ``kind`` (the ``failure_kind`` user attr): "error", "crash", "timeout",
+        or a disk error's kind. A trial that found the disk full is not
+        restarted, and no new trial starts (``--resume`` retries it later).
+        """
         host.reap(a)
         a.failures += 1
-        with open(a.trial_dir / ERROR_FILE, "a") as f:
-            f.write(f"--- trial {a.number}, attempt {a.failures}, {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n{error.rstrip()}\n")
+        self._append_error(a, error)
         a.trial.set_user_attr("num_failures", a.failures)
         a.trial.set_user_attr("error", error[-8000:])
+        a.trial.set_user_attr(FAILURE_KIND, kind)
         if a.outcome == "interrupted":  # it failed while checkpointing for Ctrl-C: resumable all the same
             self._finish_interrupted(a)
             return
         if a.outcome in ("complete", "pruned") and self._end_as_decided(a):  # died as it stopped: not trained on
             return
-        if a.failures <= self.spec.max_failures and self.stopping_since is None:
+        if kind == NO_SPACE:
+            self._out_of_space(a.number, error)
+        elif a.failures <= self.spec.max_failures and self.stopping_since is None:
             host.close_conn(a)
             self._emit("message", f"trial {a.number} failed (attempt {a.failures}); restarting it "
                                   f"from {'its last checkpoint' if latest_checkpoint(a.trial_dir) else 'scratch'}")
@@ -392,7 +414,7 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         self._tell_fail(a, error)
 
     def _crashed(self, a: ActiveTrial) -> None:
-        self._failed(a, host.crash_text(a))
+        self._failed(a, host.crash_text(a), "crash")
 
     def _check_process(self, a: ActiveTrial) -> None:
         """Time out a hung trial; notice one whose process died without a word."""
@@ -401,7 +423,7 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         timeout = host.timed_out(a, self.spec.trial_timeout_s)
         if timeout is not None:
             host.kill(a)
-            self._failed(a, timeout)
+            self._failed(a, timeout, "timeout")
             return
         if host.died_silently(a):
             self._crashed(a)

@@ -28,6 +28,7 @@ clear error; the study stays resumable.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -36,6 +37,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
+from rltune._disk import disk_error, ensure_dir, writing
 from rltune._secrets import has_references, redact_text, resolve_url
 from rltune.errors import RLTuneError
 from rltune.orchestrator._optuna_compat import RDB_PRIVATE_CALLS
@@ -46,6 +48,8 @@ JOURNAL_FILE = "study.journal"
 STORAGE_RETRY_S = 60.0  # how long a worker waits for its database to come back (< the heartbeat grace)
 STALE_RETRIES = 3  # a trial whose worker was lost is retried at most this many times
 BUDGET_ATTR = "rltune_budget"  # the study's trial budget; set once every trial of it is enqueued
+STORAGE_DISK_HINT = ("; the running trials stop and the study is resumable: make room, then continue it with --resume "
+                     "(tune.run(..., resume=True))")
 
 
 class StorageLostError(RLTuneError):
@@ -104,11 +108,49 @@ def open_storage(url: str | None, study_dir: Path, *, heartbeat_interval_s: int 
                         max_retry=STALE_RETRIES, inherit_intermediate_values=True)
             return _create_rdb_storage(str(url), heartbeat)
     from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
+    from optuna.storages.journal import JournalFileOpenLock
 
     path = os.path.expanduser(url) if url else str(study_dir / JOURNAL_FILE)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return JournalStorage(JournalFileBackend(path, lock_obj=JournalFileOpenLock(path)))
+    ensure_dir(Path(path).parent, "the study's storage directory")
+    with writing(path, "the study's storage"):
+        return JournalStorage(_journal_backend_class()(path, lock_obj=JournalFileOpenLock(path)))
+
+
+@functools.lru_cache(maxsize=1)
+def _journal_backend_class() -> type:
+    """Optuna's journal file backend, whose failed appends (a full disk) leave the journal as it was.
+
+    Optuna appends a batch of log lines in one write; a full disk can cut
+    it short, and the next append would then glue its first line to the
+    partial one, which no reader could parse again. Here a failed append is
+    cut off (truncating needs no free space) and raised as a
+    :class:`~rltune.errors.DiskError` naming the journal. The size is taken
+    without Optuna's lock: one orchestrator writes a journal at a time (the
+    study directory's lock).
+    """
+    from optuna.storages.journal import JournalFileBackend
+
+    class SafeJournalFileBackend(JournalFileBackend):
+        def __init__(self, file_path: str, lock_obj: Any = None) -> None:
+            super().__init__(file_path, lock_obj=lock_obj)
+            self.path = file_path
+
+        def append_logs(self, logs: list[dict[str, Any]]) -> None:
+            path = self.path
+            try:
+                size = os.path.getsize(path)
+            except OSError:
+                size = None
+            try:
+                super().append_logs(logs)
+            except OSError as exc:
+                if size is not None:
+                    with contextlib.suppress(OSError):
+                        if os.path.getsize(path) > size:
+                            os.truncate(path, size)
+                raise disk_error(exc, path, "the study's storage", STORAGE_DISK_HINT) from exc
+
+    return SafeJournalFileBackend
 
 
 def _create_rdb_storage(url: str, heartbeat: dict[str, Any]) -> Any:

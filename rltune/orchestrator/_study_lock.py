@@ -52,8 +52,11 @@ class StudyLock:
                 raise
             raise StudyLockedError(_refusal(study_name, path, holder or {}), holder=holder) from None
         record = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+        except OSError:  # a full disk: the lock holds all the same, only its holder goes unnamed
+            pass
         return cls(path, fd)
 
     @property

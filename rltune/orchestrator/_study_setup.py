@@ -15,14 +15,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rltune._disk import MISSING, check_writable_dir, ensure_dir, writing
 from rltune._results_dir import default_results_dir
 from rltune._secrets import redact_text, redact_url, resolve_url
-from rltune.errors import ConfigError, StudyLockedError
+from rltune.errors import ConfigError, DiskError, StudyLockedError
 from rltune.orchestrator._env_check import check_study_envs
 from rltune.orchestrator._events import TrackingObserver
 from rltune.orchestrator._optuna_compat import retry_of
 from rltune.orchestrator._ownership import owner_alive
 from rltune.orchestrator._reporter import json_safe
+from rltune.orchestrator._retry import is_retry, retries_to_start
 from rltune.orchestrator._search_space import encode_point
 from rltune.orchestrator._storage import (
     BUDGET_ATTR,
@@ -73,7 +75,7 @@ class StudySetup:
                                         heartbeat_interval_s=self.spec.heartbeat_interval_s if self.shared else None,
                                         grace_s=self.spec.heartbeat_grace_s)
             created = self._create_or_load()
-        except ConfigError:
+        except (ConfigError, DiskError):
             raise
         except Exception as exc:  # a bad URL, an unreachable server, a missing driver
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -104,7 +106,7 @@ class StudySetup:
                 )
             self._check_space_unchanged()
         self._open_tracking(created)
-        (self.study_dir / STUDY_FILE).write_text(json.dumps({
+        info = json.dumps({
             "name": self.plan.name,
             "storage": redact_url(self.spec.storage) if self.shared else None,  # as given, references kept
             "journal": None if self.shared else (
@@ -113,7 +115,9 @@ class StudySetup:
             "metric": self.spec.metric,
             "mode": self.spec.mode,
             "tracking_uri": redact_url(self.spec.tracking_uri),
-        }, indent=2) + "\n")
+        }, indent=2) + "\n"
+        with writing(self.study_dir / STUDY_FILE, "the study file"):
+            (self.study_dir / STUDY_FILE).write_text(info)
         if self.shared:
             self._enqueue_budget(created)
         else:
@@ -131,11 +135,12 @@ class StudySetup:
         """
         self.storage_url = resolve_url(self.spec.storage)  # references expanded here only; never stored
         self.shared = is_shared(self.storage_url)
+        self._check_study_dir()
         auto = not self.plan.name_given and not self.resume
         base, n = self.plan.name, 0
         while True:
             if not (auto and (self.study_dir / STUDY_FILE).exists()):
-                self.study_dir.mkdir(parents=True, exist_ok=True)
+                ensure_dir(self.study_dir, "the study directory")
                 if self.shared:
                     return
                 try:
@@ -150,6 +155,26 @@ class StudySetup:
         journal = Path(os.path.expanduser(self.storage_url)) if self.storage_url else self.study_dir / JOURNAL_FILE
         clear_stale_journal_lock(journal, own_journal=journal.parent.resolve() == self.study_dir.resolve(),
                                  say=self._say)
+
+    def _check_study_dir(self) -> None:
+        """Before any work: the study directory can be written, and, for ``resume=True``, exists.
+
+        A ``--resume`` of a study whose directory is missing (a mistyped name
+        or results directory) is refused rather than started afresh; a shared
+        storage's workers join without it, and ``resume="auto"`` starts it.
+        ``retry_failed`` is for the journal storage: refused on a shared one.
+        """
+        if self.retry_failed and self.shared:
+            raise ConfigError("--retry-failed (retry_failed=True) retries the failed trials of a study on its journal "
+                              "storage; on a shared storage, trials whose worker was lost are retried by the workers "
+                              "themselves", where="study")
+        hint = ("; make it writable to continue the study" if self.study_dir.is_dir() else
+                "; choose another results directory (--results-dir / results_dir=...)")
+        if self.resume is True and not self.shared and not self.study_dir.is_dir():
+            raise DiskError(f"study {self.plan.name!r} does not exist: its directory {str(self.study_dir)!r} is missing "
+                            "(--resume / resume=True continues a study that was started; check its name and results "
+                            "directory, or start it without --resume)", path=self.study_dir, kind=MISSING)
+        check_writable_dir(self.study_dir, "the study directory", hint=hint)
 
     def _say(self, text: str) -> None:
         logger.info("%s", text)
@@ -255,7 +280,7 @@ class StudySetup:
             if "grid_index" in t.user_attrs:
                 seen.add((t.user_attrs["grid_index"], t.user_attrs.get("sample_index", 0)))
         points = space.grid_points()
-        trials = self.study.get_trials(deepcopy=False)
+        trials = [t for t in self.study.get_trials(deepcopy=False) if not is_retry(t)]  # a retry takes its trial's slot
         budget = self.plan.total_trials - sum(1 for t in trials if t.state != TrialState.WAITING)
         waiting = sum(1 for t in trials if t.state == TrialState.WAITING)
         for sample in range(self.spec.num_samples):
@@ -300,7 +325,8 @@ class StudySetup:
         from optuna.trial import TrialState
 
         trials = self.study.get_trials(deepcopy=False)
-        self._started_total = sum(1 for t in trials if t.state != TrialState.WAITING)
+        self._started_total = sum(1 for t in trials if t.state != TrialState.WAITING and not is_retry(t))
+        self._retries = retries_to_start(trials, self.retry_failed)
         for t in trials:
             # holding the study's lock, no other orchestrator runs it: every RUNNING trial was interrupted
             # (its owner's pid or heartbeat need not be checked: one on another machine would wait for it)

@@ -28,8 +28,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
+from rltune._disk import disk_kind, ensure_dir, writing
 from rltune._results_dir import default_results_dir
 from rltune._trial_files import PARAMS_FILE, RESULT_FILE, json_safe  # noqa: F401 - others import them from here
+from rltune.errors import DiskError, RLTuneError
 from rltune.orchestrator._decision import Decision, decide, read_result
 from rltune.orchestrator._reporter import Reporter, TrialStopped, latest_checkpoint
 from rltune.orchestrator._stop import StopCriteria
@@ -79,13 +81,16 @@ class LocalDecider:
 def make_trial_dir(results_dir: str | os.PathLike[str] | None, name: str) -> Path:
     """Create ``<results_dir>/<name>``; if it exists, ``<name>_1``, ``<name>_2``... (never reuse a trial's dir)."""
     root = Path(os.path.expanduser(str(results_dir))) if results_dir else default_results_dir()
-    root.mkdir(parents=True, exist_ok=True)
+    ensure_dir(root, "the results directory")
     candidate, n = root / name, 0
     while True:
         try:
-            candidate.mkdir()
+            with writing(candidate, "the trial directory"):
+                candidate.mkdir()
             return candidate
-        except FileExistsError:
+        except DiskError as exc:
+            if not isinstance(exc.__cause__, FileExistsError):
+                raise
             n += 1
             candidate = root / f"{name}_{n}"
 
@@ -126,10 +131,17 @@ def run_local(
     reporter: Reporter | None = None
     previous = _on_ctrl_c(decider, on_interrupt)
     try:
-        (trial_dir / PARAMS_FILE).write_text(json.dumps(json_safe(trainer.config), indent=2, sort_keys=True) + "\n")
+        with writing(trial_dir / PARAMS_FILE, "the trial's config"):
+            (trial_dir / PARAMS_FILE).write_text(json.dumps(json_safe(trainer.config), indent=2, sort_keys=True) + "\n")
         reporter = Reporter(None, trial_dir=trial_dir, trial_number=None, checkpoint_freq=checkpoint_freq,
                             decide=decider, observers=[open_trial_writer(trial_dir)] if tensorboard else [])
         train_loop(trainer, reporter)  # stops the trainer
+    except (RLTuneError, OSError) as exc:
+        if disk_kind(exc) is None:
+            raise
+        found = latest_checkpoint(trial_dir)  # a full disk: which checkpoint is still good
+        kept = f"; the last checkpoint saved is {found[1]!r}" if found else "; no checkpoint was saved"
+        raise DiskError(f"{exc}{kept}", path=trial_dir, kind=disk_kind(exc)) from exc
     except TrialStopped:
         outcome.interrupted = decider.decision.outcome == "interrupted"
         outcome.stop_reason = None if outcome.interrupted else decider.decision.note

@@ -11,11 +11,16 @@ the active list (``_retire``) and tells the observers ``trial_ended``.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
+from rltune._disk import NO_SPACE, disk_error
+from rltune.errors import DiskError
 from rltune.orchestrator import _trial_host as host
 from rltune.orchestrator._decision import final_state
+from rltune.orchestrator._events import ERROR_FILE
 from rltune.orchestrator._reporter import json_safe
+from rltune.orchestrator._retry import FAILURE_KIND
 from rltune.orchestrator._trial_host import ActiveTrial, TrialEnd
 
 logger = logging.getLogger(__name__)
@@ -82,6 +87,33 @@ class TrialEnding:
         a.trial.set_user_attr("error", error[-8000:])
         a.reason = error.strip().splitlines()[-1] if error.strip() else "failed"
         self._tell(a, "FAIL", None)
+
+    def _append_error(self, a: ActiveTrial, error: str) -> None:
+        """Append a failed attempt's traceback to the trial's error.txt (a full disk: it is in storage only)."""
+        try:
+            with open(a.trial_dir / ERROR_FILE, "a") as f:
+                f.write(f"--- trial {a.number}, attempt {a.failures}, {time.strftime('%Y-%m-%d %H:%M:%S')} ---\n"
+                        f"{error.rstrip()}\n")
+        except OSError as exc:
+            logger.warning("trial %d: %s (its error is recorded in the study's storage)", a.number,
+                           disk_error(exc, a.trial_dir / ERROR_FILE, "the error file"))
+
+    def _setup_failed(self, a: ActiveTrial, error: DiskError) -> None:
+        """The trial's directory or files cannot be written: it FAILs before it starts."""
+        a.trial.set_user_attr(FAILURE_KIND, error.kind or "error")
+        if error.kind == NO_SPACE:
+            self._out_of_space(a.number, str(error))
+        self._tell_fail(a, str(error))
+
+    def _out_of_space(self, number: int, error: str) -> None:
+        """Trial ``number`` found the disk full: start no new trial; the study says how to go on."""
+        if self.no_space is not None:
+            return
+        last = error.strip().splitlines()[-1] if error.strip() else "no space left on device"
+        self.no_space = f"trial {number}: {last}"
+        self._emit("message", f"no space left on device ({self.no_space}): no new trial starts; free space, then "
+                              "continue the study with --resume (tune.run(..., resume=True)): it retries the trials "
+                              "that failed for lack of space from their last checkpoints")
 
     def _finish_interrupted(self, a: ActiveTrial) -> None:
         """Leave the trial RUNNING in storage, resumable from its latest checkpoint."""

@@ -10,7 +10,8 @@ trial directory, the checkpoint to restore). The trial then sends, in order
   ``Continue()`` or ``Stop(reason, want_checkpoint)``;
 - ``CheckpointSaved(path, iteration)`` when a checkpoint is committed;
 - ``Done()`` when the trainable returns or was stopped, or
-  ``Failed(traceback)`` when it raised; then it exits.
+  ``Failed(traceback, kind)`` when it raised (``kind``: the disk error
+  behind it, e.g. ``"no_space"``); then it exits.
 
 A crash (segfault, ``os._exit``) ends the process without ``Done``: the
 orchestrator sees the socket close and the exit code. Subprocess rather
@@ -30,6 +31,7 @@ import sys
 import traceback
 from typing import Any
 
+from rltune._disk import disk_kind
 from rltune._imports import import_object
 from rltune._ipc import Channel, ChannelClosed, Done, Failed
 from rltune.env._shipping import install_env_registrations
@@ -56,21 +58,29 @@ def trial_entry(fd: int) -> None:
 
 
 def run(conn: Channel | None, init: dict[str, Any]) -> int:
-    """Run one trial attempt; the exit status of the process (0: done or stopped, 1: the trainable raised)."""
+    """Run one trial attempt; the exit status of the process (0: done or stopped, 1: the trainable raised).
+
+    A failure is sent as ``Failed`` with its traceback and, when a disk error
+    caused it (a full disk, a read-only one), its kind (:func:`rltune._disk.disk_kind`).
+    """
     restore = init.get("restore")
     start_iteration = int(init.get("start_iteration") or 0)
-    truncate_results(init["trial_dir"], start_iteration if restore else 0)
-    reporter = Reporter(
-        conn,
-        trial_dir=init["trial_dir"],
-        trial_number=init.get("trial_number", 0),
-        seed=init.get("seed"),
-        restored_checkpoint=restore,
-        start_iteration=start_iteration if restore else 0,
-        checkpoint_freq=init.get("checkpoint_freq", 0),
-        keep_checkpoints_num=init.get("keep_checkpoints_num"),
-        observers=_observers(init),
-    )
+    try:
+        truncate_results(init["trial_dir"], start_iteration if restore else 0)
+        reporter = Reporter(
+            conn,
+            trial_dir=init["trial_dir"],
+            trial_number=init.get("trial_number", 0),
+            seed=init.get("seed"),
+            restored_checkpoint=restore,
+            start_iteration=start_iteration if restore else 0,
+            checkpoint_freq=init.get("checkpoint_freq", 0),
+            keep_checkpoints_num=init.get("keep_checkpoints_num"),
+            observers=_observers(init),
+        )
+    except BaseException as exc:
+        _send(conn, Failed(traceback.format_exc(), disk_kind(exc)))
+        return 1
     _reporter._current = reporter
     _seed_everything(init.get("seed"))
     try:
@@ -84,13 +94,25 @@ def run(conn: Channel | None, init: dict[str, Any]) -> int:
                 reporter(**final)
     except TrialStopped:
         pass
-    except BaseException:
-        _send(conn, Failed(traceback.format_exc()))
+    except BaseException as exc:
+        _send(conn, Failed(traceback.format_exc(), disk_kind(exc)))
+        _close(reporter)
         return 1
-    finally:
+    try:
         reporter.close()
+    except BaseException as exc:  # result.json's last flush, a TensorBoard file: on a full disk too
+        _send(conn, Failed(traceback.format_exc(), disk_kind(exc)))
+        return 1
     _send(conn, Done())
     return 0
+
+
+def _close(reporter: Reporter) -> None:
+    """Close the reporter of a trial that failed; its own error would hide the first one."""
+    try:
+        reporter.close()
+    except BaseException:  # noqa: BLE001 - the failure is reported already
+        pass
 
 
 def _observers(init: dict[str, Any]) -> list[Any]:

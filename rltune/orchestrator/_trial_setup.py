@@ -1,5 +1,5 @@
-"""Trial setup: which trial runs next (an interrupted one, a grid point, a stale worker's retry, a new one),
-its config, seed and directory, and what it already reported.
+"""Trial setup: which trial runs next (an interrupted one, a retry of a failed one (:mod:`._retry`), a grid
+point, a stale worker's retry, a new one), its config, seed and directory, and what it already reported.
 
 :class:`TrialSetup` is a part of :class:`rltune.orchestrator._runner.StudyRunner`;
 its state lives there.
@@ -13,17 +13,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from rltune._disk import writing
 from rltune._metrics import finite
 from rltune._trial_files import last_result
-from rltune.errors import ConfigError
-from rltune.orchestrator._optuna_compat import (
-    pop_waiting_trial,
-    retry_of,
-    trial_id,
-    trial_of,
-)
+from rltune.errors import ConfigError, DiskError
+from rltune.orchestrator._optuna_compat import pop_waiting_trial, retry_of, trial_id, trial_of
 from rltune.orchestrator._ownership import make_owner
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
+from rltune.orchestrator._retry import RETRY_OF, predecessor, start_retry
 from rltune.orchestrator._search_space import decode_params, resolve_config, suggest
 from rltune.orchestrator._spec import StudyPlan
 from rltune.orchestrator._stop import StopCriteria, lookup
@@ -35,24 +32,21 @@ class TrialSetup:
     """Setting up trials for :class:`~rltune.orchestrator._runner.StudyRunner` (a part of it: its attributes are the runner's)."""
 
     def _next_trial(self) -> ActiveTrial | None:
-        import optuna
-
         if self.spec_error is not None:
             return None
         while self._resumable:
             frozen = self._resumable.pop(0)
-            trial = trial_of(self.study, frozen)
-            try:
-                resumed = self._prepare(trial, resumed=frozen)
-            except ValueError as exc:  # the study's search space changed since the trial started
-                error = (f"cannot resume trial {frozen.number}: its params {frozen.params} do not fit the study's "
-                         f"search space any more ({exc})")
-                trial.set_user_attr("error", error)
-                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-                self._emit("message", error)
-                continue
-            if not self._complete_if_stopped(resumed):
+            resumed = self._prepare_fitting(trial_of(self.study, frozen), frozen, "resume", resumed=frozen)
+            if resumed is not None and not self._complete_if_stopped(resumed):
                 return resumed
+        while self._retries:
+            started = start_retry(self.study, self._retries.pop(0))
+            if started is not None:
+                active = self._prepare_fitting(*started, "retry", retry=started[1])
+                if active is not None:
+                    return active
+        if self.no_space is not None:  # the disk is full: a new trial would fail as well
+            return None
         if self.spec.timeout_s is not None and time.monotonic() - self._start_time > self.spec.timeout_s:
             return None
         if self.shared:
@@ -62,12 +56,26 @@ class TrialSetup:
             self._started_total += 1
             self.storage.record_heartbeat(trial_id(trial))
             frozen = self.storage.get_trial(trial_id(trial))
-            return self._prepare(trial, retry=frozen if retry_of(frozen)[0] is not None else None)
+            return self._prepare(trial, retry=frozen if predecessor(frozen) is not None else None)
         if self._started_total >= self.plan.total_trials:
             return None
         trial = self.study.ask()
         self._started_total += 1
         return self._prepare(trial)
+
+    def _prepare_fitting(self, trial: Any, frozen: Any, verb: str, **kind: Any) -> ActiveTrial | None:
+        """:meth:`_prepare` of a stored trial; if its params no longer fit the study's space, it FAILs (None)."""
+        import optuna
+
+        try:
+            return self._prepare(trial, **kind)
+        except ValueError as exc:  # the study's search space changed since the trial started
+            error = (f"cannot {verb} trial {frozen.number}: its params {frozen.params} do not fit the study's "
+                     f"search space any more ({exc})")
+            trial.set_user_attr("error", error)
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self._emit("message", error)
+            return None
 
     def _complete_if_stopped(self, a: ActiveTrial, when: str = "before the study was interrupted") -> bool:
         """A resumed trial whose last recorded result met ``stop`` is COMPLETE with it, not trained once more.
@@ -102,10 +110,11 @@ class TrialSetup:
         self._tell(a, "COMPLETE", value)
         return True
 
-    def _prepare(self, trial: Any, resumed: Any = None, retry: Any = None) -> ActiveTrial:
-        """An ActiveTrial for ``trial``: a new one, one ``resumed`` in place, or a ``retry`` of a stale trial.
+    def _prepare(self, trial: Any, resumed: Any = None, retry: Any = None) -> ActiveTrial | None:
+        """An ActiveTrial for ``trial``: a new one, one ``resumed`` in place, or a ``retry`` of a failed trial.
 
-        ``resumed``, ``retry``: the trial's FrozenTrial.
+        ``resumed``, ``retry``: the trial's FrozenTrial. None if the trial's
+        files cannot be written (a full or read-only disk): it FAILs, recorded.
         """
         number = trial.number
         trial.set_user_attr("owner", make_owner(self.run_id))
@@ -114,36 +123,49 @@ class TrialSetup:
             warnings.filterwarnings("ignore", message="Inconsistent parameter values", category=RuntimeWarning)
             values = suggest(trial, self.plan.space)
         config = resolve_config(self.plan.config, self.plan.space, values)
-        previous = retry.user_attrs if retry is not None else {}  # the stale trial's, copied by Optuna's callback
+        source = retry if retry is not None else resumed
+        retried = predecessor(source) if source is not None else None  # the failed trial this one retries
+        previous = source.user_attrs if retried is not None else {}  # a retry's: the failed trial's seed and config
         if isinstance(previous.get("seed"), int) and self.plan.trainable.kind == "trainer" and config.get("seed") is None:
             config["seed"] = previous["seed"]
         seed = previous["seed"] if isinstance(previous.get("seed"), int) else self._seed(number, config)
         trial_dir = self.study_dir / f"trial_{number:05d}"
-        trial_dir.mkdir(parents=True, exist_ok=True)
-        if resumed is None or "trial_dir" not in resumed.user_attrs:  # new, or asked just before a kill
+        fresh = resumed is None or "trial_dir" not in resumed.user_attrs  # new, or asked just before a kill
+        if fresh:
             trial.set_user_attr("config", json_safe(config))
             trial.set_user_attr("seed", seed)
             trial.set_user_attr("trial_dir", str(trial_dir))
-            (trial_dir / PARAMS_FILE).write_text(json.dumps(json_safe({
-                "trial": number, "seed": seed, "params": values, "config": config}), indent=2, sort_keys=True) + "\n")
         self.configs[number] = config
         active = ActiveTrial(trial, number, values, config, seed, trial_dir, self.plan.cpus_per_trial(config),
                              StopCriteria(self.spec.stop, where="stop"))
+        active.retry_of = retried
         self._emit("trial_opened", active)
+        try:
+            with writing(trial_dir, "the trial directory"):
+                trial_dir.mkdir(parents=True, exist_ok=True)
+                if fresh:
+                    (trial_dir / PARAMS_FILE).write_text(json.dumps(json_safe({
+                        "trial": number, "seed": seed, "params": values, "config": config}), indent=2,
+                        sort_keys=True) + "\n")
+                if retried is not None and (retry is not None or fresh):  # (fresh: a retry killed as it started)
+                    self._continue_from(active, source)
+        except DiskError as exc:
+            self._setup_failed(active, exc)
+            return None
         if resumed is not None:
             active.failures = int(resumed.user_attrs.get("num_failures", 0))
             active.reported_steps = set(resumed.intermediate_values)
             if isinstance(resumed.user_attrs.get("last_result"), dict):
                 active.last_result = resumed.user_attrs["last_result"]
-        if retry is not None:
-            self._continue_from(active, retry)
+            if active.retry_of is not None:  # a retry resumed before its own first checkpoint starts from its inherited one
+                self._inherit_checkpoint(active, resumed.user_attrs.get("checkpoint"))
         return active
 
     def _continue_from(self, a: ActiveTrial, retry: Any) -> None:
-        """A retried stale trial starts from its predecessor's latest checkpoint, with its results so far."""
-        previous = retry.user_attrs
-        history = retry_of(retry)[1]
-        a.reported_steps = set(retry.intermediate_values)  # inherited from the stale trial
+        """A retry starts from its predecessor's latest checkpoint, with its results so far (copied here)."""
+        previous = self._retried_attrs(retry)
+        a.reported_steps = set(retry.intermediate_values)  # inherited from a stale trial (shared storage)
+        a.trial.set_user_attr(RETRY_OF, a.retry_of)
         old_dir = Path(previous["trial_dir"]) if isinstance(previous.get("trial_dir"), str) else None
         found = latest_checkpoint(old_dir) if old_dir is not None and old_dir.is_dir() else None
         inherited = previous.get("checkpoint")
@@ -152,14 +174,29 @@ class TrialSetup:
             old_dir = Path(inherited).parent
             found = (_checkpoint_iteration(inherited), inherited)
         if found is None or old_dir is None:
+            self._emit("message", f"trial {a.number} retries trial {a.retry_of} from scratch (no checkpoint)")
             return
         a.checkpoint_iteration, a.checkpoint = found
+        a.trial.set_user_attr("checkpoint", a.checkpoint)
         old_results = old_dir / "result.json"
         if old_results.exists() and not (a.trial_dir / "result.json").exists():
             (a.trial_dir / "result.json").write_bytes(old_results.read_bytes())  # truncated to the checkpoint at launch
-        a.trial.set_user_attr("retry_of", history[-1] if history else None)
-        self._emit("message", f"trial {a.number} retries stale trial {history[-1] if history else '?'} "
-                              f"from its checkpoint at iteration {a.checkpoint_iteration}")
+        self._emit("message", f"trial {a.number} retries trial {a.retry_of} from its checkpoint at iteration "
+                              f"{a.checkpoint_iteration}")
+
+    def _retried_attrs(self, retry: Any) -> dict[str, Any]:
+        """The user attrs of the trial ``retry`` retries: copied into it by Optuna's retry callback (a stale
+        trial's, shared storage), else read from the study (a retry of a failed trial, :mod:`._retry`)."""
+        if retry_of(retry)[1]:
+            return retry.user_attrs
+        number = predecessor(retry)
+        found = [t for t in self.study.get_trials(deepcopy=False) if t.number == number]
+        return found[0].user_attrs if found else {}
+
+    def _inherit_checkpoint(self, a: ActiveTrial, inherited: Any) -> None:
+        """Restore ``a`` from the checkpoint its retry inherited, if it has none of its own yet."""
+        if latest_checkpoint(a.trial_dir) is None and isinstance(inherited, str) and Path(inherited).is_dir():
+            a.checkpoint_iteration, a.checkpoint = _checkpoint_iteration(inherited), inherited
 
     def _seed(self, number: int, config: dict[str, Any]) -> int:
         base = self.spec.seed if self.spec.seed is not None else 0

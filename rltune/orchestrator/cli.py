@@ -25,6 +25,7 @@ from rltune import __version__
 from rltune._imports import drop_current_directory
 from rltune.errors import ConfigError, RLTuneError
 from rltune.orchestrator._cli_rollout import add_rollout_parser
+from rltune.orchestrator._cli_studies import add_show_parser, add_studies_parser, add_ui_parser
 from rltune.orchestrator._yaml_files import deep_merge
 
 EXIT_STUDY_FAILED = 1  # rltune tune: every trial of the study failed
@@ -60,10 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_train_parser(commands)
     _add_tune_parser(commands)
-    _add_studies_parser(commands)
-    _add_show_parser(commands)
+    add_studies_parser(commands)
+    add_show_parser(commands)
     add_rollout_parser(commands, LOG_LEVELS)
-    _add_ui_parser(commands)
+    add_ui_parser(commands)
     return parser
 
 
@@ -85,15 +86,6 @@ def _json_object(text: str | None, flag: str) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise ConfigError(f"must be a JSON object ({{\"key\": value, ...}}), but got {text!r}", where=flag)
     return value
-
-
-def _check_results_dir(path: str | None) -> None:
-    """A --results-dir that is a file (or under one) is an error, not an empty listing."""
-    from rltune._validation import results_dir_problem
-
-    problem = results_dir_problem(path)
-    if problem:
-        raise ConfigError(f"results_dir: {problem}", where="--results-dir")
 
 
 def _setup_logging(level: Any) -> None:
@@ -215,6 +207,8 @@ def _source(args: argparse.Namespace) -> str:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from rltune._disk import check_writable_dir
+    from rltune._results_dir import default_results_dir
     from rltune.orchestrator._stop import StopCriteria
     from rltune.orchestrator._trial import default_trial_name, make_trial_dir, run_local
     from rltune.trainers import get_trainer_class
@@ -235,6 +229,8 @@ def _train(args: argparse.Namespace) -> int:
     stop_source = "--stop" if args.stop is not None else f"stop in {_source(args)}"
     stop = StopCriteria(spec.stop, where=stop_source)
     _setup_logging(config.get("log_level", "WARN"))
+    check_writable_dir(spec.results_dir or default_results_dir(), "results directory",  # before any worker starts
+                       hint="; choose another one with --results-dir")
     trainer = trainer_cls(config=config, env=env, results_dir=spec.results_dir)
     try:
         name = spec.name or default_trial_name(trainer.name, trainer.env_spec.name)
@@ -314,8 +310,9 @@ def _add_tune_parser(commands: Any) -> None:
             "<results-dir>/<name>/ with the Optuna storage (study.journal), one directory per trial and\n"
             "best_config.yaml (the best trial as a 'rltune train -f' file). Ctrl-C checkpoints the running\n"
             "trials and stops; --resume continues the study. Flags override the file's fields.\n\n"
-            "Exit status: 0 done, 1 every trial failed, 2 bad input (also: the study is already run by\n"
-            "another orchestrator), 130 interrupted."
+            "Exit status: 0 done, 1 every trial failed (or the study stopped on a full disk), 2 bad input\n"
+            "(also: the study is already run by another orchestrator, or its directory cannot be written),\n"
+            "130 interrupted."
         ),
         epilog=(
             "examples:\n"
@@ -334,7 +331,10 @@ def _add_tune_parser(commands: Any) -> None:
     p.add_argument("--storage", metavar="URL",
                    help="Optuna storage URL (default: a journal file in the study directory); keep a password off the "
                         "command line with PGPASSWORD / ~/.pgpass, or '${NAME}' / '${file:PATH}' in the URL")
-    p.add_argument("--resume", action="store_true", help="continue the study: keep finished trials, resume interrupted ones")
+    p.add_argument("--resume", action="store_true", help="continue the study: keep finished trials, resume interrupted "
+                   "ones, retry from their last checkpoints the trials that failed for lack of disk space")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="with --resume (implied): also retry every other FAILed trial from its last checkpoint")
     p.add_argument("--results-dir", "--local-dir", dest="results_dir", metavar="DIR",
                    help="default: $RLTUNE_RESULTS_DIR or ~/rltune_results (--local-dir: RLlib's name)")
     p.add_argument("--name", help="study name (default: the file's name field, or its file name)")
@@ -375,7 +375,8 @@ def _tune(args: argparse.Namespace) -> int:
         "tensorboard": args.tensorboard,
     }
     plan = load_study_file(args.study, overrides, config_overrides=_json_object(args.config, "--config"))
-    analysis = run_plan(plan, resume=args.resume, verbose=1, quiet=args.quiet, max_concurrent=args.max_concurrent)
+    analysis = run_plan(plan, resume=args.resume or args.retry_failed, retry_failed=args.retry_failed, verbose=1,
+                        quiet=args.quiet, max_concurrent=args.max_concurrent)
     if analysis.interrupted:
         from rltune.orchestrator._storage import is_shared
 
@@ -383,10 +384,12 @@ def _tune(args: argparse.Namespace) -> int:
             print("rejoin with the same command; this worker's trials are retried from their checkpoints "
                   "once their heartbeat is stale", flush=True)
         else:
-            print(f"resume with: rltune tune {args.study} --resume"
-                  + (f" --results-dir {args.results_dir}" if args.results_dir else "")
-                  + (f" --name {args.name}" if args.name else ""), flush=True)
+            print(f"resume with: {_resume_command(args)}", flush=True)
         return EXIT_INTERRUPTED
+    if analysis.no_space:
+        print(f"rltune tune: study {plan.name!r} stopped early, no space left on device ({analysis.no_space}); free "
+              f"space, then: {_resume_command(args)}: exit status {EXIT_STUDY_FAILED}", file=sys.stderr, flush=True)
+        return EXIT_STUDY_FAILED
     failed = all_failed(analysis)
     if failed:
         print(f"rltune tune: every trial of study {plan.name!r} failed ({len(failed)} FAIL): exit status "
@@ -395,98 +398,12 @@ def _tune(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- rltune studies / show -----------------------------------------------------------------
-def _add_ui_parser(commands: Any) -> None:
-    p = commands.add_parser(
-        "ui",
-        help="the MLflow UI on the studies' tracking store (127.0.0.1)",
-        description="Start the MLflow UI for the tracking store of a results directory (or --tracking-uri) "
-        "on 127.0.0.1 and print its address; Ctrl-C stops it.",
-    )
-    p.add_argument("--results-dir", metavar="DIR", help="default: $RLTUNE_RESULTS_DIR or ~/rltune_results")
-    p.add_argument("--port", type=_port, default=5000, help="default: 5000")
-    p.add_argument("--tracking-uri", metavar="URI", help="another MLflow store or server (default: the results dir's)")
-    p.set_defaults(handler=_ui)
+def _resume_command(args: argparse.Namespace) -> str:
+    from rltune._secrets import redact_url
 
-
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, but got {text!r}") from None
-    if not 1 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"must be between 1 and 65535, but got {port}")
-    return port
-
-
-def _ui(args: argparse.Namespace) -> int:
-    from rltune.tracking._ui import run_ui
-
-    return run_ui(args.results_dir, args.port, args.tracking_uri)
-
-
-def _add_studies_parser(commands: Any) -> None:
-    p = commands.add_parser(
-        "studies",
-        help="list the studies of a results directory: trials by state, best value",
-        description="List the studies under the results directory with their trial counts by state and best value.",
-    )
-    p.add_argument("--results-dir", metavar="DIR", help="default: $RLTUNE_RESULTS_DIR or ~/rltune_results")
-    p.set_defaults(handler=_studies)
-
-
-def _studies(args: argparse.Namespace) -> int:
-    from rltune.orchestrator._listing import STATES, find_study_dirs, results_root, summarize
-
-    _check_results_dir(args.results_dir)
-    dirs = find_study_dirs(args.results_dir)
-    if not dirs:
-        print(f"no studies in {results_root(args.results_dir)}")
-        return 0
-    header = f"{'study':30} {'trials':>6} " + " ".join(f"{s.lower():>11}" for s in STATES) + f"  {'best':>12}  metric"
-    print(header)
-    for directory in dirs:
-        try:
-            s = summarize(directory)
-        except RLTuneError as exc:
-            print(f"{directory.name:30} (unreadable: {exc})")
-            continue
-        best = f"{s.best_value:.6g}" if s.best_value is not None else "-"
-        best += f" (#{s.best_trial})" if s.best_trial is not None else ""
-        print(f"{s.name:30} {sum(s.counts.values()):>6} " + " ".join(f"{s.counts.get(state, 0):>11}" for state in STATES)
-              + f"  {best:>12}  {s.mode} {s.metric}")
-    return 0
-
-
-def _add_show_parser(commands: Any) -> None:
-    p = commands.add_parser(
-        "show",
-        help="print the trials table of a study",
-        description="Print every trial of a study: state, iterations, metric, params, checkpoint or error.",
-    )
-    p.add_argument("study", metavar="STUDY", help="study name (under --results-dir) or study directory")
-    p.add_argument("--results-dir", metavar="DIR", help="default: $RLTUNE_RESULTS_DIR or ~/rltune_results")
-    p.add_argument("--storage", metavar="URL", help="the study's storage, if not the one in its directory")
-    p.set_defaults(handler=_show)
-
-
-def _show(args: argparse.Namespace) -> int:
-    from rltune.orchestrator._listing import load_study, resolve_study_dir, trial_rows
-
-    _check_results_dir(args.results_dir)
-    directory = resolve_study_dir(args.study, args.results_dir)
-    study, info = load_study(directory, args.storage)
-    metric = info.get("metric", "value")
-    rows = trial_rows(study, metric)
-    print(f"study {info['name']!r} ({info.get('mode', 'max')} {metric}), {len(rows)} trials, directory {directory}")
-    print(f"{'trial':>5}  {'state':11} {'iter':>5}  {metric[:20]:>20}  params / checkpoint or error")
-    for row in rows:
-        value = row[metric]
-        shown = f"{value:.6g}" if isinstance(value, (int, float)) else "-"
-        params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
-        tail = f"error: {row['error']}" if row["state"] == "FAIL" and row["error"] else (row["checkpoint"] or "")
-        print(f"{row['trial']:>5}  {row['state']:11} {row['iter'] or 0:>5}  {shown:>20}  {params}" + (f"  {tail}" if tail else ""))
-    return 0
+    return (f"rltune tune {args.study} --resume" + (f" --results-dir {args.results_dir}" if args.results_dir else "")
+            + (f" --name {args.name}" if args.name else "")
+            + (f" --storage {redact_url(args.storage)}" if args.storage else ""))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ class Shared:
 
     def __init__(self, tracking_uri: str, owner: str) -> None:
         self.tracking_uri = tracking_uri
-        self.failures = Failures(owner)
+        self.failures = Failures(owner, tracking_uri)
         self.client: Any = None
 
     def get_client(self) -> Any:

@@ -7,6 +7,8 @@ import time
 from collections import Counter
 from typing import Callable, Mapping, TypeVar
 
+from rltune._disk import REASONS, disk_kind
+
 logger = logging.getLogger("rltune.tracking")
 
 T = TypeVar("T")
@@ -25,8 +27,9 @@ class Failures:
     (5 s, doubling up to 60 s) and recorded as skipped; a success resets it.
     """
 
-    def __init__(self, owner: str) -> None:
+    def __init__(self, owner: str, store: str | None = None) -> None:
         self.owner = owner
+        self.store = store  # the tracking URI, named when the store's disk is full
         self.unrecorded: list[str] = []
         self.counts: Counter[str] = Counter()
         self._warned: set[str] = set()
@@ -55,6 +58,9 @@ class Failures:
         from rltune._secrets import redact_text  # MLflow's messages name the URL, user:password@ too
 
         first_line = redact_text((str(exc).strip().splitlines() or [""])[0][:300])
+        if disk_kind(exc):  # a full (or read-only) disk under the store: said plainly, with the store
+            where = f" (the MLflow store {redact_text(self.store)})" if self.store else ""
+            first_line = f"{REASONS[disk_kind(exc)]}{where}: {first_line}"
         if kind not in self._warned:
             self._warned.add(kind)
             later = f"; tracking calls pause {self._pause:.0f} s" if outage else ""

@@ -32,6 +32,7 @@ in the model's requirements).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
@@ -174,7 +175,9 @@ def write_policy_dir(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *,
         "action_space": space_to_json(act_space),
     }
     (out / SPEC_FILE).write_text(json.dumps(spec, indent=1, sort_keys=True))
-    torch.save(weights, out / WEIGHTS_FILE)
+    buffer = io.BytesIO()  # torch.save to a path reports a full disk as "unexpected pos"; a plain write, by errno
+    torch.save(weights, buffer)
+    (out / WEIGHTS_FILE).write_bytes(buffer.getbuffer())
     if filter_stats is not None:
         np.savez(out / FILTER_FILE, **filter_stats.to_arrays())
     return out

@@ -64,6 +64,18 @@ logger = logging.getLogger("rltune.tracking")
 
 
 
+def _open_log(log_path: str | os.PathLike[str] | None) -> Any:
+    """The tracking process's log file; its output is dropped if the file cannot be opened (a full disk)."""
+    if log_path is None:
+        return subprocess.DEVNULL
+    try:
+        return open(log_path, "ab")
+    except OSError as exc:
+        logger.warning("MLflow tracking: its log %s cannot be written (%s); MLflow's own output is dropped",
+                       log_path, exc.strerror or exc)
+        return subprocess.DEVNULL
+
+
 class TrialHandle:
     """One trial's run, as seen from the orchestrator: each call is a message to the tracking process."""
 
@@ -155,7 +167,7 @@ class TrackingProcess:
         self._closed = False
         self._last_plots = time.monotonic()
         self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        out = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL
+        out = _open_log(log_path)
         try:
             self.proc, channel = spawn(
                 "rltune.tracking._server:tracking_entry", stdin=subprocess.DEVNULL, stdout=out, stderr=out,

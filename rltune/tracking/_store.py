@@ -33,6 +33,8 @@ TAG_SAMPLER = "rltune.sampler"
 TAG_PRUNER = "rltune.pruner"
 TAG_PARENT = "mlflow.parentRunId"
 TAG_TRUNCATED = "rltune.note.truncated_params"
+TAG_RETRY_OF = "rltune.retry_of"  # a trial that retries a failed one: that one's number
+TAG_RETRIED_BY = "rltune.retried_by"  # a failed trial retried by another: the retry's number
 # MLflow 3's UI opens an experiment on its runs table (not the GenAI overview) for this kind
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 

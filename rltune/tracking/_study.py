@@ -16,8 +16,8 @@ from rltune.tracking._keys import clean_key, flatten_params, run_name
 from rltune.tracking._mlflow_compat import limits as mlflow_limits
 from rltune.tracking._reconcile import reconcile
 from rltune.tracking._store import (
-    EXPERIMENT_KIND, RUN_STATUS, STEP_KEY, TAG_PARENT, TAG_PRUNER, TAG_ROLE, TAG_SAMPLER, TAG_STATE, TAG_STUDY,
-    TAG_TRIAL, TAG_TRUNCATED, artifact_root, is_remote, resolve_tracking_uri)
+    EXPERIMENT_KIND, RUN_STATUS, STEP_KEY, TAG_PARENT, TAG_PRUNER, TAG_RETRIED_BY, TAG_RETRY_OF, TAG_ROLE, TAG_SAMPLER,
+    TAG_STATE, TAG_STUDY, TAG_TRIAL, TAG_TRUNCATED, artifact_root, is_remote, resolve_tracking_uri)
 from rltune.tracking._summary import study_snapshot, trials_csv
 from rltune.tracking._trial import TrialTracker
 
@@ -150,11 +150,13 @@ class StudyTracker(Tracker):
         flat = flatten_params(params)
         return guarded(lambda: self._start_trial(trial_number, flat, dict(key_params)))
 
-    def open_trial(self, trial_number: int, params: Mapping[str, Any], key_params: Mapping[str, Any],
-                   **trial_options: Any) -> "TrialTracker":
+    def open_trial(self, trial_number: int, params: Mapping[str, Any], key_params: Mapping[str, Any], *,
+                   retry_of: int | None = None, **trial_options: Any) -> "TrialTracker":
         """:meth:`start_trial` and a :class:`TrialTracker` on the run, sharing this tracker's client.
 
-        ``trial_options``:
+        ``retry_of``: the failed trial this one retries; the runs are linked
+        by tags (``rltune.retry_of`` on this one, ``rltune.retried_by`` on that
+        one's). ``trial_options``:
         ``keep_checkpoints_num``, ``metric``, ``mode`` of :class:`TrialTracker`.
         """
         tracker = TrialTracker(None, self.tracking_uri, _shared=self._shared, _label=f"trial {trial_number}",
@@ -167,9 +169,20 @@ class StudyTracker(Tracker):
             if reopened and tracker.run_id is not None:
                 self._load_steps(tracker)
             self._trackers[trial_number] = tracker
+            if retry_of is not None and tracker.run_id is not None:
+                self._link_retry(trial_number, tracker.run_id, retry_of)
 
         guarded(start)
         return tracker
+
+    def _link_retry(self, number: int, run_id: str, retry_of: int) -> None:
+        """Tag a retry's run and the run of the trial it retries with each other's trial number."""
+        self._attempt("trial", f"the retry link of trial {number}",
+                      lambda: self.client.set_tag(run_id, TAG_RETRY_OF, str(retry_of)))
+        failed_run = self.trial_runs.get(retry_of)
+        if failed_run is not None:
+            self._attempt("trial", f"the retry link of trial {retry_of}",
+                          lambda: self.client.set_tag(failed_run, TAG_RETRIED_BY, str(number)))
 
     def _load_steps(self, tracker: "TrialTracker") -> None:
         ok, steps = tracker._logged("metrics", "the steps already logged",

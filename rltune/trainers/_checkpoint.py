@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -37,6 +38,7 @@ import numpy as np
 import torch
 
 from rltune._atomic_dir import fsync_dir, leftover_path, recover_leftovers, replace_dir
+from rltune._disk import REASONS, disk_kind
 from rltune._json import json_safe as _json_safe
 from rltune.errors import CheckpointError, RLTuneError
 from rltune.trainers._checkpoint_config import checked_config, saved_env_problem  # noqa: F401 (imported from here)
@@ -101,7 +103,11 @@ def write_checkpoint(
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp.mkdir()
-        checksums = {TENSORS_FILE: _write_file(tmp / TENSORS_FILE, lambda f: torch.save(tensors, f))}
+        # Serialized in memory first: torch.save's writer reports a failed write (a full disk) as an opaque
+        # "unexpected pos" RuntimeError; a plain write raises the OSError with its errno.
+        buffer = io.BytesIO()
+        torch.save(tensors, buffer)
+        checksums = {TENSORS_FILE: _write_file(tmp / TENSORS_FILE, lambda f: f.write(buffer.getbuffer()))}
         for name, columns in (arrays or {}).items():
             checksums[f"{name}.npz"] = _write_file(tmp / f"{name}.npz", lambda f, c=columns: np.savez(f, **c))
         # Through JSON first, so the checksum is of what a reader parses (int keys become strings).
@@ -112,9 +118,12 @@ def write_checkpoint(
         _write_file(tmp / METADATA_FILE, lambda f: f.write(text))
         fsync_dir(tmp)
         replace_dir(tmp, target)
-    except (OSError, RuntimeError) as exc:  # torch.save reports a failed write as a RuntimeError
+    except (OSError, RuntimeError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise CheckpointError(f"cannot write checkpoint {str(target)!r}: {first_line(exc)}") from exc
+        kind = disk_kind(exc)
+        problem = f"{REASONS[kind]} ({first_line(exc)})" if kind else first_line(exc)
+        kept = "; the checkpoint already there is kept" if (target / METADATA_FILE).exists() else ""
+        raise CheckpointError(f"cannot write checkpoint {str(target)!r}: {problem}{kept}") from exc
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -28,6 +28,7 @@ import torch
 from rltune.callbacks._callbacks import DefaultCallbacks, MultiCallbacks, call_hook, make_callbacks
 from rltune.callbacks._curriculum import CurriculumCallback, parse_curriculum
 from rltune.callbacks._metrics import merge_hist_data, summarize_custom_metrics
+from rltune._disk import check_writable_dir, ensure_dir, writing
 from rltune._imports import import_object
 from rltune._results_dir import default_results_dir
 from rltune.env._context import EnvContext
@@ -189,6 +190,8 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         self.time_total_s = 0.0
         self._episode_window: deque[EpisodeMetrics] = deque(maxlen=self.cfg.metrics_num_episodes_for_smoothing)
         self._results_root = Path(os.path.expanduser(results_dir)) if results_dir else default_results_dir()
+        if results_dir:  # before any worker starts: a results dir given that cannot be written is refused now
+            check_writable_dir(self._results_root, "results_dir")
         self._logdir: Path | None = None
         self._eval_workers: dict[int, RolloutWorker] = {}  # by number of envs
         self._eval_cfg: TrainerSettings | None = None
@@ -453,15 +456,15 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         if self._logdir is None:
             stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
             env = self.env_spec.name.replace("/", "_").replace(":", "_")
-            self._results_root.mkdir(parents=True, exist_ok=True)
-            # mkdtemp creates the directory exclusively: two trainers never share one.
-            self._logdir = Path(tempfile.mkdtemp(prefix=f"{self.name}_{env}_{stamp}_", dir=self._results_root))
+            with writing(self._results_root, "the trainer's results directory"):
+                self._results_root.mkdir(parents=True, exist_ok=True)
+                # mkdtemp creates the directory exclusively: two trainers never share one.
+                self._logdir = Path(tempfile.mkdtemp(prefix=f"{self.name}_{env}_{stamp}_", dir=self._results_root))
         return self._logdir
 
     @logdir.setter
     def logdir(self, path: str | os.PathLike[str]) -> None:
-        self._logdir = Path(path)
-        self._logdir.mkdir(parents=True, exist_ok=True)
+        self._logdir = ensure_dir(path, "the trainer's results directory")
 
     # -- shutdown ----------------------------------------------------------------------
     def stop(self) -> None:

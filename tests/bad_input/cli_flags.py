@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .harness import TINY_PPO, Case
+from .harness import TINY_PPO, Case, read_only_dir
 
 TRAIN = ("train", "--run", "PPO", "--env", "CartPole-v1", "--results-dir", "{results}",
          "--stop", '{"training_iteration": 1}')
@@ -39,6 +39,10 @@ CASES: list[Case] = [
     train("train results_dir a file", "results_dir: '{afile}' is a file, not a directory", "--results-dir", "{afile}"),
     train("train results_dir under a file", "which is a file, not a directory", "--results-dir", "{afile}/x"),
     train("train results_dir NUL", "results_dir: must not contain a NUL byte", "--results-dir", "/tmp/a\x00b"),
+    Case("train results_dir read-only", "results directory '{tmp}/ro' cannot be written",
+         (*TRAIN[:5], "--results-dir", "{tmp}/ro", *TRAIN[7:]), setup=read_only_dir("ro")),
+    Case("train results_dir under a read-only dir", "results directory '{tmp}/ro/new' cannot be created",
+         (*TRAIN[:5], "--results-dir", "{tmp}/ro/new", *TRAIN[7:]), setup=read_only_dir("ro")),
     # -- rltune train: numbers --------------------------------------------------------------------
     train_config("train config Infinity", "lr: Input should be a finite number", '{"lr": Infinity}'),
     train_config("train config NaN", "lr: Input should be a finite number", '{"lr": NaN}'),
@@ -97,6 +101,18 @@ CASES: list[Case] = [
     tune("tune name NUL", "name: must not contain a NUL byte", "--name", "x\x00y"),
     Case("tune results_dir a file", "results_dir: '{afile}' is a file, not a directory",
          ("tune", "{study_file}", "--results-dir", "{afile}", "--quiet")),
+    Case("tune results_dir read-only", "the study directory '{tmp}/ro/fresh' cannot be created",
+         ("tune", "{study_file}", "--results-dir", "{tmp}/ro", "--quiet"), setup=read_only_dir("ro")),
+    Case("tune resume read-only", "the study directory '{tmp}/ro/base' cannot be written",
+         ("tune", "{study_file}", "--results-dir", "{tmp}/ro", "--name", "base", "--resume", "--quiet"),
+         setup=read_only_dir("ro", study="base")),
+    Case("tune retry-failed read-only", "the study directory '{tmp}/ro/base' cannot be written",
+         ("tune", "{study_file}", "--results-dir", "{tmp}/ro", "--name", "base", "--retry-failed", "--quiet"),
+         setup=read_only_dir("ro", study="base")),
+    tune("tune retry-failed shared storage", "--retry-failed (retry_failed=True) retries the failed trials of a study "
+         "on its journal storage", "--storage", "sqlite:///{tmp}/shared.db", "--retry-failed"),
+    tune("tune resume missing study", "study 'nope' does not exist: its directory '{results}/nope' is missing",
+         "--name", "nope", "--resume"),
     tune("tune storage NUL", "storage: must not contain a NUL byte", "--storage", "sqlite:///x\x00y"),
     tune("tune stop Infinity", "stop.score: the value must be a finite number", "--stop", '{"score": Infinity}'),
     tune("tune stop NaN", "stop.score: the value must be a finite number", "--stop", '{"score": NaN}'),

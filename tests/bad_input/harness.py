@@ -51,7 +51,7 @@ class Case:
     expect: str
     argv: tuple[str, ...] = ()
     call: Callable[[Context], Any] | None = None
-    setup: Callable[[Context], None] | None = None
+    setup: Callable[[Context], Any] | None = None  # may return a cleanup, called once the case ran
     files: dict[str, str] = field(default_factory=dict)  # name under ctx.tmp -> text (placeholders filled)
 
 
@@ -124,8 +124,7 @@ def run_case(case: Case, ctx: Context, *, timeout_s: float | None = None) -> Out
     """Run ``case`` in this process; ``timeout_s`` (SIGALRM, main thread only) turns a hang into an outcome."""
     for name, text in case.files.items():
         (ctx.tmp / name).write_text(ctx.fill(text))
-    if case.setup is not None:
-        case.setup(ctx)
+    cleanup = case.setup(ctx) if case.setup is not None else None
     if timeout_s:
         def alarm(signum: int, frame: Any) -> None:
             raise _Hang()
@@ -140,6 +139,23 @@ def run_case(case: Case, ctx: Context, *, timeout_s: float | None = None) -> Out
         if timeout_s:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+        if callable(cleanup):
+            cleanup()
+
+
+def read_only_dir(name: str, study: str | None = None) -> Callable[[Context], Callable[[], None]]:
+    """A case's setup: ``{tmp}/<name>`` made read-only (a read-only bind mount, see tests/mounts.py), holding a
+    copy of the recorded study ``study`` if given; it returns the cleanup (the unmount)."""
+    def setup(ctx: Context) -> Callable[[], None]:
+        from mounts import read_only
+
+        path = ctx.tmp / name
+        if study is not None:
+            shutil.copytree(ctx.results / study, path / study)
+        mounted = read_only(path)
+        mounted.__enter__()
+        return lambda: mounted.__exit__(None, None, None)
+    return setup
 
 
 def _run(case: Case, ctx: Context) -> Outcome:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .harness import Case, Context
+from .harness import Case, Context, read_only_dir
 
 FN = "orchestrator.trainables:counter"
 
@@ -86,6 +86,15 @@ def builder_class_as_config(ctx: Context) -> None:
     PPO(config=PPOConfig, env="CartPole-v1", results_dir=str(ctx.results))
 
 
+def ppo_in(results_dir: str):
+    """A PPO trainer made with ``results_dir`` (placeholders filled)."""
+    def call(ctx: Context) -> None:
+        from rltune.trainers import PPO
+
+        PPO(config={"env": "CartPole-v1"}, results_dir=ctx.fill(results_dir))
+    return call
+
+
 def ppo(config):
     def call(ctx: Context) -> None:
         from rltune.trainers import get_trainer_class
@@ -139,6 +148,12 @@ CASES: list[Case] = [
     Case("api ppo lr grid nan", "config.lr: Input should be a finite number",
          call=lambda ctx: run(run="PPO", config={"env": "CartPole-v1", "lr": {"grid_search": [0.1, math.nan]}})(ctx)),
     Case("api resume without name", "resume=True needs the name", call=run(resume=True)),
+    Case("api resume missing study", "study 'nope' does not exist", call=run(resume=True, name="nope")),
+    Case("api resume not a mode", "resume: must be True, False or 'auto'", call=run(resume="always", name="base")),
+    Case("api results_dir read-only", "the study directory '{tmp}/ro/ro_study' cannot be created",
+         call=run(results_dir="{tmp}/ro", name="ro_study"), setup=read_only_dir("ro")),
+    Case("api trainer results_dir read-only", "results_dir '{tmp}/ro' cannot be written",
+         call=ppo_in("{tmp}/ro"), setup=read_only_dir("ro")),
     Case("api unknown sampler", "search_alg: unknown search_alg", call=run(search_alg="annealing")),
     Case("api trainer lr nan", "lr: Input should be a finite number", call=ppo({"lr": math.nan})),
     Case("api trainer batch bool", "train_batch_size: a bool is not a number", call=ppo({"train_batch_size": True})),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .harness import Case, study_case, train_file_case
+from .harness import Case, read_only_dir, study_case, train_file_case
 
 FN = "run: orchestrator.trainables:counter\nmetric: score\nstop: {training_iteration: 2}\n"  # a valid head
 PPO = "run: PPO\nstop: {training_iteration: 1}\nconfig:\n  env: CartPole-v1\n"  # config entries follow, indented
@@ -91,6 +91,9 @@ CASES: list[Case] = [
     study_case("results_dir is a file", _fn("results_dir: {afile}\n"), "results_dir: '{afile}' is a file, not a directory", results_flag=False),
     study_case("results_dir under a file", _fn("results_dir: {afile}/sub\n"), "which is a file, not a directory", results_flag=False),
     study_case("results_dir NUL", _fn('results_dir: "/tmp/a\\0b"\n'), "results_dir: must not contain a NUL byte", results_flag=False),
+    Case("results_dir read-only", "the study directory '{tmp}/ro/study' cannot be created",
+         ("tune", "{tmp}/study.yaml", "--quiet"), files={"study.yaml": _fn("results_dir: {tmp}/ro\n")},
+         setup=read_only_dir("ro")),
     study_case("storage NUL", _fn('storage: "sqlite:///a\\0b"\n'), "storage: must not contain a NUL byte"),
     # -- trainer config values (rltune's own keys) ------------------------------------------------
     study_case("lr inf", PPO + "  lr: .inf\n", "config.lr: Input should be a finite number"),

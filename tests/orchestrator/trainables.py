@@ -45,12 +45,30 @@ def counter(config, reporter):
             _save(reporter, step + 1)
 
 
+def filling_the_disk(config, reporter):
+    """``counter`` (``steps``, score ``x * step``) that fills the file system of ``fill`` (a directory) once, after
+    its checkpoint of step ``fill_at``: a later checkpoint (or result) of a trial finds the disk full."""
+    from mounts import fill
+
+    start = _start(reporter)
+    with open(reporter.trial_dir / "starts.txt", "a") as f:
+        f.write(f"{start}\n")
+    for step in range(start, config["steps"]):
+        try:
+            reporter(score=config["x"] * (step + 1), step=step + 1)
+        finally:
+            _save(reporter, step + 1)
+        if step + 1 == config["fill_at"] and not os.path.exists(os.path.join(config["fill"], "ballast")):
+            fill(config["fill"])
+
+
 def misbehaving(config, reporter):
-    """``mode``: ok, raise (ValueError at step 2), exit (os._exit(3) at step 2), hang (sleeps), flaky (raises once)."""
+    """``mode``: ok, raise (ValueError at step 2), exit (os._exit(3) at step 2), hang (sleeps), flaky (raises once),
+    until (raises at step 2 until the file ``until`` exists)."""
     mode = config["mode"]
     start = _start(reporter)
     for step in range(start, config.get("steps", 4)):
-        if step == 2 and mode == "raise":
+        if step == 2 and (mode == "raise" or (mode == "until" and not os.path.exists(config["until"]))):
             raise ValueError("boom at step 2")
         if step == 2 and mode == "exit":
             os._exit(3)
