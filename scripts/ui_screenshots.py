@@ -4,12 +4,13 @@
     .venv/bin/python scripts/ui_screenshots.py --results-dir ~/rltune_results --study cartpole-ppo-tpe-asha
 
 It starts the MLflow UI on the results directory's store (127.0.0.1, a free
-port), opens four pages in headless Chromium at 1280x800 and writes them to
---out (default docs/images): the study's experiment on the link `rltune ui`
+port), opens five pages in headless Chromium at 1280x800 and writes them to
+--out (default docs/images): the study's experiment as a first visit of
+MLflow's UI shows it (mlflow-ui-first-visit.png), on the link `rltune ui`
 prints (mlflow-ui-experiment.png) and in its chart view
 (mlflow-ui-experiment-charts.png), the best trial's metric charts
 (mlflow-ui-trial.png) and a plot among the study run's artifacts
-(mlflow-ui-study-plots.png). Before the first screenshot it closes the MLflow
+(mlflow-ui-study-plots.png). After the first one it closes the MLflow
 Assistant panel, as docs/mlflow-ui.md tells users to. Needs Debian's
 chromium and chromium-driver (`apt-get install -y chromium chromium-driver`)
 and selenium (`.venv/bin/pip install -e '.[test]'`); Selenium is given both
@@ -37,7 +38,7 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-dev-shm-usage", "--no-proxy-server", "--hide-scrollbars"]
 PAGE_TIMEOUT_S = 90.0
 ASSISTANT_CLOSE = "[data-component-id='mlflow.assistant.chat_panel.close']"
-PAGES = {"experiment": "mlflow-ui-experiment.png", "charts": "mlflow-ui-experiment-charts.png",
+PAGES = {"first-visit": "mlflow-ui-first-visit.png", "experiment": "mlflow-ui-experiment.png", "charts": "mlflow-ui-experiment-charts.png",
          "trial": "mlflow-ui-trial.png", "plots": "mlflow-ui-study-plots.png"}
 
 
@@ -81,9 +82,12 @@ def _wait_for_text(driver: Any, texts: list[str], timeout: float) -> str:
 
 
 def _close_assistant(driver: Any) -> bool:
-    """Close the MLflow Assistant panel if it is open; whether it was."""
+    """Close the MLflow Assistant panel if it is open (after the "Got it" of a GenAI page's tip); whether it was."""
     from selenium.webdriver.common.by import By
 
+    for tip in driver.find_elements(By.XPATH, "//button[normalize-space()='Got it']"):
+        tip.click()
+        time.sleep(0.5)
     buttons = driver.find_elements(By.CSS_SELECTOR, ASSISTANT_CLOSE)
     if buttons:
         buttons[0].click()
@@ -100,13 +104,15 @@ def capture(driver: Any, tracking_uri: str, base_url: str, study: str, out_dir: 
             timeout: float = PAGE_TIMEOUT_S) -> dict[str, str]:
     """Open the study's pages; their text by page name (and a PNG each in ``out_dir`` if given).
 
+    ``"first-visit"``: the experiment as MLflow's own links open it, in a
+    browser that never chose between GenAI and Model training.
     ``"experiment"``: the link ``rltune ui`` prints for the study; it is
     shown once every trial's run is listed. ``"charts"``: the same in the
     chart view (every metric, a line per run). ``"trial"``: the best trial's
     (else the first trial's) Model metrics tab. ``"plots"``: the study run's
     Artifacts tab with its plots folder open and the first plot previewed.
     ``"assistant_was_open"`` is ``"yes"`` if the first page opened with the
-    Assistant panel (then closed).
+    Assistant panel (then closed, as the docs tell users).
     """
     from selenium.webdriver.common.by import By
 
@@ -130,10 +136,13 @@ def capture(driver: Any, tracking_uri: str, base_url: str, study: str, out_dir: 
             _settle(driver)
             save_png(driver, out_dir / PAGES[page])
 
-    driver.get(experiment_url(base_url, eid))
-    _wait_for_text(driver, [r.info.run_name.split(" ")[0] for r in trials], timeout)
+    driver.get(f"{base_url.rstrip('/')}/#/experiments/{eid}")  # the experiment as MLflow links it
+    texts["first-visit"] = _wait_for_text(driver, [study, "Model training"], timeout)
+    shoot("first-visit")
     texts["assistant_was_open"] = "yes" if _close_assistant(driver) else "no"
-    texts["experiment"] = _wait_for_text(driver, [study], timeout)
+
+    driver.get(experiment_url(base_url, eid))
+    texts["experiment"] = _wait_for_text(driver, [study] + [r.info.run_name.split(" ")[0] for r in trials], timeout)
     shoot("experiment")
 
     driver.get(experiment_url(base_url, eid, charts=True))

@@ -104,7 +104,8 @@ class PlainDisplay(Observer):
         if state != "INTERRUPTED":
             self.progress.update(a.number, a.stop.criteria, a.last_result, a.iteration, finished=True)
         if state == "COMPLETE" and value is not None:
-            if self.best is None or (value > self.best if self.mode == "max" else value < self.best):
+            better = self.best is None or (value > self.best if self.mode == "max" else value < self.best)
+            if better or (value == self.best and a.number < self.best_trial):  # a tie: the first trial, as Optuna
                 self.best, self.best_trial = value, a.number
 
     def trial_ended(self, a: Any, state: str, value: float | None) -> None:

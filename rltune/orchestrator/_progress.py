@@ -9,9 +9,12 @@ The rule (stated to users in docs/mlflow-ui.md):
   (``training_iteration``, ``timesteps_total``, ``time_total_s``, ... see
   :data:`rltune.orchestrator._stop.COUNTERS`); a finished trial without such
   a bound counts 1, a running one 0;
-- ETA = elapsed x remaining work / work done in this session, where every
-  trial not yet finished is assumed to run to its bound (a pruner makes the
-  study end sooner);
+- ETA = elapsed x remaining work / work done in this session, where a
+  trial to come, or a running one, is expected to do as much work as the
+  trials that finished in this session did on average (stopped early by a
+  reward threshold or a pruner, they did less than their bound); before any
+  trial finished, a trial is expected to run to its bound and the ETA is an
+  upper bound, shown ``ETA ≤ ...``;
 - the study's ``timeout_s`` caps it (no trial starts after it);
 - "ETA unknown" until some work is done, and in a study shared with other
   workers (this one sees only its own trials).
@@ -85,17 +88,20 @@ class StudyProgress:
         """Trials finished, before this session and in it."""
         return self.finished_before + len(self._finished)
 
-    def eta_s(self, elapsed: float) -> float | None:
-        """Seconds until the study's budget is done (see the module docstring), None if unknown."""
+    def eta(self, elapsed: float) -> tuple[float, bool] | None:
+        """Seconds until the study's budget is done and whether that is an upper bound (no trial finished
+        yet: trials are assumed to run to their stop bound); None if unknown (see the module docstring)."""
         if self.shared:
             return None
         work = sum(self._now[n] - self._start[n] for n in self._now)
         if work <= 0 or elapsed <= 0:
             return None
+        finished = [self._now[n] for n in self._finished]
+        size = sum(finished) / len(finished) if finished else 1.0  # a trial's expected share of its bound
         running = [n for n in self._now if n not in self._finished]
         not_started = max(0, self.total - self.done - len(running))
-        remaining = not_started + sum(1.0 - self._now[n] for n in running)
-        return elapsed * remaining / work
+        remaining = not_started * size + sum(max(0.0, size - self._now[n]) for n in running)
+        return elapsed * remaining / work, not finished
 
     def text(self, elapsed: float, running: int) -> str:
         """``elapsed 1m05s, ETA 2m10s`` (or why there is none)."""
@@ -105,10 +111,11 @@ class StudyProgress:
         left = None if self.timeout_s is None else self.timeout_s - elapsed
         if left is not None and left <= 0:
             return f"{head}, timeout_s reached: {running} running trial(s) finish" if running else head
-        eta = self.eta_s(elapsed)
-        if eta is None:
+        estimate = self.eta(elapsed)
+        if estimate is None:
             why = " (shared study: other workers run trials too)" if self.shared else ""
             return f"{head}, ETA unknown{why}" + (f", timeout in {fmt_duration(left)}" if left is not None else "")
-        if left is not None and left < eta:
+        seconds, upper = estimate
+        if left is not None and left < seconds:
             return f"{head}, ETA {fmt_duration(left)} (timeout_s)"
-        return f"{head}, ETA {fmt_duration(eta)}"
+        return f"{head}, ETA {'≤ ' if upper else ''}{fmt_duration(seconds)}"

@@ -6,8 +6,10 @@ shows the pages):
 - MLflow 3's UI has two faces, "GenAI" and "Model training", switched at
   its top left; the browser remembers the choice, GenAI at first, and the
   URL's ``workflowType`` overrides it. On GenAI, an experiment opens on an
-  (empty) traces overview. Earlier MLflow 3 UIs chose by the experiment's
-  ``mlflow.experimentKind`` tag instead, so the tag is set too
+  (empty) traces overview. The experiment's ``mlflow.experimentKind`` tag
+  is MLflow's own way to say an experiment is model training; 3.17's UI
+  goes by the switch instead (behind a feature flag that is on), but keeps
+  the code that reads the tag, so the tag is set too
   (:func:`mark_study_experiment`).
 - The runs table nests the trials under the study's run, collapsed, when
   runs are sorted by creation time; sorted by another key (the run name

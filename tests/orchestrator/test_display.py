@@ -172,20 +172,25 @@ def test_eta_rules():
     assert progress.text(5.0, 0) == "elapsed 5s, ETA unknown"  # nothing done yet: no estimate
     criteria = {"timesteps_total": 1000, "episode_reward_mean": 475}  # the counter bounds the trial
     progress.update(0, criteria, {"timesteps_total": 250, "episode_reward_mean": 20}, 1)
-    assert progress.eta_s(10.0) == pytest.approx(10.0 * 3.75 / 0.25)
-    progress.update(0, criteria, {"timesteps_total": 400, "episode_reward_mean": 480}, 2, finished=True)  # solved early
-    assert progress.done == 1 and progress.eta_s(16.0) == pytest.approx(16.0 * 3 / 0.4)
+    # no trial finished: each is expected to run to its bound, an upper bound
+    assert progress.eta(10.0) == (pytest.approx(10.0 * (3 + 0.75) / 0.25), True)
+    assert progress.text(10.0, 1) == "elapsed 10s, ETA ≤ 2m30s"
+    # solved at 40% of its bound: the 3 trials to come are expected to take as long
+    progress.update(0, criteria, {"timesteps_total": 400, "episode_reward_mean": 480}, 2, finished=True)
+    assert progress.done == 1 and progress.eta(16.0) == (pytest.approx(16.0 * 3 * 0.4 / 0.4), False)
+    progress.update(1, criteria, {"timesteps_total": 100, "episode_reward_mean": 20}, 1)
+    assert progress.eta(20.0) == (pytest.approx(20.0 * (2 * 0.4 + 0.3) / 0.5), False)
     # a trial resumed from its checkpoint at iteration 4 of 10: those 4 iterations are not work done here
     resumed = StudyProgress(2, finished_before=1)
     resumed.started(1, from_iteration=4)
     resumed.update(1, {"training_iteration": 10}, {"training_iteration": 5}, 5)
-    assert resumed.eta_s(10.0) == pytest.approx(10.0 * 0.5 / 0.1)
+    assert resumed.eta(10.0) == (pytest.approx(10.0 * 0.5 / 0.1), True)
     # without a counter bound, trials count whole when they end
     unbounded = StudyProgress(3)
     unbounded.update(0, {"episode_reward_mean": 475}, {"episode_reward_mean": 10}, 1)
-    assert unbounded.eta_s(10.0) is None
+    assert unbounded.eta(10.0) is None
     unbounded.update(0, {"episode_reward_mean": 475}, {"episode_reward_mean": 480}, 9, finished=True)
-    assert unbounded.eta_s(10.0) == pytest.approx(20.0)
+    assert unbounded.eta(10.0) == (pytest.approx(20.0), False)
     # the study's timeout caps it; past it, the running trials finish
     timed = StudyProgress(100, timeout_s=60.0)
     timed.update(0, {}, {}, 3, finished=True)
@@ -194,3 +199,15 @@ def test_eta_rules():
     assert StudyProgress(4, shared=True).text(5.0, 1) == "elapsed 5s, ETA unknown (shared study: other workers run trials too)"
     assert [fmt_duration(s) for s in (0.4, 59, 65, 3600 + 125, 2 * 86400 + 3 * 3600)] == ["0s", "59s", "1m05s", "1h02m",
                                                                                             "2d03h"]
+
+
+def test_a_tie_for_best_names_the_first_trial_as_the_study_summary_does(tmp_path):
+    runner = _runner(tmp_path)
+    display = LiveDisplay(runner, io.StringIO(), width=120)
+    display.elapsed = lambda: 30.0
+    for number in (1, 0):  # trial 1 ends first; trial 0 reaches the same value later
+        a = _trial(number, 10, 500.0)
+        display.trial_started(a)
+        display.trial_result(a)
+        display.trial_ended(a, "COMPLETE", 500.0)
+    assert "best evaluation/episode_reward_mean = 500 (trial 0)" in _render(display, runner, 120)[1]

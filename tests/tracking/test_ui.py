@@ -158,6 +158,8 @@ def test_ui_opens_the_study_on_its_trials_a_trial_on_its_charts_and_the_study_ru
         if driver is not None:
             driver.quit()
         status = ui.interrupt()
+    # what docs/mlflow-ui.md says a first visit without the link shows: the GenAI/Model training switch, the Assistant
+    assert "Model training" in pages["first-visit"] and pages["assistant_was_open"] == "yes"
     # the experiment: on its runs, every trial listed without a click (not folded under the study's run)
     experiment = pages["experiment"]
     for number in range(3):
