@@ -38,7 +38,8 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-dev-shm-usage", "--no-proxy-server", "--hide-scrollbars"]
 PAGE_TIMEOUT_S = 90.0
 ASSISTANT_CLOSE = "[data-component-id='mlflow.assistant.chat_panel.close']"
-PAGES = {"first-visit": "mlflow-ui-first-visit.png", "experiment": "mlflow-ui-experiment.png", "charts": "mlflow-ui-experiment-charts.png",
+PAGES = {"first-visit": "mlflow-ui-first-visit.png", "experiment": "mlflow-ui-experiment.png",
+         "charts": "mlflow-ui-experiment-charts.png",
          "trial": "mlflow-ui-trial.png", "plots": "mlflow-ui-study-plots.png"}
 
 

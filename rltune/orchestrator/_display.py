@@ -98,7 +98,8 @@ class PlainDisplay(Observer):
         first = a.number not in self._last
         if first or now - self._last[a.number] >= self.result_every_s or a.outcome:
             self._last[a.number] = now
-            self._print(f"trial {a.number} iter {a.iteration}: {self.metric}={fmt_value(lookup(a.last_result, self.metric))}")
+            value = fmt_value(lookup(a.last_result, self.metric))
+            self._print(f"trial {a.number} iter {a.iteration}: {self.metric}={value}")
 
     def _ended(self, a: Any, state: str, value: float | None) -> None:
         if state != "INTERRUPTED":
@@ -188,7 +189,8 @@ class LiveDisplay(PlainDisplay):
         from rich.table import Table
         from rich.text import Text
 
-        name, counts = runner.plan.name, f"{self.progress.done}/{self.progress.total} trials, {len(runner.active)} running"
+        name = runner.plan.name
+        counts = f"{self.progress.done}/{self.progress.total} trials, {len(runner.active)} running"
         lines: list[Any] = []
         bar_width = min(BAR_WIDTH[1], width - len(name) - len(counts) - 2)
         if bar_width < BAR_WIDTH[0]:  # a long name: on a line of its own

@@ -143,7 +143,8 @@ def test_the_live_view_mid_study_shows_elapsed_eta_and_every_param(tmp_path, wid
         header = next(line for line in lines if line.startswith("trial"))
         assert re.fullmatch(r"trial +state +iter +evaluation/episode_reward_mean +" + " +".join(SHORT) + " *", header)
     else:  # one wrapping params column, and a long metric name told in a legend
-        assert re.fullmatch(r"trial +state +iter +value +params *", next(line for line in lines if line.startswith("trial")))
+        header = next(line for line in lines if line.startswith("trial"))
+        assert re.fullmatch(r"trial +state +iter +value +params *", header)
         assert "value = evaluation/episode_reward_mean" in text
 
 
@@ -196,7 +197,8 @@ def test_eta_rules():
     timed.update(0, {}, {}, 3, finished=True)
     assert timed.text(10.0, 1) == "elapsed 10s, ETA 50s (timeout_s)"
     assert timed.text(61.0, 2) == "elapsed 1m01s, timeout_s reached: 2 running trial(s) finish"
-    assert StudyProgress(4, shared=True).text(5.0, 1) == "elapsed 5s, ETA unknown (shared study: other workers run trials too)"
+    shared = StudyProgress(4, shared=True)
+    assert shared.text(5.0, 1) == "elapsed 5s, ETA unknown (shared study: other workers run trials too)"
     assert [fmt_duration(s) for s in (0.4, 59, 65, 3600 + 125, 2 * 86400 + 3 * 3600)] == ["0s", "59s", "1m05s", "1h02m",
                                                                                             "2d03h"]
 

@@ -41,7 +41,8 @@ def test_a_resumed_study_marks_its_older_experiment(tmp_path, template_db):
                                                 "rltune.pruner": "median", "mlflow.note.content": OLD_NOTE})
     StudyTracker(None, results, "old", "tpe", "median").close()
     tags = client.get_experiment(old).tags
-    assert tags[KIND] == "custom_model_development" and tags["mlflow.note.content"] == study_note("old", "tpe", "median")
+    assert tags[KIND] == "custom_model_development"
+    assert tags["mlflow.note.content"] == study_note("old", "tpe", "median")
 
 
 def test_rltune_ui_marks_every_study_experiment_and_prints_their_links(tmp_path, template_db):
@@ -72,7 +73,8 @@ def test_the_links_open_the_training_view_with_every_trial_listed():
     assert parse_qs(query) == {"workflowType": ["machine_learning"], "orderByKey": ["tags.`mlflow.runName`"],
                                "orderByAsc": ["true"]}
     assert "compareRunsMode=CHART" in experiment_url("http://h", "7", charts=True)
-    assert run_url("http://h", "7", "abc", "artifacts") == "http://h/#/experiments/7/runs/abc/artifacts?workflowType=machine_learning"
+    assert run_url("http://h", "7", "abc", "artifacts") == \
+        "http://h/#/experiments/7/runs/abc/artifacts?workflowType=machine_learning"
     assert browser_url("http://user:secret@mlflow.example:5000/") == "http://mlflow.example:5000"
     assert browser_url("sqlite:////tmp/mlflow.db") is None and browser_url("databricks") is None
 
