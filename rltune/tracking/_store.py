@@ -35,7 +35,7 @@ TAG_PARENT = "mlflow.parentRunId"
 TAG_TRUNCATED = "rltune.note.truncated_params"
 TAG_RETRY_OF = "rltune.retry_of"  # a trial that retries a failed one: that one's number
 TAG_RETRIED_BY = "rltune.retried_by"  # a failed trial retried by another: the retry's number
-# MLflow 3's UI opens an experiment on its runs table (not the GenAI overview) for this kind
+# MLflow's tag for a model-training experiment (what the UI reads for it: rltune/tracking/_ui_links.py)
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
 TAG_SYNCED = "rltune.reconciled"  # a digest of the trial directory and state a run was last reconciled with

@@ -20,6 +20,7 @@ from rltune.tracking._store import (
     TAG_STATE, TAG_STUDY, TAG_TRIAL, TAG_TRUNCATED, artifact_root, is_remote, resolve_tracking_uri)
 from rltune.tracking._summary import study_snapshot, trials_csv
 from rltune.tracking._trial import TrialTracker
+from rltune.tracking._ui_links import NOTE_TAG, mark_study_experiment, study_note
 
 logger = logging.getLogger("rltune.tracking")
 
@@ -94,9 +95,7 @@ class StudyTracker(Tracker):
                 experiment_id = client.create_experiment(self.study_name, artifact_location=location, tags={
                     EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1], TAG_STUDY: self.study_name,
                     TAG_SAMPLER: self.sampler_name, TAG_PRUNER: self.pruner_name,
-                    "mlflow.note.content": f"rltune study {self.study_name!r}: search {self.sampler_name}, "
-                                           f"pruner {self.pruner_name}. The parent run holds the best trial, "
-                                           "trials.csv and the study's plots; each trial is a nested run.",
+                    NOTE_TAG: study_note(self.study_name, self.sampler_name, self.pruner_name),
                 })
                 return str(experiment_id)
             except MlflowException as exc:  # created by another process meanwhile
@@ -105,8 +104,7 @@ class StudyTracker(Tracker):
                     raise exc
         if found.lifecycle_stage == "deleted":
             client.restore_experiment(found.experiment_id)
-        if EXPERIMENT_KIND[0] not in found.tags:
-            client.set_experiment_tag(found.experiment_id, *EXPERIMENT_KIND)
+        mark_study_experiment(client, found)
         return str(found.experiment_id)
 
     def _parent_run(self, client: Any) -> str:

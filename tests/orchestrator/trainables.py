@@ -45,6 +45,16 @@ def counter(config, reporter):
             _save(reporter, step + 1)
 
 
+def evaluated(config, reporter):
+    """``steps`` iterations reporting ``evaluation/episode_reward_mean = x * step + 0.123456789`` (a long metric name,
+    a value with many digits); checkpoints as ``counter``."""
+    for step in range(_start(reporter), config.get("steps", 3)):
+        try:
+            reporter(evaluation={"episode_reward_mean": config.get("x", 1.0) * (step + 1) + 0.123456789})
+        finally:
+            _save(reporter, step + 1)
+
+
 def filling_the_disk(config, reporter):
     """``counter`` (``steps``, score ``x * step``) that fills the file system of ``fill`` (a directory) once, after
     its checkpoint of step ``fill_at``: a later checkpoint (or result) of a trial finds the disk full."""
