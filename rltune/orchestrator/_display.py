@@ -9,6 +9,7 @@ per trial.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from typing import Any, TextIO
@@ -42,6 +43,7 @@ class PlainDisplay(Observer):
         self._last: dict[int, float] = {}
         self.best: float | None = None
         self.mode = runner.spec.mode
+        self._tracking_said = -math.inf
 
     def _print(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
@@ -84,6 +86,15 @@ class PlainDisplay(Observer):
     def close(self) -> None:
         pass
 
+    # -- MLflow tracking's lag (issue 24): a line when it falls behind, at most every 30 s, and when it caught up
+    TRACKING_EVERY_S = 30.0
+
+    def tracking_status(self, status: Any) -> None:
+        now = time.monotonic()
+        if not status.behind or now - self._tracking_said >= self.TRACKING_EVERY_S:
+            self._tracking_said = now if status.behind else -math.inf
+            self._print(status.text())
+
 
 class LiveDisplay(PlainDisplay):
     """A rich live view: progress over trials and a table of the running and latest finished trials."""
@@ -100,6 +111,7 @@ class LiveDisplay(PlainDisplay):
         self.rows: dict[int, dict[str, Any]] = {}
         self.live = Live(console=self.console, refresh_per_second=4, transient=False)
         self._started = False
+        self.tracking_line: str | None = None  # MLflow tracking's lag, under the table while it is behind
 
     def start(self, runner: Any) -> None:
         super().start(runner)
@@ -154,7 +166,10 @@ class LiveDisplay(PlainDisplay):
                 value = lookup(a.last_result, self.metric)
             table.add_row(str(number), Text(row["state"], style=styles.get(row["state"], "")), str(a.iteration),
                           _fmt(value), _params_text(a.values))
-        return Group(bar, table)
+        return Group(bar, table, *([Text(self.tracking_line, style="yellow")] if self.tracking_line else []))
+
+    def tracking_status(self, status: Any) -> None:
+        self.tracking_line = status.text() if status.behind else None
 
     def close(self) -> None:
         if self._started:
