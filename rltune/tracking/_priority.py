@@ -36,13 +36,11 @@ left (:mod:`._server`'s lock) hands that one its own nice.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 NICE = 19  # the autogroup's nice while trials run and the tracking keeps up
 DEADLINE_S = 2.0  # normal priority while the oldest call not yet recorded is older than this
-FIXED_NICE = 5  # without autogroups: the process's nice, for good (it cannot be lowered again)
 TRACKING_ENTRY = "rltune.tracking._server"  # in a tracking process's command line
 
 
@@ -77,14 +75,13 @@ def has_autogroups() -> bool:
 
 
 def lower_priority(nice: int = NICE) -> None:
-    """In the tracking process: its autogroup at ``nice`` (the orchestrator changes it); else ``FIXED_NICE``."""
+    """In the tracking process: its autogroup at ``nice`` (the orchestrator changes it as it goes).
+
+    Without autogroups, nothing: the process's own nice could not be lowered
+    again, and a fixed nice above 0 falls behind a busy machine for good.
+    """
     if has_autogroups():
         set_autogroup_nice("self", nice)
-        return
-    try:
-        os.nice(FIXED_NICE)
-    except OSError:
-        pass
 
 
 def autogroup_nice(pid: int | str = "self") -> int | None:

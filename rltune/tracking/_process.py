@@ -96,7 +96,7 @@ class Lag:
     def describe(self) -> str:
         """``12 call(s) (result x10, checkpoint x2), the oldest made 8 s ago``."""
         kinds = ", ".join(f"{kind} x{n}" if n > 1 else kind for kind, n in self.waiting_for.items())
-        return f"{self.queued} call(s) ({kinds}), the oldest made {self.seconds:.0f} s ago"
+        return f"{self.queued} call(s){f' ({kinds})' if kinds else ''}, the oldest made {self.seconds:.0f} s ago"
 
 
 def _open_log(log_path: str | os.PathLike[str] | None) -> Any:

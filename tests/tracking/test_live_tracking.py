@@ -1,4 +1,4 @@
-"""MLflow keeps up with a running study (issue 24): runs while trials run, on a loaded machine too; true times; lag told.
+"""MLflow keeps up with a running study (issue 24): runs while trials run, on a loaded machine too; true times, lag told.
 
 A user starts a study and opens ``rltune ui`` to watch it: each trial's run
 must be there with its params and its first results while the trial runs,
