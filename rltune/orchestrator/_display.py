@@ -86,13 +86,18 @@ class PlainDisplay(Observer):
     def close(self) -> None:
         pass
 
-    # -- MLflow tracking's lag (issue 24): a line when it falls behind, at most every 30 s, and when it caught up
-    TRACKING_EVERY_S = 30.0
+    # -- MLflow tracking's lag (issue 24): a line once it is over 15 s behind (a trial's end may hold it up for a
+    # few seconds: not worth a line each time), again every 30 s, and one when it caught up
+    TRACKING_BEHIND_S, TRACKING_EVERY_S = 15.0, 30.0
 
     def tracking_status(self, status: Any) -> None:
         now = time.monotonic()
-        if not status.behind or now - self._tracking_said >= self.TRACKING_EVERY_S:
-            self._tracking_said = now if status.behind else -math.inf
+        if status.behind and status.lag_s > self.TRACKING_BEHIND_S:
+            if now - self._tracking_said >= self.TRACKING_EVERY_S:
+                self._tracking_said = now
+                self._print(status.text())
+        elif not status.behind and self._tracking_said > -math.inf:
+            self._tracking_said = -math.inf
             self._print(status.text())
 
 

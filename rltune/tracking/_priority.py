@@ -8,30 +8,37 @@ Unlike a process's nice, an autogroup's nice can be set back down to 0 by an
 unprivileged process of the same user, so the orchestrator sets it on every
 turn of its loop (:meth:`Priority.nice_for`):
 
-- **nice 19 while trials run and the tracking keeps up**: the tracking's
-  start-up (importing mlflow, torch and matplotlib, migrating a new store)
-  and its calls come second to the trials;
+- **nice 19 while trials run and the tracking keeps up**: its calls wait
+  for the trials' CPU bursts (2 s at most), and what it does when it has
+  nothing due (importing matplotlib, scikit-learn and torch for the first
+  trial's end) comes second to the trials;
 - **nice 0 when the oldest call not yet recorded is older than
   ``deadline_s``** (2 s), and whenever no trial of the orchestrator runs
   (its study's end among them).
 
-Why a deadline and not a fixed nice (``benchmarks/README.md``, "MLflow
-tracking: priority and batching", measured with a CPU hog beside the
-study): priority does not change what the tracking costs, only when it runs.
-At a fixed nice 19 the tracking got ~1.5% of a core that trials keep busy,
-and less beside other work: it recorded a study after its end (minutes
-later, the study's end waiting for it), and MLflow showed nothing while the
-study ran. At nice 0 it kept up, and cost the trials the same CPU seconds.
-What makes it cheap is batching (one MLflow call per trial for the results
-of ~1 s, :mod:`._server`), not priority. The deadline keeps the start-up's
-imports (seconds of CPU) off the first trials' CPU when the tracking has
-nothing due, and bounds the lag when it does.
+Why a deadline (``benchmarks/bench_tracking_priority.py``, figures in
+``benchmarks/README.md``, "MLflow tracking: priority and batching": a study
+of 4 function trials x 150 results on 2 cores, with a CPU hog of one busy
+process per core beside it, load ~7): priority does not change what the
+tracking costs the trials, only when it runs. At a fixed nice 19 (rltune
+before issue 24) or 10 the tracking did not even finish its start-up while
+the trials ran: MLflow showed nothing during the study (lag 27 s median,
+55 s max) and the study's end waited 16-20 s for it (minutes on longer
+studies). At nice 5 it fell 25-37 s behind. At nice 0 it kept up (lag
+0.2 s median, 4.6 s at the 95th percentile) but, keeping up, it sent each
+result in a call of its own: 10.2 s of CPU for the study, against 6.6 s with
+the deadline and batching (1.65 s per trial of 150 results, i.e. ~11 ms a
+result start-up included, 7 ms after it; one MLflow call costs ~10 ms of CPU
+for one result of 30 numbers, 20 ms for 5, 50 ms for 20). The deadline keeps
+its lag at ~2 s (7 s at the 95th percentile) and its end wait at ~3 s, like
+nice 0 with batching, while its work waits for the trials' CPU bursts and
+its warm-up imports (done when idle) come second to them.
 
 Without autogroups (or off Linux) the process's own nice is what applies,
 and an unprivileged process cannot lower it again: the tracking process
-then stays at ``FIXED_NICE``, a level that keeps up with the trials (see the
-benchmark). A tracking process waiting for the one a killed orchestrator
-left (:mod:`._server`'s lock) hands that one its own nice.
+then keeps its nice 0 (a fixed nice of 5 already fell behind, see above). A
+tracking process waiting for the one a killed orchestrator left
+(:mod:`._server`'s lock) hands that one its own nice.
 """
 
 from __future__ import annotations
