@@ -7,18 +7,22 @@ standalone modules next to this checkout's rltune, so both sides run the
 same envs, policies, filters and torch in the same process, and only the
 screening differs. Timed with the thread's CPU time, in rounds that
 alternate which side goes first; a figure is the median over rounds of the
-round's ratio (this checkout's time over the baseline's: 1.01 = 1% more).
+round's ratio (this checkout's time over the baseline's: 1.01 = 1% more),
+each side's time in a round the mean of its instances (three rollout
+workers each, built alternately: an instance's memory layout alone moved its
+time by up to ~1% in A/A runs).
 
 - sampling: one ``sample()`` of a rollout worker (num_workers 0, PPO's
   [64, 64] policy with its value head): 8 CartPole-v1 envs x 256 steps, with
-  NoFilter and with MeanStdFilter; the multi-agent cart-poles of
+  NoFilter and with MeanStdFilter, and 32 envs (a step's screen is one
+  numpy call whatever the number of envs); the multi-agent cart-poles of
   ``bench_multi_agent_sampling.py`` (8 agents per env, 4 envs, 100 steps,
   one shared policy), NoFilter and MeanStdFilter. CPU time per env step.
 - learner: the PPO minibatch step of ``bench_compiled_step.py`` (256 rows,
   grad clip 0.5), eager and compiled (this torch's compile path), blocks of
   100 calls. CPU time per call.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/bench_nonfinite.py --baseline ../main --rounds 30
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_nonfinite.py --baseline ../main --rounds 200
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ from rltune.trainers._sgd_step import SGDStep  # noqa: E402
 
 SINGLE = {"env": "CartPole-v1", "num_envs_per_worker": 8, "rollout_fragment_length": 256, "train_batch_size": 2048,
           "model": {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"}, "seed": 0}
+INSTANCES = 3  # rollout workers of each side per sampling variant
+
 MULTI = {"env": _ma_env.RltuneMultiCartPoles, "env_config": {"num_agents": 8}, "num_envs_per_worker": 4,
          "rollout_fragment_length": 100, "train_batch_size": 400, "sgd_minibatch_size": 100,
          "model": {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"}, "seed": 0,
@@ -91,8 +97,11 @@ def interleaved(sides: dict[str, Callable[[], int]], rounds: int) -> dict[str, l
 
 
 def report(label: str, times: dict[str, list[float]], unit: str, scale: float) -> None:
-    ratio = statistics.median(a / b for a, b in zip(times["this"], times["baseline"]))
-    print(f"| {label} | {scale * statistics.median(times['baseline']):.3f} | {scale * statistics.median(times['this']):.3f} | "
+    """One table row; ``times`` holds ``baseline<k>`` and ``this<k>`` lists (several instances of each side)."""
+    sides = {side: [v for k, v in times.items() if k.startswith(side)] for side in ("baseline", "this")}
+    per_round = {side: [statistics.fmean(r) for r in zip(*lists)] for side, lists in sides.items()}
+    ratio = statistics.median(a / b for a, b in zip(per_round["this"], per_round["baseline"]))
+    print(f"| {label} | {scale * statistics.median(per_round['baseline']):.3f} | {scale * statistics.median(per_round['this']):.3f} | "
           f"{unit} | {ratio:.4f} ({100 * (ratio - 1):+.2f}%) |", flush=True)
 
 
@@ -101,10 +110,15 @@ def sampling(baseline: Path, rounds: int) -> None:
     for label, config, base_class in (
         ("sampling 8 CartPole, NoFilter", SINGLE, single),
         ("sampling 8 CartPole, MeanStdFilter", {**SINGLE, "observation_filter": "MeanStdFilter"}, single),
+        ("sampling 32 CartPole, NoFilter", {**SINGLE, "num_envs_per_worker": 32, "train_batch_size": 8192}, single),
         ("multi-agent 4 envs x 8 agents, NoFilter", MULTI, multi),
         ("multi-agent 4 envs x 8 agents, MeanStdFilter", {**MULTI, "observation_filter": "MeanStdFilter"}, multi),
     ):
-        workers = {"baseline": worker(config, base_class), "this": worker(config, None)}
+        # Several instances of each side, built alternately: one instance's memory layout can shift its time by ~1%.
+        workers = {}
+        for k in range(INSTANCES):
+            for side, cls in (("baseline", base_class), ("this", None))[:: 1 if k % 2 else -1]:
+                workers[f"{side}{k}"] = worker(config, cls)
         times = interleaved({name: (lambda w=w: w.sample().env_steps) for name, w in workers.items()}, rounds)
         report(label, times, "us per env step", 1e6)
         for w in workers.values():
@@ -121,7 +135,7 @@ def learner(baseline: Path, rounds: int) -> None:
               torch.randn(n, generator=g), torch.randn(n, generator=g))
     scalars = tuple(torch.tensor(v) for v in (0.2, 0.0, 0.0))
     for mode, backend in (("eager", None), ("compiled", "inductor")):
-        steps = {name: cls(step.model, step.flat_params, step.optimizer, step.loss_fn, grad_clip=0.5, compile_backend=backend)
+        steps = {f"{name}0": cls(step.model, step.flat_params, step.optimizer, step.loss_fn, grad_clip=0.5, compile_backend=backend)
                  for name, cls in (("baseline", base_sgd.SGDStep), ("this", SGDStep))}
         args = inputs + (scalars if backend else tuple(float(s) for s in scalars))
         for s in steps.values():
@@ -140,7 +154,7 @@ def learner(baseline: Path, rounds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, required=True, help="checkout without the screening (holds rltune/trainers/)")
-    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--only", choices=("sampling", "learner"), help="one part only")
     args = parser.parse_args()
     torch.set_num_threads(1)

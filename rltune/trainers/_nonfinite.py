@@ -1,13 +1,19 @@
 """Non-finite numbers (NaN, inf) never train silently: screening of samples, ``nan_policy``, checks of saved weights.
 
 Samplers screen every reward and observation where it enters a batch: the
-rewards of each step as they come from the envs, the observations of each
-step as preprocessed float32 rows before an observation filter or the
-policy's forward pass sees them (observation spaces without floating-point
-numbers are not screened). The screen is one reduction per step
-(:func:`finite`); only when it fails are the values looked at one by one.
-A reward is non-finite when float32, the batch's type, cannot hold it: NaN,
-inf, or beyond float32's range.
+rewards of each step as they come from the envs (a Python sum), the
+observations of each step as preprocessed float32 rows before an
+observation filter or the policy's forward pass sees them (observation
+spaces without floating-point numbers are not screened). The observations
+of a step are screened together by one numpy sum (:func:`finite`): without
+a filter, the array the next forward pass takes (the envs' next
+observations and the new episodes' first ones; the episodes' final
+observations once per fragment, before its postprocessing); with a filter,
+the step's rows before the filter sees them (and each new episode's first
+observation). Only when a sum is not finite are the values looked at one by
+one. A reward is
+non-finite when float32, the batch's type, cannot hold it: NaN, inf, or
+beyond float32's range.
 
 What is done with a non-finite value is ``nan_policy`` (:class:`NanPolicy`):
 ``raise`` (default) raises an :class:`~rltune.errors.EnvError` naming the
@@ -27,6 +33,7 @@ load (:func:`check_finite_tensors`).
 from __future__ import annotations
 
 import logging
+from math import isfinite
 from typing import Any
 
 import gymnasium as gym
@@ -40,7 +47,7 @@ logger = logging.getLogger(__name__)
 NAN_POLICIES = ("raise", "drop_episode")
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 _NO_AGENT = object()
-_zeros: dict[int, np.ndarray] = {}
+_sum = np.add.reduce
 
 
 def has_floats(space: gym.Space) -> bool:
@@ -57,15 +64,12 @@ def has_floats(space: gym.Space) -> bool:
 def finite(rows: np.ndarray) -> bool:
     """Whether every entry of a float32 array is finite.
 
-    One dot product with zeros: NaN * 0 and inf * 0 are NaN, any finite
-    number * 0 is 0. On a step's few rows this costs half of
-    ``np.isfinite(rows).all()``.
+    One sum: NaN or inf in the rows make it non-finite. Only when it is not
+    (also when finite entries overflow float32 in the sum) are the entries
+    looked at one by one. On a step's few rows this costs a third of
+    ``np.isfinite(rows).all()``, the price of one numpy call.
     """
-    zeros = _zeros.get(rows.size)
-    if zeros is None:
-        zeros = _zeros[rows.size] = np.zeros(rows.size, dtype=np.float32)
-    total = np.vdot(rows, zeros)
-    return bool(total == total)
+    return isfinite(_sum(rows, None)) or bool(np.isfinite(rows).all())
 
 
 def bad_reward(reward: Any) -> bool:

@@ -72,6 +72,7 @@ class VectorSampler:
         self.nan = NanPolicy(nan_policy)
         self._screen_obs = has_floats(policy.observation_space)
         self._dropped: list[tuple[int, int, int]] = []  # this fragment's dropped episodes: (env, first row, last row)
+        self._ends: dict[tuple[int, int], EpisodeMetrics] = {}  # this fragment's ended episodes, by (step, env)
         self.obs_filter = obs_filter
         self.contexts = contexts
         self.policy = policy
@@ -139,9 +140,12 @@ class VectorSampler:
             vec = self.policy.preprocessor(self._new_episode(i, seed))
             if not self._screen_obs or finite(vec):
                 return vec
-            self.nan.found(f"env {self.env_name!r} ({where(self.contexts[i])})", describe_obs(vec), 0)
+            self.nan.found(self._place(i), describe_obs(vec), 0)
             seed = None
-        raise EnvError(f"env {self.env_name!r} ({where(self.contexts[i])}): reset() returned a non-finite observation 3 times in a row")
+        raise EnvError(f"{self._place(i)}: reset() returned a non-finite observation 3 times in a row")
+
+    def _place(self, i: int) -> str:
+        return f"env {self.env_name!r} ({where(self.contexts[i])})"
 
     def _handle_failure(self, i: int, method: str, exc: Exception) -> None:
         place = f"env {self.env_name!r} ({where(self.contexts[i])})"
@@ -288,24 +292,24 @@ class VectorSampler:
                     episode.add_step(env_actions[i], reward, next_obs, info)
                     self._hook("on_episode_step", i, episode)
                 if terminated or truncated:
-                    episodes.append(self._episode_ended(i))
+                    episodes.append(self._episode_ended(i, t))
                     resets.append(i)
             terminateds[t] = step_terminated
             truncateds[t] = step_truncated
             if bad_reward(sum(step_rewards)):  # NaN, inf or beyond float32 in a reward (or a huge sum: looked at closer)
                 self._drop_bad_rewards(t, step_rewards, failed, resets, episodes)
             rewards[t] = step_rewards
-            usual = obs_filter is None and not failed
-            if usual:  # NoFilter's usual step, inline
-                new_obs_buf[t] = pre.batch(step_obs)
-                usual = not self._screen_obs or finite(new_obs_buf[t])
-            if usual:
-                obs = new_obs_buf[t].copy()
+            if obs_filter is None and not failed:  # NoFilter's usual step, inline: the next step acts on a new array
+                next_obs = pre.batch(step_obs)
+                new_obs_buf[t] = next_obs  # the batch's copy, with the final observations (screened at the end)
                 for i in resets:
-                    obs[i] = self._first_obs(i)
+                    next_obs[i] = pre(self._new_episode(i))
+                obs = next_obs if not self._screen_obs or finite(next_obs) else self._rescreen(t, next_obs, new_obs_buf[t], obs_buf[t], resets, episodes)
             else:
                 obs = self._observe(t, step_obs, obs_buf[t], new_obs_buf[t], failed, resets, episodes, update_filter)
         self._obs = obs
+        if self._screen_obs and obs_filter is None and not finite(new_obs_buf):
+            self._drop_bad_final_obs(obs_buf, new_obs_buf, episodes)
 
         batch = {OBS: obs_buf, ACTIONS: actions_buf, REWARDS: rewards, NEW_OBS: new_obs_buf,
                  TERMINATEDS: terminateds, TRUNCATEDS: truncateds, **extras_buf}
@@ -365,38 +369,76 @@ class VectorSampler:
         this fragment are left out of the batch (``_dropped``), its metrics
         are forgotten and the env is reset (as a failed one: ``failed``).
         """
-        ctx = self.contexts[i]
-        ended = i in resets  # the episode ended at this very step: its metrics were just added
-        index = next((k for k in range(len(episodes) - 1, -1, -1) if episodes[k].vector_index == ctx.vector_index), None) if ended else None
-        step = episodes[index].episode_length if index is not None else self._lengths[i]
-        self.nan.found(f"env {self.env_name!r} ({where(ctx)})", what, step)
+        metrics = self._ends.get((t, i)) if i in resets else None  # the episode ended at this very step
+        self.nan.found(self._place(i), what, metrics.episode_length if metrics is not None else self._lengths[i])
         rewards, terminateds, truncateds = self._columns
         rewards[t, i], terminateds[t, i], truncateds[t, i] = 0.0, False, True
-        done = np.flatnonzero(terminateds[:t, i] | truncateds[:t, i])
-        self._dropped.append((i, int(done[-1]) + 1 if len(done) else 0, t))
-        if ended:
+        self._drop_rows(i, t, metrics, episodes)
+        if i in resets:
             resets.remove(i)
-            if index is not None:
-                del episodes[index]
         self._returns[i], self._lengths[i] = 0.0, 0
         failed.append(i)
+
+    def _drop_rows(self, i: int, t: int, metrics: EpisodeMetrics | None, episodes: list[EpisodeMetrics]) -> None:
+        """Leave env ``i``'s episode that ends at row ``t`` out of the batch, and its metrics (if it ended) out of ``episodes``."""
+        _, terminateds, truncateds = self._columns
+        done = np.flatnonzero(terminateds[:t, i] | truncateds[:t, i])
+        self._dropped.append((i, int(done[-1]) + 1 if len(done) else 0, t))
+        if metrics is not None:
+            episodes[:] = [e for e in episodes if e is not metrics]
+
+    def _rescreen(
+        self, t: int, next_obs: np.ndarray, new_obs: np.ndarray, own_obs: np.ndarray, resets: list[int], episodes: list[EpisodeMetrics]
+    ) -> np.ndarray:
+        """NoFilter step ``t``'s next observations (new episodes' first ones in place) hold a non-finite row: raise, or drop.
+
+        A NoFilter step screens what the next step acts on as one array, the
+        envs' next observations and the new episodes' first ones, and the
+        fragment's final observations once, at its end (:meth:`_drop_bad_final_obs`).
+
+        A new episode's bad first observation drops that episode (the env is
+        reset again); an env's bad next observation drops its episode as
+        :meth:`_drop` does (its ``new_obs`` row repeats its own observation).
+        """
+        for i in np.flatnonzero(~np.isfinite(next_obs).all(axis=1)).tolist():
+            if i in resets:
+                self.nan.found(self._place(i), describe_obs(next_obs[i]), 0)
+            else:
+                self._drop(t, i, describe_obs(next_obs[i]), [], resets, episodes)
+                new_obs[i] = own_obs[i]
+            next_obs[i] = self._first_obs(i)
+        return next_obs
+
+    def _drop_bad_final_obs(self, own_obs: np.ndarray, new_obs: np.ndarray, episodes: list[EpisodeMetrics]) -> None:
+        """NoFilter: the fragment's non-finite final observations (screened once, here): raise, or drop their episodes.
+
+        Those episodes ended at that row (their envs were reset then): their
+        rows and metrics are left out, and the row repeats its own observation.
+        """
+        for t, i in np.argwhere(~np.isfinite(new_obs).all(axis=2)).tolist():
+            metrics = self._ends.get((t, i))
+            self.nan.found(self._place(i), describe_obs(new_obs[t, i]), metrics.episode_length if metrics is not None else 0)
+            new_obs[t, i] = own_obs[t, i]
+            self._drop_rows(i, t, metrics, episodes)
 
     def _fragment_buffers(self, num_steps: int) -> tuple[np.ndarray, ...]:
         """Empty time-major ``[num_steps, num_envs, ...]`` columns: obs, new obs, actions, rewards, terminateds, truncateds.
 
-        The fragment's rewards and flags are also kept in ``_columns`` (to drop an episode), and no episode is dropped yet.
+        The fragment's rewards and flags are also kept in ``_columns`` (to drop an episode); no episode was
+        dropped (``_dropped``) or ended (``_ends``, by step and env) in it yet.
         """
         n, policy = self.num_envs, self.policy
         obs = np.empty((num_steps, n, policy.preprocessor.size), dtype=np.float32)
         actions = np.empty((num_steps, n) + policy.action_shape, dtype=policy.action_dtype)
         self._columns = (np.zeros((num_steps, n), dtype=np.float32), np.zeros((num_steps, n), dtype=bool), np.zeros((num_steps, n), dtype=bool))
-        self._dropped = []
+        self._dropped, self._ends = [], {}
         return (obs, np.empty_like(obs), actions, *self._columns)
 
-    def _episode_ended(self, i: int) -> EpisodeMetrics:
-        """The metrics of env ``i``'s episode, which just ended (its callbacks run); its counters start again."""
+    def _episode_ended(self, i: int, t: int) -> EpisodeMetrics:
+        """The metrics of env ``i``'s episode, which just ended at step ``t`` of the fragment (its callbacks run); its counters start again."""
         ctx = self.contexts[i]
         metrics = EpisodeMetrics(float(self._returns[i]), int(self._lengths[i]), ctx.worker_index, ctx.vector_index)
+        self._ends[(t, i)] = metrics
         if self._track:
             episode = self._episodes[i]
             self._hook("on_episode_end", i, episode)

@@ -293,3 +293,19 @@ def test_restore_refuses_a_checkpoint_edited_to_hold_nan_weights(tmp_path):
             PPO.from_checkpoint(path)
     finally:
         trainer.stop()
+
+
+def test_a_study_trial_whose_env_emits_nan_fails_with_the_message(tmp_path):
+    from rltune import tune
+
+    analysis = tune.run(
+        "PPO",
+        config={**PPO_TINY, "env": "trainers.nonfinite_envs:NonFiniteEnv",
+                "env_config": {"every": tune.grid_search([1, 1000])}},
+        stop={"training_iteration": 2}, metric="episode_reward_mean", mode="max",
+        results_dir=str(tmp_path), name="nan", verbose=0, tracking=False,
+    )
+    failed, completed = sorted(analysis.trials, key=lambda t: t.config["env_config"]["every"])
+    assert completed.state == "COMPLETE" and failed.state == "FAIL"
+    expected = "(worker 0, env 0), step 3 of the episode: non-finite reward nan"
+    assert expected in failed.error and expected in (Path(failed.trial_dir) / "error.txt").read_text()
