@@ -98,7 +98,7 @@ class MultiAgentEpisode(Episode):
 
     ``length`` counts env steps and ``total_reward`` sums every agent's
     rewards; ``agent_rewards`` maps ``(agent_id, policy_id)`` to that agent's
-    sum so far. ``last_observation()`` / ``last_info()`` / ``last_action()``
+    sum so far (policy id ``""`` for an agent that has not observed yet). ``last_observation()`` / ``last_info()`` / ``last_action()``
     are the latest dicts by agent id; ``*_for(agent_id)`` one agent's latest.
     """
 
@@ -114,8 +114,14 @@ class MultiAgentEpisode(Episode):
         self._reward_for: dict[Any, float] = {}
 
     def set_policy(self, agent_id: Any, policy_id: str) -> None:
-        """Record the policy an agent was mapped to (called by the sampler once per agent and episode)."""
+        """Record the policy an agent was mapped to (called by the sampler once per agent and episode).
+
+        Rewards the agent got before (it is mapped when it first observes) move to its policy's entry.
+        """
         self._policies[agent_id] = policy_id
+        held = self.agent_rewards.pop((agent_id, ""), None)
+        if held is not None:
+            self.agent_rewards[(agent_id, policy_id)] = self.agent_rewards.get((agent_id, policy_id), 0.0) + held
 
     def add_multi_agent_step(
         self, actions: dict[Any, Any], rewards: dict[Any, float], observations: dict[Any, Any], infos: dict[Any, Any]

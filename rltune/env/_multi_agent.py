@@ -11,8 +11,12 @@ Only agents that must act next appear in ``obs`` (a turn-based game gives
 one agent at a time; simultaneous moves give all), and only they are sent an
 action in the next ``action_dict``. A reward may be given to any agent at any
 step: a reward to an agent that is not acting is added to its last action's
-reward, so it counts when the agent next acts or the episode ends. Agents may
-appear mid-episode and leave early (``terminateds[agent] = True``).
+reward, so it counts when the agent next acts or the episode ends; one given
+before the agent's first observation is added to its first action's reward,
+and one of an agent that never observes counts in the episode's reward only.
+Agents may appear mid-episode and leave early (``terminateds[agent] = True``);
+an agent that is done may not observe (act) again in the same episode.
+See docs/multi-agent.md.
 
 Spaces: ``observation_space`` / ``action_space`` are either a
 ``gymnasium.spaces.Dict`` keyed by agent id (one space per agent), or one

@@ -78,7 +78,7 @@ class _Checker:
         self.spaces_env = env if hasattr(env, "get_agent_ids") else env.unwrapped
         get_ids = getattr(self.spaces_env, "get_agent_ids", None)
         self.agent_ids: set[AgentID] = set(get_ids() if get_ids else getattr(self.spaces_env, "possible_agents", ()) or ())
-        self.done: set[AgentID] = set()
+        self.done: dict[AgentID, int] = {}  # agents done in the current episode: the step they ended at
 
     def run(self, steps: int) -> None:
         for kind in ("observation", "action"):
@@ -98,7 +98,7 @@ class _Checker:
             raise _Raised(method) from exc
 
     def reset(self) -> dict:
-        self.done = set()
+        self.done = {}
         obs, infos = _reset_shape(self.call("reset", self.env.reset, seed=None, options=None))
         if not obs:
             raise _Broken("reset returned no observation: no agent would act (give the agents that act first their observations)")
@@ -116,6 +116,9 @@ class _Checker:
                     raise _Broken(f"{where}: {what}[{agent!r}] is {_describe(flag)}, not a bool")
             self.check_keys(where, what, [a for a in flags if a != ALL])
         self.check_observations(where, obs)
+        for agent in obs:
+            if agent in self.done:
+                raise _Broken(f"{where}: {done_agent_observed(agent, self.done[agent])}")
         self.check_keys(where, "rewards", rewards)
         for agent, reward in rewards.items():
             if not _is_number(reward):
@@ -125,7 +128,7 @@ class _Checker:
         self.check_infos(where, infos)
         for agent in terminateds.keys() | truncateds.keys():
             if agent != ALL and (terminateds.get(agent) or truncateds.get(agent)):
-                self.done.add(agent)
+                self.done.setdefault(agent, step)
         ended = bool(terminateds[ALL] or truncateds[ALL])
         if not ended and not [a for a in obs if a not in self.done]:
             raise _Broken(
@@ -227,6 +230,15 @@ def _step_shape(result: Any, where: str) -> tuple[dict, dict, dict, dict, dict]:
         if ALL not in flags:
             raise _Broken(f"{where}: {what} has no {ALL!r} key (it says whether the episode ended for every agent)")
     return result
+
+
+def done_agent_observed(agent: AgentID, done_step: int) -> str:
+    """The rule an env breaks when an agent that was done at step ``done_step`` of the episode observes again."""
+    return (
+        f"agent {agent!r} has an observation, but it was done (terminated or truncated) at step {done_step}: an "
+        f"agent that is done may not act again in the same episode (give it a new agent id, or end the episode "
+        f"with {ALL!r})"
+    )
 
 
 def _check_dict(where: str, what: str, value: Any) -> None:

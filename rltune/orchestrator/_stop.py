@@ -9,6 +9,10 @@ Invariants:
 
 - NaN (e.g. ``episode_reward_mean`` before the first episode ends) and
   None never satisfy a criterion.
+- A threshold is a finite number; one of a counter that starts at 0 and
+  only grows (``training_iteration``, ``timesteps_total``,
+  ``time_total_s``, ... :data:`COUNTERS`) must be > 0: 0 or less would stop
+  every trial at its first result, which is no limit anyone means.
 - The keys are checked against the first result: a key the first result
   lacks raises :class:`ConfigError` naming it and the closest result key,
   unless it is a per-policy reward (``policy_reward_mean/main``) whose
@@ -28,6 +32,15 @@ from rltune._metrics import as_number, flatten_keys, lookup, not_yet_reported
 from rltune.errors import ConfigError
 
 __all__ = ["StopCriteria", "StopReason", "flatten_keys", "lookup"]
+
+# Result keys that count up from 0 (training iterations, steps, episodes, seconds), in rltune's and RLlib's names.
+COUNTERS = frozenset({
+    "training_iteration", "timesteps_total", "time_total_s", "episodes_total", "agent_timesteps_total",
+    "timesteps_this_iter", "time_this_iter_s", "episodes_this_iter", "num_env_steps_sampled",
+    "num_agent_steps_sampled", "num_env_steps_sampled_lifetime", "num_agent_steps_sampled_lifetime",
+    "num_episodes_lifetime", "num_env_steps_trained", "num_agent_steps_trained", "time_since_restore",
+    "timesteps_since_restore", "iterations_since_restore",
+})
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,9 @@ class StopCriteria:
                 # NaN never stops and inf never does either; -inf stops at once: each is a mistake,
                 # and "no criterion" is written by leaving the key out.
                 problems.append(f"{key}: the value must be a finite number, but got {value!r}")
+            elif number <= 0 and _counter(key):
+                problems.append(f"{key}: must be > 0, but got {value!r} ({key} counts up from 0, so a trial would "
+                                "stop at its first result; leave the key out for no limit)")
             else:
                 self.criteria[key] = number
         if problems:
@@ -117,6 +133,14 @@ class StopCriteria:
                 problems.append(f"{key!r} is not a number in the results (it is {type(value).__name__})")
         if problems:
             raise ConfigError(problems, where=self.where)
+
+
+def _counter(key: Any) -> bool:
+    """Whether ``key`` names a counter (also inside RLlib's ``env_runners`` block: ``env_runners/num_episodes_lifetime``)."""
+    if not isinstance(key, str):
+        return False
+    block, _, name = key.replace(".", "/").rpartition("/")
+    return name in COUNTERS and block in ("", "env_runners", "sampler_results")
 
 
 def _threshold(value: Any) -> float | None:

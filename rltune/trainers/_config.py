@@ -73,6 +73,15 @@ class MultiAgentConfig(_Strict):
 
         return parse_policies(value)
 
+    @field_validator("policy_mapping_fn", mode="before")
+    @classmethod
+    def _mapping(cls, value: Any) -> Any:
+        # The kind only (importing an import string waits for the trainer): a wrong one fails at the call that gave it.
+        if value is None or callable(value) or (isinstance(value, str) and value.strip(":.") and (":" in value or "." in value)):
+            return value
+        raise ValueError("must be a function fn(agent_id, episode, worker, **kwargs) -> policy id, or its import "
+                         "string 'pkg.module:fn'")
+
     @field_validator("policies_to_train", mode="before")
     @classmethod
     def _to_train(cls, value: Any) -> Any:
@@ -181,6 +190,30 @@ class TrainerSettings(_Strict):
     torch_num_threads: Optional[int] = Field(
         1, ge=1, description="torch intra-op (and numpy BLAS) threads in each process; 1 is fastest for small models, None leaves the defaults."
     )
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_kind(cls, value: Any) -> Any:
+        if value is None or isinstance(value, str) or callable(value):  # which env it names is checked when it is built
+            return value
+        raise ValueError("must be a gymnasium id, a registered name, an env class, a creator function or an import "
+                         f"string 'pkg.module:Name'")
+
+    @field_validator("env_task_fn", mode="before")
+    @classmethod
+    def _task_fn_kind(cls, value: Any) -> Any:
+        if value is None or callable(value) or (isinstance(value, str) and ":" in value.strip(":")):
+            return value
+        raise ValueError("must be a function fn(result, env, env_context) -> task, or its import string 'pkg.module:fn'")
+
+    @field_validator("observation_space", "action_space", mode="before")
+    @classmethod
+    def _a_space(cls, value: Any) -> Any:
+        import gymnasium as gym
+
+        if value is None or isinstance(value, gym.Space):
+            return value
+        raise ValueError("must be a gymnasium space (or None: read from the env)")
 
     @field_validator("observation_filter", mode="before")
     @classmethod

@@ -21,6 +21,7 @@ import logging
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from rltune.errors import ConfigError
+from rltune.trainers._builder_calls import builder_method
 from rltune.trainers._builder_keys import ALGORITHM_TRAINING_KEYWORDS, METHOD_KEYWORDS, NO_EFFECT_KEYWORDS, RLLIB_BUILDER_NAMES
 from rltune.trainers._builder_values import (
     candidates,
@@ -60,9 +61,10 @@ class AlgorithmConfig:
     """
 
     algo_name: ClassVar[str | None] = None
+    _is_config_builder: ClassVar[bool] = True  # what builder_method checks its calls are made on
 
     def __init__(self, algo_class: type[Trainer] | None = None) -> None:
-        object.__setattr__(self, "_algo_class", algo_class)
+        object.__setattr__(self, "_algo_class", _checked_algo_class(algo_class, f"{type(self).__name__}()"))
         object.__setattr__(self, "_values", {})
 
     # -- what it configures -----------------------------------------------------------------
@@ -85,6 +87,7 @@ class AlgorithmConfig:
         return type(self).__name__
 
     # -- builder methods (RLlib's names; see _builder_keys.py for every keyword) ------------------
+    @builder_method
     def environment(self, env: Any = None, **kwargs: Any) -> "AlgorithmConfig":
         """The env (a gymnasium id, env class, ``register_env`` name or ``'pkg.module:Name'``) and its settings.
 
@@ -95,16 +98,19 @@ class AlgorithmConfig:
         """
         return self._update("environment", {"env": env, **kwargs} if env is not None else kwargs)
 
+    @builder_method
     def rollouts(self, **kwargs: Any) -> "AlgorithmConfig":
         """Sampling (RLlib's classic names): ``num_rollout_workers``, ``num_envs_per_worker``,
         ``rollout_fragment_length``, ``batch_mode``, ``observation_filter``, ``recreate_failed_workers``, ..."""
         return self._update("rollouts", kwargs)
 
+    @builder_method
     def env_runners(self, **kwargs: Any) -> "AlgorithmConfig":
         """Sampling (RLlib's new names): ``num_env_runners``, ``num_envs_per_env_runner``,
         ``rollout_fragment_length``, ``batch_mode``, ``explore``, ``observation_filter``, ..."""
         return self._update("env_runners", kwargs)
 
+    @builder_method
     def training(self, **kwargs: Any) -> "AlgorithmConfig":
         """Learning: ``lr``, ``gamma``, ``train_batch_size``, ``model`` (merged into the one set before),
         ``grad_clip``, ``lr_schedule``, and every key of the algorithm itself (PPO: ``lambda_``,
@@ -112,19 +118,23 @@ class AlgorithmConfig:
         DQN: ``target_network_update_freq``, ``replay_buffer_config``, ``double_q``, ...)."""
         return self._update("training", kwargs)
 
+    @builder_method
     def resources(self, **kwargs: Any) -> "AlgorithmConfig":
         """Compute: ``num_gpus`` (the learner's device), ``num_cpus_per_worker``, ``num_gpus_per_worker``,
         and rltune's ``torch_num_threads``."""
         return self._update("resources", kwargs)
 
+    @builder_method
     def framework(self, framework: str | None = None, **kwargs: Any) -> "AlgorithmConfig":
         """The deep-learning framework (rltune runs on PyTorch) and ``torch_compile_learner*``."""
         return self._update("framework", {"framework": framework, **kwargs} if framework is not None else kwargs)
 
+    @builder_method
     def debugging(self, **kwargs: Any) -> "AlgorithmConfig":
         """``log_level`` (DEBUG, INFO, WARN, ERROR) and ``seed``."""
         return self._update("debugging", kwargs)
 
+    @builder_method
     def evaluation(self, **kwargs: Any) -> "AlgorithmConfig":
         """``evaluation_interval``, ``evaluation_duration`` (episodes) and ``evaluation_config``
         (a dict of overrides, e.g. ``PPOConfig.overrides(explore=False)``, or a builder)."""
@@ -132,10 +142,12 @@ class AlgorithmConfig:
             kwargs["evaluation_config"] = kwargs["evaluation_config"].overrides_dict()
         return self._update("evaluation", kwargs)
 
+    @builder_method
     def multi_agent(self, **kwargs: Any) -> "AlgorithmConfig":
         """``policies`` (ids to PolicySpec, or a set of ids), ``policy_mapping_fn``, ``policies_to_train``."""
         return self._update("multi_agent", kwargs)
 
+    @builder_method
     def callbacks(self, callbacks_class: Any = None) -> "AlgorithmConfig":
         """A ``DefaultCallbacks`` subclass (an import string, a list of them, or old RLlib's dict of hook functions)."""
         from rltune.callbacks._callbacks import make_callbacks
@@ -146,44 +158,54 @@ class AlgorithmConfig:
             raise ConfigError(exc.problems, where=f"{self._name()}.callbacks()") from None
         return self._update("callbacks", {"callbacks": callbacks_class})
 
+    @builder_method
     def exploration(self, **kwargs: Any) -> "AlgorithmConfig":
         """``explore`` and ``exploration_config`` (merged into the one set before unless its ``type`` changes)."""
         return self._update("exploration", kwargs)
 
+    @builder_method
     def reporting(self, **kwargs: Any) -> "AlgorithmConfig":
         """``metrics_num_episodes_for_smoothing``, ``min_sample_timesteps_per_iteration`` (DQN)."""
         return self._update("reporting", kwargs)
 
+    @builder_method
     def fault_tolerance(self, **kwargs: Any) -> "AlgorithmConfig":
         """``recreate_failed_workers``/``restart_failed_env_runners``, ``max_num_worker_restarts``/
         ``max_num_env_runner_restarts``, ``restart_failed_sub_environments``."""
         return self._update("fault_tolerance", kwargs)
 
+    @builder_method
     def offline_data(self, **kwargs: Any) -> "AlgorithmConfig":
         """RLlib's offline input and output: not supported yet (``input_="sampler"``, the default, is accepted)."""
         return self._update("offline_data", kwargs)
 
+    @builder_method
     def checkpointing(self, **kwargs: Any) -> "AlgorithmConfig":
         """RLlib's checkpoint options: not supported yet (checkpoints hold every policy and learner)."""
         return self._update("checkpointing", kwargs)
 
+    @builder_method
     def rl_module(self, **kwargs: Any) -> "AlgorithmConfig":
         """The new stack's ``model_config`` (``fcnet_hiddens``, ...): merged into ``model``."""
         return self._update("rl_module", kwargs)
 
+    @builder_method
     def learners(self, **kwargs: Any) -> "AlgorithmConfig":
         """The new stack's learners: ``num_gpus_per_learner`` is ``num_gpus``; ``num_learners`` 0 or 1 only."""
         return self._update("learners", kwargs)
 
+    @builder_method
     def api_stack(self, **kwargs: Any) -> "AlgorithmConfig":
         """RLlib's switch between its API stacks: accepted, and changes nothing (rltune has one)."""
         return self._update("api_stack", kwargs)
 
+    @builder_method
     def experimental(self, **kwargs: Any) -> "AlgorithmConfig":
         """``_enable_new_api_stack`` is accepted and changes nothing; the rest is not supported."""
         return self._update("experimental", kwargs)
 
     # -- dicts ------------------------------------------------------------------------------
+    @builder_method
     def to_dict(self) -> dict[str, Any]:
         """The trainer's whole config dict: its defaults updated by every key set (search-space entries kept)."""
         algo = self.algo_class
@@ -192,10 +214,12 @@ class AlgorithmConfig:
             config[key] = merged(key, config.get(key), value)
         return config
 
+    @builder_method
     def overrides_dict(self) -> dict[str, Any]:
         """Only the keys set on this builder (what ``evaluation_config`` or a PolicySpec's config takes)."""
         return copy_tree(self._values)
 
+    @builder_method
     def update_from_dict(self, config_dict: Mapping[str, Any]) -> "AlgorithmConfig":
         """Set the keys of a config dict (RLlib's classic keys; builder names such as ``num_env_runners`` too)."""
         if not isinstance(config_dict, Mapping):
@@ -205,15 +229,18 @@ class AlgorithmConfig:
         return self._apply(given, f"{self._name()}.update_from_dict()")
 
     @classmethod
+    @builder_method
     def from_dict(cls, config_dict: Mapping[str, Any]) -> "AlgorithmConfig":
         """A builder holding the keys of a config dict (e.g. ``PPOConfig.from_dict(DEFAULT_CONFIG)``)."""
         return cls().update_from_dict(config_dict)
 
     @classmethod
+    @builder_method
     def overrides(cls, **kwargs: Any) -> dict[str, Any]:
         """A validated dict of some keys (builder names allowed), for ``evaluation_config`` or a PolicySpec's config."""
         return cls().update_from_dict(kwargs).overrides_dict()
 
+    @builder_method
     def copy(self) -> "AlgorithmConfig":
         """An independent copy: later calls on either change only that one (dicts and lists are copied,
         other values such as classes, functions and PolicySpecs are shared)."""
@@ -222,6 +249,7 @@ class AlgorithmConfig:
         return other
 
     # -- building ---------------------------------------------------------------------------
+    @builder_method
     def validate(self) -> None:
         """Run every check the trainer runs (across keys too); ConfigError with every problem."""
         algo = self._trainer_class("validate()")
@@ -229,6 +257,7 @@ class AlgorithmConfig:
             if malformed is None:
                 algo.validate(candidate)
 
+    @builder_method
     def build(self, env: Any = None, *, results_dir: str | None = None) -> "Trainer":
         """The trainer of this config (``env`` overrides the configured one); a search space is refused."""
         algo = self._trainer_class("build()")
@@ -254,16 +283,24 @@ class AlgorithmConfig:
 
     # -- reading ----------------------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:
-        return self.to_dict()[RLLIB_BUILDER_NAMES.get(key, key)]
+        config = self.to_dict()
+        target = RLLIB_BUILDER_NAMES.get(key, key) if isinstance(key, str) else key
+        if target not in config:  # still a KeyError (the mapping protocol), with a message
+            close = difflib.get_close_matches(str(key), list(config), n=1, cutoff=0.6)
+            raise KeyError(f"{self._name()} has no setting {key!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
+        return config[target]
 
+    @builder_method
     def get(self, key: str, default: Any = None) -> Any:
         """The value of a config key (as :meth:`to_dict` has it), or ``default``."""
         return self.to_dict().get(RLLIB_BUILDER_NAMES.get(key, key), default)
 
+    @builder_method
     def keys(self) -> list[str]:
         """The config keys (of :meth:`to_dict`)."""
         return list(self.to_dict())
 
+    @builder_method
     def items(self) -> list[tuple[str, Any]]:
         """The (key, value) pairs of :meth:`to_dict`."""
         return list(self.to_dict().items())
@@ -283,7 +320,7 @@ class AlgorithmConfig:
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "algo_class":
-            object.__setattr__(self, "_algo_class", value)
+            object.__setattr__(self, "_algo_class", _checked_algo_class(value, f"{self._name()}.algo_class"))
         elif name.startswith("_"):
             object.__setattr__(self, name, value)
         else:
@@ -389,12 +426,29 @@ class DQNConfig(AlgorithmConfig):
     algo_name = "DQN"
 
 
+def _checked_algo_class(value: Any, where: str) -> Any:
+    """``algo_class`` of a builder: None or a trainer class; ConfigError naming ``where`` otherwise."""
+    from rltune.trainers._trainer import Trainer
+
+    if value is None or (isinstance(value, type) and issubclass(value, Trainer)):
+        return value
+    raise ConfigError(f"algo_class: must be a trainer class (a rltune.trainers.Trainer subclass such as PPO) or None, "
+                      f"but got {value!r:.60}", where=where)
+
+
 def config_for_trainer(config: Any, trainer_cls: type) -> Any:
     """A trainer's ``config`` argument as a dict: a builder becomes its :meth:`~AlgorithmConfig.to_dict`.
 
-    A builder of another algorithm is an error that names the builder to use.
+    A builder of another algorithm is an error that names the builder to use;
+    a builder class (not an instance) or a value that is not a dict is one too.
     """
+    if isinstance(config, type) and issubclass(config, AlgorithmConfig):
+        raise ConfigError(f"got the class {config.__name__}, not a config: use {config.__name__}() and its methods",
+                          where=f"{trainer_cls.name}(config=...)")
     if not isinstance(config, AlgorithmConfig):
+        if config is not None and not isinstance(config, Mapping):
+            raise ConfigError(f"must be a dict of config keys or a {trainer_cls.name}Config(), but got "
+                              f"{type(config).__name__} {config!r:.60}", where=f"{trainer_cls.name}(config=...)")
         return config
     algo = config.algo_class
     if algo is not None and not issubclass(trainer_cls, algo):

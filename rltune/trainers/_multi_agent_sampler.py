@@ -19,7 +19,6 @@ for non-finite numbers as they come (``nan_policy``, :mod:`._multi_agent_screen`
 
 from __future__ import annotations
 
-import inspect
 import logging
 from typing import Any, Callable
 
@@ -31,6 +30,7 @@ from rltune.callbacks._episode import MultiAgentEpisode
 from rltune.env._build import where
 from rltune.env._context import EnvContext
 from rltune.env._multi_agent import ALL
+from rltune.env._multi_agent_check import done_agent_observed, unpack_reset, unpack_step
 from rltune.errors import EnvError
 from rltune.trainers._filters import Filters
 from rltune.trainers._multi_agent_screen import AgentScreen
@@ -42,8 +42,9 @@ from rltune.trainers._agent_transitions import (
     trajectory_pieces,
 )
 from rltune.trainers._complete_episodes import EpisodeBuffer, Trajectories, chunk_steps, postprocess_packed
-from rltune.trainers._policy import Policy
+from rltune.trainers._policy import Policy, wants_other_agent_batches
 from rltune.trainers._policy_spec import PolicyMapping
+from rltune.trainers._space_fit import check_fit
 from rltune.trainers._sample_batch import (
     REWARDS,
     EpisodeMetrics,
@@ -64,6 +65,7 @@ class MultiAgentSampler:
     ``restart_failed_sub_environments`` is on. ``filters`` (the worker's, by
     policy id; none for NoFilter) filter the observations of each policy's
     agents, all those of one step (every env's) as one batch.
+    ``policy_spaces``: the spaces each policy was built with, which its agents must fit.
     """
 
     def __init__(
@@ -82,6 +84,7 @@ class MultiAgentSampler:
         worker: Any = None,
         complete_episodes: bool = False,
         filters: Filters | None = None,
+        policy_spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None,
         nan_policy: str = "raise",
     ) -> None:
         self.envs = envs
@@ -113,6 +116,11 @@ class MultiAgentSampler:
         self._acting: list[dict[Any, np.ndarray]] = [{} for _ in range(n)]  # agents to act next: their preprocessed obs
         self._open: list[dict[Any, tuple[str, int]]] = [{} for _ in range(n)]  # agents' open transitions
         self._agent_returns: list[dict[Any, float]] = [{} for _ in range(n)]
+        self._held: list[dict[Any, float]] = [{} for _ in range(n)]  # rewards of agents yet to act in the episode
+        self._done_at: list[dict[Any, int]] = [{} for _ in range(n)]  # agents done in the episode: the step
+        self.policy_spaces = policy_spaces if policy_spaces is not None else {}
+        self._fitted: dict[tuple[Any, str], tuple] = {}  # (agent, policy id) pairs checked, with the spaces they fit
+        self._unobserved_warned: set[Any] = set()
         self._lengths = [0] * n
         self._store: dict[str, Transitions] = {}
         # batch_mode complete_episodes: running episodes' trajectories wait here until their episode ends
@@ -136,6 +144,10 @@ class MultiAgentSampler:
         pid = self._agent_policy[i].get(agent)
         if pid is None:
             pid = self.mapping(agent, self._episodes[i], self.worker)
+            spaces = self.policy_spaces.get(pid)
+            if spaces is not None and self._fitted.get((agent, pid)) is not spaces:
+                check_fit(self.envs[i], agent, pid, spaces, self.env_name)
+                self._fitted[(agent, pid)] = spaces
             self._agent_policy[i][agent] = pid
             self._agent_preprocessor[i][agent] = self.policies[pid].preprocessor
             self._episodes[i].set_policy(agent, pid)
@@ -152,12 +164,7 @@ class MultiAgentSampler:
             break
         else:
             raise EnvError(f"{self._place(i)}: reset() failed 3 times in a row")
-        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], dict)):
-            raise EnvError(
-                f"{self._place(i)}: a MultiAgentEnv's reset() must return (obs dict, info dict) keyed by agent id, "
-                f"but returned {result!r:.200}"
-            )
-        obs, infos = result
+        obs, infos = unpack_reset(result, self.env_name, self.contexts[i])
         if not obs:
             raise EnvError(f"{self._place(i)}: reset() returned no observation, so no agent can act")
         episode = MultiAgentEpisode(env_index=i, worker_index=self.contexts[i].worker_index, observation=obs, info=infos or {})
@@ -168,6 +175,7 @@ class MultiAgentSampler:
         self._agent_policy[i] = {}
         self._agent_preprocessor[i] = {}
         self._agent_returns[i] = {}
+        self._held[i], self._done_at[i] = {}, {}
         self._open[i] = {}
         self._lengths[i] = 0
         self._acting[i] = {agent: self._preprocess(i, agent, o) for agent, o in obs.items()}
@@ -213,7 +221,12 @@ class MultiAgentSampler:
         metrics = EpisodeMetrics(
             float(sum(returns.values())), self._lengths[i], self.contexts[i].worker_index, self.contexts[i].vector_index
         )
-        metrics.agent_rewards = [(agent, self._agent_policy[i].get(agent, ""), float(r)) for agent, r in returns.items()]
+        metrics.agent_rewards = [(a, pid, float(r)) for a, r in returns.items() if (pid := self._agent_policy[i].get(a))]
+        unobserved = [a for a in self._held[i] if a not in self._agent_policy[i] and a not in self._unobserved_warned]
+        if unobserved:  # counted in the episode's reward only: no policy acted for them (warned once per agent)
+            self._unobserved_warned.update(unobserved)
+            logger.warning("%s: agents %s got rewards but no observation in an episode: their rewards count in the "
+                           "episode's reward only (no policy's batch or policy_reward_mean)", self._place(i), unobserved)
         if self._track:
             self._hook("on_episode_end", i)
             metrics.custom_metrics = self._episodes[i].custom_metrics
@@ -301,6 +314,8 @@ class MultiAgentSampler:
                 for j, (i, agent) in enumerate(members):
                     action_dicts[i][agent] = env_actions[j]
                     self._open[i][agent] = (pid, first + j)
+                    if agent in self._held[i]:  # rewards it got before its first observation: on its first transition
+                        store.rewards[first + j] += self._held[i].pop(agent)
             else:
                 for j, (i, agent) in enumerate(members):
                     action_dicts[i][agent] = env_actions[j]
@@ -319,15 +334,7 @@ class MultiAgentSampler:
             self._end_episode(i, {}, {}, cut=True)  # dropped; its open transitions end cut
             self._new_episode(i)
             return
-        try:
-            obs, rewards, terminateds, truncateds, infos = step
-            if not (isinstance(obs, dict) and isinstance(rewards, dict) and isinstance(terminateds, dict) and isinstance(truncateds, dict)):
-                raise TypeError
-        except (TypeError, ValueError):
-            raise EnvError(
-                f"{self._place(i)}: a MultiAgentEnv's step() must return (obs, rewards, terminateds, truncateds, infos) "
-                f"dicts keyed by agent id, but returned {step!r:.200}"
-            ) from None
+        obs, rewards, terminateds, truncateds, infos = unpack_step(step, self.env_name, self.contexts[i])
         self._lengths[i] += 1
         if bad_reward(sum(rewards.values())) and self.screen.dropped_for_rewards(i, rewards):
             return
@@ -335,12 +342,12 @@ class MultiAgentSampler:
         open_ = self._open[i]
         policy_of = self._agent_policy[i]
         for agent, reward in rewards.items():
-            if agent not in policy_of:
-                self._policy_of(i, agent)
             returns[agent] = returns.get(agent, 0.0) + reward
             opened = open_.get(agent)
             if opened is not None:
                 self._store[opened[0]].rewards[opened[1]] += reward
+            elif agent not in policy_of:  # not observed yet in this episode: held for its first transition
+                self._held[i][agent] = self._held[i].get(agent, 0.0) + reward
         if self._track:
             self._episodes[i].add_multi_agent_step(actions, rewards, obs, infos or {})
         all_terminated = bool(terminateds.get(ALL, False))
@@ -348,7 +355,10 @@ class MultiAgentSampler:
         acting: dict[Any, np.ndarray] = {}
         # With observation filters every obs takes _preprocess, which also collects it for its policy's filter.
         preprocessors = self._agent_preprocessor[i] if not self.filters else _NONE
+        done_at = self._done_at[i]
         for agent, o in obs.items():
+            if agent in done_at:
+                raise EnvError(f"{self._place(i)}, step {self._lengths[i]} of an episode: {done_agent_observed(agent, done_at[agent])}")
             try:
                 vec = preprocessors[agent](o)
             except Exception:  # not mapped yet, filtered, or an obs that does not fit: the slow path maps or explains
@@ -363,10 +373,12 @@ class MultiAgentSampler:
             if opened is not None:
                 terminated = terminated or all_terminated
                 self._store[opened[0]].close(opened[1], vec, terminated, (done or over) and not terminated)
-        for flags in (terminateds, truncateds):  # agents that left without a final observation
+        for flags in (terminateds, truncateds):  # agents done (and those that left without a final observation)
             for agent, flag in flags.items():
-                if flag and agent != ALL and agent in open_:
-                    self._close_without_obs(i, agent, terminateds)
+                if flag and agent != ALL:
+                    done_at.setdefault(agent, self._lengths[i])
+                    if agent in open_:
+                        self._close_without_obs(i, agent, terminateds)
         self._acting[i] = acting
         if self._track:
             self._hook("on_episode_step", i)
@@ -416,7 +428,7 @@ class MultiAgentSampler:
 
     def _postprocess(self, trajectories: dict[str, Trajectories]) -> dict[str, SampleBatch]:
         """Each policy's trajectories postprocessed: packed in one call, or one call each (see _postprocess_each)."""
-        each = {pid for pid in trajectories if self._per_trajectory or _wants_other_agent_batches(self.policies[pid])}
+        each = {pid for pid in trajectories if self._per_trajectory or wants_other_agent_batches(self.policies[pid])}
         pieces = {pid: trajectory_pieces(*trajectories[pid]) for pid in trajectories} if each else {}  # every policy's: the others' view
         batches = {}
         for pid, (flat, keys, lengths) in trajectories.items():
@@ -451,7 +463,7 @@ class MultiAgentSampler:
         order): slower, as each trajectory is its own call.
         """
         policy = self.policies[pid]
-        wants_others = _wants_other_agent_batches(policy)
+        wants_others = wants_other_agent_batches(policy)
         processed = []
         for key, piece in pieces[pid].items():
             env_index, number, agent = key
@@ -477,14 +489,3 @@ class MultiAgentSampler:
             processed.append(out)
         return concat_batches(processed)
 
-
-def _wants_other_agent_batches(policy: Policy) -> bool:
-    """Whether a policy's ``postprocess_trajectory`` takes ``other_agent_batches`` (centralized critics)."""
-    cached = type(policy).__dict__.get("_rltune_wants_others")  # not inherited: a subclass may differ
-    if cached is None:
-        try:
-            cached = "other_agent_batches" in inspect.signature(type(policy).postprocess_trajectory).parameters
-        except (TypeError, ValueError):
-            cached = False
-        type(policy)._rltune_wants_others = cached  # type: ignore[attr-defined]
-    return cached

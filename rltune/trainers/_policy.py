@@ -8,6 +8,7 @@ postprocessing (GAE for PPO, n-step for DQN).
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from typing import Any
 
@@ -194,3 +195,15 @@ class RandomPolicy(Policy):
             space = self.action_space
             actions = self.rng.integers(getattr(space, "start", 0), getattr(space, "start", 0) + space.n, size=n)
         return actions, {}
+
+
+def wants_other_agent_batches(policy: Policy) -> bool:
+    """Whether a policy's ``postprocess_trajectory`` takes ``other_agent_batches`` (centralized critics)."""
+    cached = type(policy).__dict__.get("_rltune_wants_others")  # not inherited: a subclass may differ
+    if cached is None:
+        try:
+            cached = "other_agent_batches" in inspect.signature(type(policy).postprocess_trajectory).parameters
+        except (TypeError, ValueError):
+            cached = False
+        type(policy)._rltune_wants_others = cached  # type: ignore[attr-defined]
+    return cached

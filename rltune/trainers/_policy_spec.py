@@ -106,17 +106,17 @@ def _parse_spec(pid: str, spec: Any) -> PolicySpec:
     if spec is None:
         return PolicySpec()
     if isinstance(spec, PolicySpec):
-        parsed = PolicySpec(spec.policy_class, spec.observation_space, spec.action_space, dict(spec.config or {}))
+        parsed = PolicySpec(spec.policy_class, spec.observation_space, spec.action_space, _overrides(where, spec.config))
     elif isinstance(spec, (tuple, list)):
         if len(spec) != 4:
             raise ValueError(f"{where}: a tuple spec is (policy_class, observation_space, action_space, config), but has {len(spec)} items")
-        parsed = PolicySpec(spec[0], spec[1], spec[2], dict(spec[3] or {}))
+        parsed = PolicySpec(spec[0], spec[1], spec[2], _overrides(where, spec[3]))
     elif isinstance(spec, dict):
         unknown = sorted(set(spec) - set(_SPEC_KEYS))
         if unknown:
             raise ValueError(f"{where}: unknown keys {unknown} (a PolicySpec has {list(_SPEC_KEYS)})")
         parsed = PolicySpec(**{k: spec[k] for k in _SPEC_KEYS if k in spec})
-        parsed.config = dict(parsed.config or {})
+        parsed.config = _overrides(where, parsed.config)
     else:
         raise ValueError(f"{where}: must be a PolicySpec, a 4-tuple, a dict or None, but got {spec!r:.100}")
     for key in ("observation_space", "action_space"):
@@ -129,6 +129,15 @@ def _parse_spec(pid: str, spec: Any) -> PolicySpec:
         except ConfigError as exc:
             raise ValueError(exc.problems[0]) from None
     return parsed
+
+
+def _overrides(where: str, config: Any) -> dict[str, Any]:
+    """A spec's ``config`` (None: no overrides) as a new dict; ValueError unless it is a mapping."""
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise ValueError(f"{where}.config: must be a dict of the policy's config overrides, but got {config!r:.100}")
+    return dict(config)
 
 
 def resolve_policy_class(cls: Any, where: str) -> type:
@@ -283,46 +292,49 @@ def policy_spaces_from_env(
 
     Agents are mapped as if in a new episode. A policy no agent maps to so
     (e.g. a self-play opponent chosen per episode) takes the spaces all the
-    env's agents share; if they differ, its spec must give them.
+    env's agents share; if they differ, its spec must give them. Every agent
+    mapped here must fit its policy's spaces (:mod:`rltune.trainers._space_fit`),
+    else :class:`ConfigError` naming both; agents mapped only once an episode
+    runs are checked by the sampler when they first appear.
     """
     from rltune.callbacks._episode import MultiAgentEpisode
-    from rltune.errors import EnvError
+    from rltune.trainers._space_fit import agent_spaces, fit_problem
 
     ma_env = env if hasattr(env, "get_agent_ids") else env.unwrapped
     probe = MultiAgentEpisode(env_index=0, worker_index=getattr(worker, "worker_index", 0), observation={}, info={})
     agents = sorted(ma_env.get_agent_ids(), key=str)
-    first_agent: dict[str, Any] = {}
+    mapped: dict[Any, str] = {}
     for agent in agents:
         try:
-            pid = mapping(agent, probe, worker)
+            mapped[agent] = mapping(agent, probe, worker)
         except ConfigError:
             raise
         except Exception:  # a mapping that needs a running episode: the agent is mapped when it appears
             continue
+    first_agent: dict[str, Any] = {}
+    for agent, pid in mapped.items():
         first_agent.setdefault(pid, agent)
-
-    def agent_spaces(agent: Any) -> tuple[gym.Space, gym.Space]:
-        try:
-            return ma_env.get_observation_space(agent), ma_env.get_action_space(agent)
-        except KeyError as exc:
-            raise EnvError(f"env {env_name!r}: {exc.args[0]}") from None
 
     shared: Optional[tuple[gym.Space, gym.Space]] = None
     if agents:
-        all_spaces = [agent_spaces(a) for a in agents]
+        all_spaces = [agent_spaces(ma_env, a, env_name) for a in agents]
         if all(s == all_spaces[0] for s in all_spaces):
             shared = all_spaces[0]
     else:
         shared = (ma_env.observation_space, ma_env.action_space)
     out = {}
     for pid, spec in specs.items():
-        found = agent_spaces(first_agent[pid]) if pid in first_agent else shared
+        found = agent_spaces(ma_env, first_agent[pid], env_name) if pid in first_agent else shared
         if found is None and (spec.observation_space is None or spec.action_space is None):
             raise ConfigError(
                 f"multiagent.policies.{pid}: no agent of env {env_name!r} maps to it when an episode starts and "
                 "the agents' spaces differ: give its observation_space and action_space in its PolicySpec"
             )
         out[pid] = (spec.observation_space or found[0], spec.action_space or found[1])
+    problems = [fit_problem(pid, agent, out[pid], agent_spaces(ma_env, agent, env_name), env_name)
+                for agent, pid in mapped.items() if pid in out]
+    if any(problems):
+        raise ConfigError([p for p in problems if p])
     return out
 
 

@@ -83,8 +83,11 @@ class RolloutWorker:
         # Observation filters by policy id (none for NoFilter); the local worker's are the trainer's master
         # filters, which take the other workers' deltas, so only remote workers keep deltas (see _filters.py).
         self.filters: Filters = {}
+        # The spaces each policy was built with (a Policy subclass may act in another space internally): its agents must fit them.
+        self.policy_spaces: dict[str, tuple[gym.Space, gym.Space]] = {}
         for pid, spec in self.policy_specs.items():
             self.policy_map[pid] = self._make_policy(pid, spec, *spaces[pid])
+            self.policy_spaces[pid] = spaces[pid]
             self._make_filter(pid)
         self.training = TrainingSelection(config.multiagent.policies_to_train, self._trainable_ids())
         self.observation_space, self.action_space = next(iter(spaces.values()))
@@ -128,7 +131,7 @@ class RolloutWorker:
         if self.multi_agent:
             return MultiAgentSampler(
                 self.envs, self.env_contexts, self.policy_map, self.mapping, batched=self.training.candidates,
-                filters=self.filters, **common,
+                filters=self.filters, policy_spaces=self.policy_spaces, **common,
             )
         self._check_spaces_match()
         return VectorSampler(
@@ -228,6 +231,7 @@ class RolloutWorker:
             policy.set_weights(weights)
         self.policy_specs[policy_id] = spec
         self.policy_map[policy_id] = policy
+        self.policy_spaces[policy_id] = spaces
         self._make_filter(policy_id)
         self._update_selection(policy_mapping_fn, policies_to_train)
 
@@ -235,6 +239,7 @@ class RolloutWorker:
         """Drop a policy; running episodes with an agent mapped to it are dropped (their envs reset)."""
         self.policy_map.pop(policy_id)
         self.policy_specs.pop(policy_id)
+        self.policy_spaces.pop(policy_id)
         self.filters.pop(policy_id, None)
         self._update_selection(policy_mapping_fn, policies_to_train)
         if isinstance(self.sampler, MultiAgentSampler) and self.sampler.uses_policy(policy_id):

@@ -169,6 +169,8 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         results_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         config = dict(config_for_trainer(config, type(self)) or {})
+        if results_dir is not None and not isinstance(results_dir, (str, os.PathLike)):
+            raise ConfigError(f"results_dir: must be a path, but got {results_dir!r:.60}", where=f"{self.name}()")
         if env is not None:
             config["env"] = env
         self.cfg = self.validate(config)

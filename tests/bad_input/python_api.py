@@ -70,6 +70,47 @@ def save_nan_weights(ctx: Context) -> None:
         trainer.save(ctx.tmp / "nan_checkpoint")
 
 
+def multi_agent(env, policies, *, train=False, **extra):
+    """PPO on ``env`` of tests/trainers/multi_agent_envs.py with ``policies()`` (``train``: one iteration)."""
+    def call(ctx: Context) -> None:
+        from rltune.trainers import PPO
+        from trainers import multi_agent_envs
+
+        config = {"env": getattr(multi_agent_envs, env), "multiagent": {"policies": policies()}, "train_batch_size": 16,
+                  "sgd_minibatch_size": 16, "num_sgd_iter": 1, "rollout_fragment_length": 8, "model": {"fcnet_hiddens": [8]},
+                  **extra}
+        with PPO(config=config, results_dir=str(ctx.tmp / "ma")) as trainer:
+            if train:
+                trainer.train()
+    return call
+
+
+def wide_actions():
+    import gymnasium as gym
+
+    from rltune.trainers import PolicySpec
+
+    return {"p": PolicySpec(action_space=gym.spaces.Discrete(5))}
+
+
+def on_the_class(ctx: Context) -> None:
+    from rltune.trainers import PPOConfig
+
+    PPOConfig.training(lr=0.1)
+
+
+def algo_class_a_number(ctx: Context) -> None:
+    from rltune.trainers import PPOConfig
+
+    PPOConfig(5)
+
+
+def builder_class_as_config(ctx: Context) -> None:
+    from rltune.trainers import PPO, PPOConfig
+
+    PPO(config=PPOConfig, env="CartPole-v1", results_dir=str(ctx.results))
+
+
 def ppo(config):
     def call(ctx: Context) -> None:
         from rltune.trainers import get_trainer_class
@@ -140,4 +181,37 @@ CASES: list[Case] = [
          call=nonfinite_env(True, bad="obs")),
     Case("api save NaN weights", "policy 'default_policy', weight tensor 'pi_head.bias' holds NaN or inf",
          call=save_nan_weights),
+    Case("api stop negative time_total_s", "stop.time_total_s: must be > 0, but got -5", call=run(stop={"time_total_s": -5})),
+    # -- multi-agent envs and policies ---------------------------------------------------------------
+    Case("api ma policy actions the agents lack", "the policy's action space Discrete(5) does not fit the agent's Discrete(2)",
+         call=multi_agent("TurnGame", wide_actions)),
+    Case("api ma truncateds without __all__", "breaks the multi-agent env API: step: truncateds has no '__all__' key",
+         call=multi_agent("NoAllInTruncateds", lambda: {"p"}, train=True, disable_env_checking=True)),
+    Case("api ma done agent acts again", "step 3 of an episode: agent 'a' has an observation, but it was done",
+         call=multi_agent("Respawning", lambda: {"p"}, train=True, disable_env_checking=True)),
+    Case("api ma done agent acts again checked", "step 3: agent 'a' has an observation, but it was done",
+         call=multi_agent("Respawning", lambda: {"p"})),
+    # -- builder misuse: a ConfigError naming the method and the argument --------------------------------
+    Case("api builder mapping fn a number", "invalid PPOConfig.multi_agent(): policy_mapping_fn: must be a function",
+         call=builder(lambda c: c.multi_agent(policy_mapping_fn=5))),
+    Case("api builder env a number", "invalid PPOConfig.environment(): env: must be a gymnasium id",
+         call=builder(lambda c: c.environment(env=5))),
+    Case("api builder env_task_fn a number", "invalid PPOConfig.environment(): env_task_fn: must be a function",
+         call=builder(lambda c: c.environment(env_task_fn=5))),
+    Case("api builder observation_space a number", "invalid PPOConfig.environment(): observation_space: must be a gymnasium space",
+         call=builder(lambda c: c.environment(observation_space=5))),
+    Case("api builder policy config a number", "invalid PPOConfig.multi_agent(): policies: p.config: must be a dict",
+         call=builder(lambda c: c.multi_agent(policies={"p": {"config": 5}}))),
+    Case("api builder positional value", "invalid PPOConfig.training(): takes keywords only", call=builder(lambda c: c.training(0.1))),
+    Case("api builder too many positional", "invalid PPOConfig.environment(): takes at most 1 positional argument(s) (env)",
+         call=builder(lambda c: c.environment("CartPole-v1", {}))),
+    Case("api builder method on the class", "invalid AlgorithmConfig.training(): called on the class, not on a config",
+         call=on_the_class),
+    Case("api builder algo_class a number", "invalid PPOConfig(): algo_class: must be a trainer class",
+         call=algo_class_a_number),
+    Case("api builder results_dir a number", "invalid PPO(): results_dir: must be a path",
+         call=builder(lambda c: c.environment("CartPole-v1").build(results_dir=5))),
+    Case("api trainer config a builder class", "invalid PPO(config=...): got the class PPOConfig, not a config",
+         call=builder_class_as_config),
+    Case("api trainer config a number", "invalid PPO(config=...): must be a dict of config keys", call=ppo(5)),
 ]

@@ -168,6 +168,14 @@ class NobodyLeftToAct(TwoAgentEnv):
         return {}, rew, {"__all__": False}, {"__all__": False}, info
 
 
+class DoneAgentObservesAgain(TwoAgentEnv):
+    """"a" is terminated at step 1 and observes (and would act) again at step 2; "__all__" stays False."""
+
+    def step(self, action_dict):
+        self.t += 1
+        return self.obs(), {"b": 1.0}, {"a": self.t == 1, "__all__": False}, {"__all__": False}, {}
+
+
 class NoObsAtReset(TwoAgentEnv):
     def reset(self, *, seed=None, options=None):
         return {}, {}
@@ -216,6 +224,8 @@ BROKEN = [
     (InfoNotADict, "reset: the info of agent 'a' must be a dict, not int 3"),
     (FlagNotABool, "step 1: terminateds['a'] is str 'no', not a bool"),
     (NobodyLeftToAct, "step 1: no agent is left to act"),
+    (DoneAgentObservesAgain, "step 2: agent 'a' has an observation, but it was done (terminated or truncated) at step 1: "
+                             "an agent that is done may not act again in the same episode"),
     (NoObsAtReset, "reset returned no observation"),
     (NoSpaces, "it declares no observation space"),
     (SpaceMissingForAnAgent, "reset: agent 'b' has an observation but no observation space: agent 'b' has no observation space"),

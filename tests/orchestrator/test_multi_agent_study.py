@@ -145,6 +145,16 @@ def test_a_multi_agent_env_without_policies_is_refused_before_any_trial(tmp_path
     assert not list((tmp_path / "no-policies").glob("trial_*"))
 
 
+def test_a_policy_whose_actions_its_agents_lack_is_refused_before_any_trial(tmp_path):
+    import gymnasium as gym
+
+    config = turn_game_config({"pol_x": PolicySpec(action_space=gym.spaces.Discrete(5)), "pol_o": None})
+    with pytest.raises(ConfigError, match=r"multiagent.policies.pol_x: agent 'x' of env 'TurnGame' is mapped to it, but "
+                                          r"the policy's action space Discrete\(5\) does not fit the agent's Discrete\(2\)"):
+        tune.run("PPO", config=config, metric="policy_reward_mean/pol_x", results_dir=str(tmp_path), name="wide", verbose=0)
+    assert not list((tmp_path / "wide").glob("trial_*"))
+
+
 def test_each_mapping_of_the_search_space_is_its_own_env_check():
     config = turn_game_config({"pol_x", "pol_o"}, mapping=tune.grid_search([by_player, to_nobody]))
     plan = make_plan({"run": "PPO", "metric": "policy_reward_mean/pol_x", "config": config})

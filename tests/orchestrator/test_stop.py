@@ -119,3 +119,17 @@ def test_a_per_policy_key_is_not_missing_before_its_policy_has_an_episode():
     assert reason is not None and reason.key == "policy_reward_mean/main" and reason.value == 1.5
     with pytest.raises(ConfigError, match="'policy_reward_mean/main' is not a key of the training results"):
         StopCriteria({"policy_reward_mean/main": 1.0}).check(result())  # no per-policy rewards at all
+
+
+@pytest.mark.parametrize("key, value", [("time_total_s", -5), ("training_iteration", 0), ("timesteps_total", -1),
+                                        ("episodes_total", "-3"), ("env_runners/num_env_steps_sampled_lifetime", 0)])
+def test_a_counter_must_be_given_a_positive_value(key, value):
+    with pytest.raises(ConfigError) as info:
+        StopCriteria({key: value}, where="stop")
+    assert str(info.value).startswith(f"invalid stop: {key}: must be > 0, but got {value!r} ({key} counts up from 0, "
+                                      "so a trial would stop at its first result")
+
+
+def test_other_keys_may_be_zero_or_negative():
+    stop = StopCriteria({"episode_reward_mean": -150, "custom_metrics/time_total_s": -1, "training_iteration": 0.5})
+    assert stop.criteria == {"episode_reward_mean": -150.0, "custom_metrics/time_total_s": -1.0, "training_iteration": 0.5}

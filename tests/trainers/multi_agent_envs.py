@@ -22,7 +22,8 @@ class TurnGame(MultiAgentEnv):
     OTHER_REWARD; the game ends after the last move with END_BONUS for both.
     So every transition of a player but the last sums to 1.5, the last of
     x to 0.5 + 1.0 + 10 and the last of o to 0.5 - 10; episode returns are
-    x: 16, o: -4 (o's reward from x's first move comes before o ever acted).
+    x: 16, o: -4. o's reward from x's first move comes before o ever
+    observed: it is held for o's first transition (which sums to 2.5).
     """
 
     possible_agents = ["x", "o"]
@@ -53,10 +54,10 @@ class TurnGame(MultiAgentEnv):
         return {other: self._obs(other)}, rewards, {"__all__": False}, {"__all__": False}, {}
 
 
-class LeavingAgents(MultiAgentEnv):
-    """Three agents act together; agent k leaves (terminated, final obs given) after k + 1 steps; reward 1 per step each."""
+class _Stepping(MultiAgentEnv):
+    """Agents of one Box observation (the step count) and two actions; ``first`` observe at reset."""
 
-    possible_agents = [0, 1, 2]
+    first: list[Any] = []
 
     def __init__(self, config: Any = None) -> None:
         self.observation_space = gym.spaces.Box(0.0, 10.0, (1,), np.float32)
@@ -65,7 +66,13 @@ class LeavingAgents(MultiAgentEnv):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         self.t = 0
-        return {a: np.array([0.0], np.float32) for a in self.possible_agents}, {}
+        return {a: np.zeros(1, np.float32) for a in self.first}, {}
+
+
+class LeavingAgents(_Stepping):
+    """Three agents act together; agent k leaves (terminated, final obs given) after k + 1 steps; reward 1 per step each."""
+
+    possible_agents = first = [0, 1, 2]
 
     def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
         assert set(action_dict) == {a for a in self.possible_agents if a >= self.t}, (self.t, action_dict)
@@ -133,3 +140,41 @@ class InPlaceCounter(MultiAgentEnv):
     def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
         self.buffer[0] += 1.0
         return {"a": self.buffer}, {"a": 1.0}, {"__all__": False}, {"__all__": self.buffer[0] >= self.LENGTH}, {}
+
+
+class NoAllInTruncateds(TurnGame):
+    """TurnGame whose truncateds lack ``"__all__"`` (its terminateds have it): it breaks the multi-agent API."""
+
+    def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
+        obs, rewards, terminateds, truncateds, infos = super().step(action_dict)
+        truncateds.pop("__all__")
+        return obs, rewards, terminateds, truncateds, infos
+
+
+class Respawning(_Stepping):
+    """Agents "a" and "b" act together; "a" is terminated at step 2 but observes again from step 3 on, and
+    ``"__all__"`` stays False: the episode would never end."""
+
+    possible_agents = first = ["a", "b"]
+
+    def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
+        self.t += 1
+        obs = {a: np.full(1, self.t, np.float32) for a in self.possible_agents}
+        rewards = {a: 1.0 for a in action_dict}
+        return obs, rewards, {"a": self.t == 2, "__all__": False}, {"__all__": False}, {}
+
+
+class Bystander(_Stepping):
+    """Agent "a" acts for 3 steps (reward 1 each); "watcher" is given 10 at each step but never observes.
+
+    Episode reward 33; "a"'s return 3.
+    """
+
+    possible_agents = ["a", "watcher"]
+    first = ["a"]
+
+    def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
+        assert set(action_dict) == {"a"}, action_dict
+        self.t += 1
+        obs = {"a": np.full(1, self.t, np.float32)}
+        return obs, {"a": 1.0, "watcher": 10.0}, {"__all__": self.t == 3}, {"__all__": False}, {}

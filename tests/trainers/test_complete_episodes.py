@@ -92,7 +92,7 @@ class EpisodeLengths(DefaultCallbacks):
 
 @pytest.mark.parametrize("callbacks", [None, EpisodeLengths])
 def test_multi_agent_samples_hold_whole_episodes_of_every_agent(callbacks):
-    # TurnGame: 8 env steps an episode, x and o act 4 times each; x's transitions sum to 16, o's to -5
+    # TurnGame: 8 env steps an episode, x and o act 4 times each; x's transitions sum to 16, o's to -4 (their returns)
     config = {"env": TurnGame, "multiagent": {"policies": {"pol_x", "pol_o"}, "policy_mapping_fn": by_player},
               "rollout_fragment_length": 3, "num_envs_per_worker": 2, "batch_mode": "complete_episodes",
               "train_batch_size": 16, "sgd_minibatch_size": 16, "num_sgd_iter": 1, "model": {"fcnet_hiddens": [8]},
@@ -106,7 +106,7 @@ def test_multi_agent_samples_hold_whole_episodes_of_every_agent(callbacks):
             assert result.env_steps == 8 * episodes >= 6
             x, o = result.batches["pol_x"], result.batches["pol_o"]
             assert len(x[REWARDS]) == len(o[REWARDS]) == 4 * episodes == result.agent_steps / 2
-            assert x[REWARDS].sum() == pytest.approx(16 * episodes) and o[REWARDS].sum() == pytest.approx(-5 * episodes)
+            assert x[REWARDS].sum() == pytest.approx(16 * episodes) and o[REWARDS].sum() == pytest.approx(-4 * episodes)
             for batch in (x, o):  # a trajectory's pieces from several fragments are one: no cut is left marked
                 assert batch[TERMINATEDS].sum() == episodes and not batch[TRUNCATEDS].any()
     if callbacks:  # each trajectory came with its own (ended) episode, not the env's next one

@@ -156,6 +156,18 @@ def test_dqn_builder_builds_a_dqn_that_trains():
         (lambda c: c.training(lr=tune.grid_search([1e-3, -1.0])), "invalid PPOConfig.training(): lr: Input should be greater than 0 (got -1.0)"),
         (lambda c: c.training(gamma=tune.uniform(0.9, 1.5)), "invalid PPOConfig.training(): gamma: Input should be less than or equal to 1 (got 1.5)"),
         (lambda c: c.training(lr={"uniform": [1]}), "invalid PPOConfig.training(): lr: a malformed uniform entry"),
+        # the kind of a value that names code or a space, checked at its call (which one it names: at build())
+        (lambda c: c.multi_agent(policy_mapping_fn=5), "invalid PPOConfig.multi_agent(): policy_mapping_fn: must be a function"),
+        (lambda c: c.environment(env=5), "invalid PPOConfig.environment(): env: must be a gymnasium id"),
+        (lambda c: c.environment(env_task_fn=5), "invalid PPOConfig.environment(): env_task_fn: must be a function"),
+        (lambda c: c.environment(action_space=5), "invalid PPOConfig.environment(): action_space: must be a gymnasium space"),
+        (lambda c: c.multi_agent(policies={"p": PolicySpec(config=5)}), "multi_agent(): policies: p.config: must be a dict"),
+        # calls that do not bind
+        (lambda c: c.training(0.1), "invalid PPOConfig.training(): takes keywords only (e.g. .training(key=value)), but got"),
+        (lambda c: c.environment("CartPole-v1", {"a": 1}),
+         "invalid PPOConfig.environment(): takes at most 1 positional argument(s) (env), but got also {'a': 1}"),
+        (lambda c: c.callbacks(callbacks=None), "invalid PPOConfig.callbacks(): got an unexpected keyword argument 'callbacks'"),
+        (lambda c: c.copy(5), "invalid PPOConfig.copy(): takes no positional argument, but got 5"),
     ],
 )
 def test_a_bad_keyword_or_value_fails_at_its_call_naming_method_and_keyword(call, expected):
@@ -167,6 +179,33 @@ def test_a_bad_keyword_or_value_fails_at_its_call_naming_method_and_keyword(call
         assert text in str(info.value)
     assert len(info.value.problems) == 1
     assert config.to_dict() == before  # a failed call changes nothing
+
+
+@pytest.mark.parametrize(
+    "call, expected",
+    [
+        (lambda: PPOConfig.training(lr=0.1),
+         "invalid AlgorithmConfig.training(): called on the class, not on a config: make one first, e.g. PPOConfig().training(...)"),
+        (lambda: PPOConfig.environment("CartPole-v1"), "invalid AlgorithmConfig.environment(): called on the class"),
+        (lambda: PPOConfig.build(), "invalid AlgorithmConfig.build(): called on the class"),
+        (lambda: PPOConfig.from_dict(), "invalid PPOConfig.from_dict(): missing a required argument: 'config_dict'"),
+        (lambda: PPOConfig(5), "invalid PPOConfig(): algo_class: must be a trainer class"),
+        (lambda: AlgorithmConfig(algo_class="PPO"), "invalid AlgorithmConfig(): algo_class: must be a trainer class"),
+        (lambda: setattr(PPOConfig(), "algo_class", int), "invalid PPOConfig.algo_class: algo_class: must be a trainer class"),
+        (lambda: PPO(config=PPOConfig), "invalid PPO(config=...): got the class PPOConfig, not a config: use PPOConfig()"),
+        (lambda: PPO(config=5), "invalid PPO(config=...): must be a dict of config keys or a PPOConfig(), but got int 5"),
+        (lambda: PPOConfig().environment("CartPole-v1").build(results_dir=5), "invalid PPO(): results_dir: must be a path"),
+    ],
+)
+def test_a_misused_call_is_a_config_error_naming_the_method_and_argument(call, expected):
+    with pytest.raises(ConfigError) as info:
+        call()
+    assert expected in str(info.value)
+
+
+def test_a_missing_setting_read_like_a_dict_names_the_builder():
+    with pytest.raises(KeyError, match="PPOConfig has no setting 'gama'; did you mean 'gamma'"):
+        PPOConfig()["gama"]
 
 
 def test_dqn_keywords_are_checked_against_dqn():

@@ -10,9 +10,12 @@ from rltune.trainers import DQN, PPO, Policy, PolicySpec, RandomPolicy
 from rltune.trainers._sample_batch import NEW_OBS, OBS, REWARDS, TERMINATEDS, TRUNCATEDS
 from trainer_params import iteration_config
 from trainers.multi_agent_envs import (
+    Bystander,
     Coordination,
     InPlaceCounter,
     LeavingAgents,
+    NoAllInTruncateds,
+    Respawning,
     RockPaperScissors,
     TurnGame,
 )
@@ -42,7 +45,8 @@ def test_turn_based_rewards_of_a_player_who_does_not_act_reach_its_transition():
         assert result.env_steps == 8 and result.agent_steps == 8
         x, o = result.batches["pol_x"], result.batches["pol_o"]
         assert sorted(x[REWARDS].tolist()) == [1.5, 1.5, 1.5, 11.5]
-        assert sorted(o[REWARDS].tolist()) == [-9.5, 1.5, 1.5, 1.5]
+        # o's first transition also holds the 1.0 o got from x's first move, before o ever observed
+        assert sorted(o[REWARDS].tolist()) == [-9.5, 1.5, 1.5, 2.5]
         assert x[TERMINATEDS].sum() == 1 and o[TERMINATEDS].sum() == 1
         (episode,) = result.episodes
         assert sorted(episode.agent_rewards) == [("o", "pol_o", -4.0), ("x", "pol_x", 16.0)]
@@ -330,3 +334,37 @@ def test_per_agent_spaces_give_each_policy_its_own_model_and_spec_spaces_win():
     policies = {"pol_x": PolicySpec(observation_space=wide), "pol_o": None}
     with PPO(config=ma_config(PPO, DifferentSpaces, policies, by_player)) as trainer:
         assert trainer.get_policy("pol_x").observation_space == wide
+
+
+# -- the edges of the multi-agent API ---------------------------------------------------------------
+def test_truncateds_without_all_is_refused_like_terminateds_without_it_also_unchecked():
+    cfg = ma_config(PPO, NoAllInTruncateds, {"p"}, None, disable_env_checking=True)
+    with PPO(config=cfg) as trainer:
+        with pytest.raises(EnvError, match=r"env 'NoAllInTruncateds' \(worker 0, env 0\) breaks the multi-agent env "
+                                           r"API: step: truncateds has no '__all__' key"):
+            trainer.train()
+
+
+def only_a(agent_id, episode=None, worker=None, **kwargs):
+    return {"a": "p"}[agent_id]  # fails for any other agent: "watcher" must never be mapped
+
+
+def test_rewards_of_an_agent_that_never_observes_count_for_the_episode_and_no_policy(caplog):
+    cfg = ma_config(PPO, Bystander, {"p"}, only_a, fragment=6)
+    with PPO(config=cfg) as trainer, caplog.at_level("WARNING", logger="rltune.trainers._multi_agent_sampler"):
+        result = trainer.workers.local_worker.sample()
+        assert [e.episode_reward for e in result.episodes] == [33.0, 33.0]  # a's 3 and watcher's 30
+        assert [e.agent_rewards for e in result.episodes] == [[("a", "p", 3.0)]] * 2
+        assert result.batches["p"][REWARDS].tolist() == [1.0] * 6
+        assert trainer.train()["policy_reward_mean"] == {"p": 3.0}
+    warnings = [r.getMessage() for r in caplog.records if "watcher" in r.getMessage()]
+    assert len(warnings) == 1 and "got rewards but no observation" in warnings[0]
+
+
+def test_an_agent_that_observes_again_after_it_was_done_is_an_env_error():
+    cfg = ma_config(PPO, Respawning, {"p"}, None, fragment=8, disable_env_checking=True)
+    with PPO(config=cfg) as trainer:
+        with pytest.raises(EnvError, match=r"env 'Respawning' \(worker 0, env 0\), step 3 of an episode: agent 'a' has an "
+                                           r"observation, but it was done \(terminated or truncated\) at step 2: an agent "
+                                           r"that is done may not act again in the same episode"):
+            trainer.workers.local_worker.sample()
