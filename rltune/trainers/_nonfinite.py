@@ -78,8 +78,10 @@ def bad_reward(reward: Any) -> bool:
 
 
 def describe_reward(reward: Any) -> str:
-    """What is wrong with a reward that :func:`bad_reward` refused."""
+    """What is wrong with a reward that :func:`bad_reward` refused (or that float32 holds as inf: perhaps one beyond its range)."""
     value = float(reward)
+    if isinstance(reward, np.float32) and abs(value) == float("inf"):
+        return f"reward {value!r} (in float32: the env's may be larger than float32's range)"
     return f"reward {value!r}" + (" (beyond float32's range)" if value == value and abs(value) != float("inf") else "")
 
 

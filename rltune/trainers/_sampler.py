@@ -22,7 +22,7 @@ from rltune.env._context import EnvContext
 from rltune.errors import EnvError
 from rltune.trainers._complete_episodes import EpisodeBuffer, chunk_steps, postprocess_packed, split_env_columns
 from rltune.trainers._filters import MeanStdFilter
-from rltune.trainers._nonfinite import NanPolicy, bad_reward, describe_obs, describe_reward, finite, has_floats
+from rltune.trainers._nonfinite import NanPolicy, describe_obs, describe_reward, finite, has_floats
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._sample_batch import (
     ACTIONS,
@@ -73,6 +73,7 @@ class VectorSampler:
         self._screen_obs = has_floats(policy.observation_space)
         self._dropped: list[tuple[int, int, int]] = []  # this fragment's dropped episodes: (env, first row, last row)
         self._ends: dict[tuple[int, int], EpisodeMetrics] = {}  # this fragment's ended episodes, by (step, env)
+        self._start_lengths: list[int] = []  # the running episodes' lengths as this fragment started
         self.obs_filter = obs_filter
         self.contexts = contexts
         self.policy = policy
@@ -296,8 +297,6 @@ class VectorSampler:
                     resets.append(i)
             terminateds[t] = step_terminated
             truncateds[t] = step_truncated
-            if bad_reward(sum(step_rewards)):  # NaN, inf or beyond float32 in a reward (or a huge sum: looked at closer)
-                self._drop_bad_rewards(t, step_rewards, failed, resets, episodes)
             rewards[t] = step_rewards
             if obs_filter is None and not failed:  # NoFilter's usual step, inline: the next step acts on a new array
                 next_obs = pre.batch(step_obs)
@@ -310,6 +309,8 @@ class VectorSampler:
         self._obs = obs
         if self._screen_obs and obs_filter is None and not finite(new_obs_buf):
             self._drop_bad_final_obs(obs_buf, new_obs_buf, episodes)
+        if not finite(rewards):  # screened once per fragment, before any use
+            self._drop_bad_rewards(episodes, update_filter)
 
         batch = {OBS: obs_buf, ACTIONS: actions_buf, REWARDS: rewards, NEW_OBS: new_obs_buf,
                  TERMINATEDS: terminateds, TRUNCATEDS: truncateds, **extras_buf}
@@ -354,12 +355,33 @@ class VectorSampler:
         next_obs[restarted] = filtered[len(rows):]
         return next_obs
 
-    def _drop_bad_rewards(self, t: int, rewards: list[Any], failed: list[int], resets: list[int], episodes: list[EpisodeMetrics]) -> None:
-        """Drop the episodes of the envs whose reward at step ``t`` is non-finite (their reward becomes 0); see :meth:`_drop`."""
-        for i, reward in enumerate(rewards):
-            if bad_reward(reward):
-                self._drop(t, i, describe_reward(reward), failed, resets, episodes)
-                rewards[i] = 0.0
+    def _drop_bad_rewards(self, episodes: list[EpisodeMetrics], update_filter: bool) -> None:
+        """The fragment's non-finite rewards (as float32 holds them; screened once, here): raise, or drop their episodes.
+
+        An episode whose reward was not finite is dropped whole from the
+        fragment (its rows and, if it ended, its metrics); one still running
+        ends here: its env is reset and the next step acts on its new
+        episode's first observation. The bad rewards become 0 (their rows
+        are dropped; the postprocessing sees no NaN).
+        """
+        rewards, terminateds, truncateds = self._columns
+        done = terminateds | truncateds
+        last = len(rewards) - 1
+        for t, i in np.argwhere(~np.isfinite(rewards)).tolist():
+            what = describe_reward(rewards[t, i])
+            rewards[t, i] = 0.0
+            before, after = np.flatnonzero(done[:t, i]), np.flatnonzero(done[t:, i])
+            first, end = (int(before[-1]) + 1 if len(before) else 0), (t + int(after[0]) if len(after) else last)
+            if any(d[0] == i and d[2] == end for d in self._dropped):
+                continue  # dropped already (another bad value of the same episode)
+            step = t - first + 1 + (self._start_lengths[i] if first == 0 else 0)
+            self.nan.found(self._place(i), what, step)
+            self._drop_rows(i, end, self._ends.get((end, i)) if len(after) else None, episodes)
+            if not len(after):  # still running: it ends here, the env starts a new episode
+                truncateds[end, i] = done[end, i] = True
+                self._returns[i], self._lengths[i] = 0.0, 0
+                first_obs = self._first_obs(i)
+                self._obs[i] = first_obs if self.obs_filter is None else self.obs_filter(first_obs[None], update_filter)[0]
 
     def _drop(self, t: int, i: int, what: str, failed: list[int], resets: list[int], episodes: list[EpisodeMetrics]) -> None:
         """Env ``i`` gave a non-finite ``what`` at step ``t`` of the fragment: raise, or drop its episode (nan_policy).
@@ -425,13 +447,14 @@ class VectorSampler:
         """Empty time-major ``[num_steps, num_envs, ...]`` columns: obs, new obs, actions, rewards, terminateds, truncateds.
 
         The fragment's rewards and flags are also kept in ``_columns`` (to drop an episode); no episode was
-        dropped (``_dropped``) or ended (``_ends``, by step and env) in it yet.
+        dropped (``_dropped``) or ended (``_ends``, by step and env) in it yet; ``_start_lengths``: the
+        running episodes' lengths as it starts.
         """
         n, policy = self.num_envs, self.policy
         obs = np.empty((num_steps, n, policy.preprocessor.size), dtype=np.float32)
         actions = np.empty((num_steps, n) + policy.action_shape, dtype=policy.action_dtype)
         self._columns = (np.zeros((num_steps, n), dtype=np.float32), np.zeros((num_steps, n), dtype=bool), np.zeros((num_steps, n), dtype=bool))
-        self._dropped, self._ends = [], {}
+        self._dropped, self._ends, self._start_lengths = [], {}, list(self._lengths)
         return (obs, np.empty_like(obs), actions, *self._columns)
 
     def _episode_ended(self, i: int, t: int) -> EpisodeMetrics:

@@ -71,12 +71,19 @@ def test_raise_names_the_env_worker_env_index_agent_step_and_value(algo, obs_fil
         trainer.stop()
 
 
-@pytest.mark.parametrize("value, shown", [("inf", "reward inf"), ("-inf", "reward -inf"), ("1e39", "reward 1e+39 (beyond float32's range)")])
-def test_raise_names_infinite_and_float32_overflowing_rewards(value, shown):
-    trainer = _trainer(PPO, NonFiniteEnv, env_config={"value": value})
+@pytest.mark.parametrize("value, single_shown, multi_shown", [
+    # A single-agent sampler screens the fragment's rewards as float32 holds them; a multi-agent one each as it comes.
+    ("inf", "reward inf (in float32: the env's may be larger", "reward inf (nan_policy"),
+    ("-inf", "reward -inf (in float32: the env's may be larger", "reward -inf (nan_policy"),
+    ("1e39", "reward inf (in float32: the env's may be larger than float32's range)", "reward 1e+39 (beyond float32's range)"),
+])
+@pytest.mark.parametrize("multi", [False, True], ids=["single", "multi"])
+def test_raise_names_infinite_and_float32_overflowing_rewards(value, single_shown, multi_shown, multi):
+    trainer = _trainer(PPO, NonFiniteAgents if multi else NonFiniteEnv, multi=multi, env_config={"value": value})
     try:
-        with pytest.raises(EnvError, match=r"step 3 of the episode: non-finite " + shown.replace("(", r"\(").replace(")", r"\)").replace("+", r"\+")):
+        with pytest.raises(EnvError) as info:
             trainer.train()
+        assert f"step 3 of the episode: non-finite {multi_shown if multi else single_shown}" in str(info.value)
     finally:
         trainer.stop()
 
@@ -100,8 +107,10 @@ def test_nan_policy_is_validated_and_documented():
 # -- nan_policy: drop_episode ---------------------------------------------------------------------
 # Observations a filter sees: the first, one per step but the dropped steps', one per reset but the bad ones.
 @pytest.mark.parametrize("bad, rows, lengths, dropped, filtered", [
-    # 40 steps of episodes of 8, every second one bad at its step 3: 8 kept, 3 dropped, 8, 3, 8, 3, then 7 kept (cut)
-    ("reward", 8 + 8 + 8 + 7, [8, 8, 8], 3, 1 + 37 + 6),
+    # 40 steps of episodes of 8, every second one bad at its step 3. A bad observation ends its episode there:
+    # 8 kept, 3 dropped, 8, 3, 8, 3, then 7 kept (cut). A bad reward (screened once per fragment) drops the
+    # episode whole, which ran on to its end: 8 kept, 8 dropped, 8, 8, 8.
+    ("reward", 8 + 8 + 8, [8, 8, 8], 2, 1 + 40 + 5),
     ("obs", 8 + 8 + 8 + 7, [8, 8, 8], 3, 1 + 37 + 6),
     # bad at the last step: 8 kept, 8 dropped, 8, 8, 8
     ("final_obs", 8 + 8 + 8, [8, 8, 8], 2, 1 + 38 + 5),
