@@ -80,7 +80,7 @@ class AgentScreen:
                     group[1].append(vec)
             # rows of one policy's preprocessor: one shape (np.stack is ~3x slower here)
             arrays = {pid: (members, np.array(vecs)) for pid, (members, vecs) in groups.items()}
-            bad = [pid for pid, (_, obs) in arrays.items() if pid not in sampler.filters and self.screens(pid) and not finite(obs)]
+            bad = [pid for pid, (_, obs) in arrays.items() if pid not in sampler.filters and not finite(obs) and self.screens(pid)]
             if not bad:
                 return arrays
             for pid in bad:
@@ -109,7 +109,7 @@ class AgentScreen:
                 if obs_filter is None:
                     continue
                 rows = np.stack(vecs)
-                if self.screens(pid) and not finite(rows):
+                if not finite(rows) and self.screens(pid):
                     keep = np.isfinite(rows).all(axis=1)
                     self._drop_acting([vec for vec, ok in zip(vecs, keep) if not ok])
                     vecs, rows = [vec for vec, ok in zip(vecs, keep) if ok], rows[keep]

@@ -1,26 +1,27 @@
 """Non-finite numbers (NaN, inf) never train silently: screening of samples, ``nan_policy``, checks of saved weights.
 
-Samplers screen every reward and observation where it enters a batch: the
-rewards of each step as they come from the envs (a Python sum), the
-observations of each step as preprocessed float32 rows before an
-observation filter or the policy's forward pass sees them (observation
-spaces without floating-point numbers are not screened). The observations
-of a step are screened together by one numpy sum (:func:`finite`): without
-a filter, the array the next forward pass takes (the envs' next
-observations and the new episodes' first ones; the episodes' final
-observations once per fragment, before its postprocessing); with a filter,
-the step's rows before the filter sees them (and each new episode's first
-observation). Only when a sum is not finite are the values looked at one by
-one. A reward is
-non-finite when float32, the batch's type, cannot hold it: NaN, inf, or
-beyond float32's range.
+Samplers screen every reward and observation where it enters a batch.
+Rewards: a single-agent sampler screens a fragment's rewards once, as the
+float32 batch holds them, before its postprocessing; a multi-agent one each
+env's step rewards as they come (a Python sum), before they are summed into
+transitions. A reward is non-finite when float32 cannot hold it: NaN, inf,
+or beyond float32's range. Observations: each step's, as preprocessed
+float32 rows, by one numpy sum (:func:`finite`) before an observation
+filter or the policy's forward pass sees them: without a filter the array
+the next forward pass takes (the envs' next observations and the new
+episodes' first ones; the episodes' final observations once per fragment,
+before its postprocessing), with a filter the step's rows before the filter
+(and each new episode's first observation). Observation spaces without
+floating-point numbers are not screened. Only when a sum is not finite are
+the values looked at one by one.
 
 What is done with a non-finite value is ``nan_policy`` (:class:`NanPolicy`):
 ``raise`` (default) raises an :class:`~rltune.errors.EnvError` naming the
 env, worker, env index, agent and step and what was not finite;
-``drop_episode`` ends the episode there, drops the steps of it that were not
-handed over yet (none of them enters a batch, a filter's statistics or a
-replay buffer), resets the env and counts the episode
+``drop_episode`` ends the episode there (at the fragment's end for a
+single-agent reward), drops the steps of it that were not handed over yet
+(none of them enters a batch, a filter's statistics or a replay buffer),
+resets the env and counts the episode
 (``num_dropped_episodes_nonfinite`` in results, with a warning per
 iteration). With ``batch_mode: truncate_episodes`` the earlier fragments of
 a long episode, finite, were handed over before the bad step came.
