@@ -239,12 +239,12 @@ class _Server:
                     logging.getLogger(__name__).debug("no trainer defaults", exc_info=True)
         return self._defaults
 
-    def _take_results(self, number: int) -> list[tuple[dict[str, Any], int]]:
-        """The trial's results queued before its next other message (other trials' messages stay)."""
+    def _take_results(self, number: int, replace: bool = False) -> list[tuple[dict[str, Any], int]]:
+        """The trial's results (of this ``replace``) queued before its next other message (other trials' stay)."""
         taken, kept = [], deque()
         while self.pending:
             message = self.pending.popleft()
-            if isinstance(message, LogResult) and message.number == number:
+            if isinstance(message, LogResult) and message.number == number and message.replace == replace:
                 taken.append((message.result, message.timestamp_ms))
                 continue
             kept.append(message)
@@ -260,8 +260,9 @@ class _Server:
             self.trials[message.number] = self.tracker.open_trial(message.number, params, message.key_params,
                                                                   **message.options)
         elif isinstance(message, LogResult):
-            batch = [(message.result, message.timestamp_ms), *self._take_results(message.number)]
-            self.trials[message.number].log_results([r for r, _ in batch], timestamp_ms=batch[-1][1])
+            batch = [(message.result, message.timestamp_ms), *self._take_results(message.number, message.replace)]
+            self.trials[message.number].log_results([r for r, _ in batch], timestamp_ms=batch[-1][1],
+                                                    replace=message.replace)
         elif isinstance(message, LogCheckpoint):
             try:
                 self.trials[message.number].log_checkpoint(message.copy, name=message.name)
