@@ -18,6 +18,7 @@ wider than the terminal.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from typing import Any, TextIO
@@ -50,6 +51,7 @@ class PlainDisplay(Observer):
         self.notes: dict[str, str] = {}
         self.progress = StudyProgress(runner.plan.total_trials, timeout_s=runner.spec.timeout_s)
         self._t0 = time.monotonic()
+        self._tracking_said = -math.inf
 
     def _print(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
@@ -120,6 +122,20 @@ class PlainDisplay(Observer):
 
     def close(self) -> None:
         pass
+
+    # -- MLflow tracking's lag (issue 24): a line once it is over 15 s behind (a trial's end may hold it up for a
+    # few seconds: not worth a line each time), again every 30 s, and one when it caught up
+    TRACKING_BEHIND_S, TRACKING_EVERY_S = 15.0, 30.0
+
+    def tracking_status(self, status: Any) -> None:
+        now = time.monotonic()
+        if status.behind and status.lag_s > self.TRACKING_BEHIND_S:
+            if now - self._tracking_said >= self.TRACKING_EVERY_S:
+                self._tracking_said = now
+                self._print(status.text())
+        elif not status.behind and self._tracking_said > -math.inf:
+            self._tracking_said = -math.inf
+            self._print(status.text())
 
 
 class LiveDisplay(PlainDisplay):
@@ -226,6 +242,9 @@ class LiveDisplay(PlainDisplay):
                      fmt_value(value)]
             table.rows.append(TrialRow(cells, a.values))
         return table
+
+    def tracking_status(self, status: Any) -> None:
+        self.note("tracking", status.text() if status.behind else None)
 
     def close(self) -> None:
         if self._started:

@@ -80,3 +80,16 @@ def make_client(tracking_uri: str) -> Any:
 
     return MlflowClient(tracking_uri=tracking_uri)
 
+
+def ui_hint(tracking_uri: str, results_dir: str | os.PathLike[str]) -> str:
+    """Where the user sees a study's runs: the ``rltune ui`` command for this store, or the server to open."""
+    import shlex
+
+    from rltune._secrets import redact_url
+
+    if is_remote(tracking_uri):
+        return f"open {redact_url(tracking_uri)} in a browser"
+    results = Path(os.path.expanduser(str(results_dir))).resolve()
+    if tracking_uri == f"sqlite:///{results / DB_FILE}":
+        return f"rltune ui --results-dir {shlex.quote(str(results))}"
+    return f"rltune ui --tracking-uri {shlex.quote(redact_url(tracking_uri))}"
