@@ -203,10 +203,19 @@ class OpenTrial:
 
 @dataclass(frozen=True)
 class LogResult:
+    """Log one result of trial ``number`` at its step.
+
+    ``replace``: the trial just ran it (the orchestrator's results, not a
+    replay of recorded ones): at a step the run already holds, the trial ran
+    the step again after restoring a checkpoint, and these values replace
+    the held ones (see ``TrialTracker.log_results``).
+    """
+
     kind: ClassVar[str] = "result"
     number: int
     result: dict[str, Any]
     timestamp_ms: int
+    replace: bool = False
 
 
 @dataclass(frozen=True)

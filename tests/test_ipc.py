@@ -34,7 +34,8 @@ MESSAGES = [
     EnvCheckFailed("ConfigError", "config.env = 'X'", ["env: unknown"]),
     # the tracking process
     TrackingInit({"study_name": "s", "sys_path": ["/x"]}), OpenTrial(2, {"lr": 0.1}, {"lr": 0.1}, {"metric": "m"}),
-    LogResult(2, {"training_iteration": 1}, 1_700_000_000_000), LogCheckpoint(2, "/staging/c", "checkpoint_000001"),
+    LogResult(2, {"training_iteration": 1}, 1_700_000_000_000, True),
+    LogCheckpoint(2, "/staging/c", "checkpoint_000001"),
     LogFiles(2, "/staging/f", ["/staging/f/params.json"]), LogCurve(2), LogModel(2, "/staging/m"),
     EndTrial(2, "COMPLETE", "done", None), UpdateBest(2, 1.5, {"lr": 0.1}), Reconcile([], True),
     DrawPlots([], ["maximize"]), FinishStudy(False, 1_700_000_060_000), CloseTracking(False), LogLine(30, "a warning"),

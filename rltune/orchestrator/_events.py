@@ -94,7 +94,7 @@ class TrackingObserver(Observer):
         )
 
     def result_received(self, a: Any, result: dict[str, Any]) -> None:
-        a.tracking.log_result(result)
+        a.tracking.log_result(result, replace=True)  # what the trial ran last is its history (a re-run replaces)
 
     def checkpoint_saved(self, a: Any) -> None:
         a.tracking.log_checkpoint(a.checkpoint)

@@ -1,7 +1,9 @@
 """Every use of a private Optuna name, in one place, each with why Optuna's public API cannot do it.
 
 The rest of rltune uses Optuna's public API only (a test greps for it). When
-Optuna changes one of these, this module is the one to adapt.
+Optuna changes one of these, this module is the one to adapt. Tested with
+Optuna 5.0 (tests/orchestrator/test_optuna_compat.py drives each on real
+storages and fails when one moves).
 """
 
 from __future__ import annotations
@@ -35,6 +37,22 @@ def trial_of(study: Any, frozen: Any) -> Any:
     import optuna
 
     return optuna.trial.Trial(study, trial_id(frozen))
+
+
+def replace_intermediate_value(trial: Any, step: int, value: float) -> None:
+    """Set the ``optuna.Trial``'s intermediate value at ``step`` to ``value``, reported before or not.
+
+    A trial that restored a checkpoint runs its later steps again: the
+    value of the re-run replaces the first one. Public ``Trial.report``
+    ignores a step already reported (with a warning), so this calls the
+    storage's own ``set_trial_intermediate_value`` (public on every storage,
+    which overwrites the step) through the study's private ``_storage``, and
+    updates the trial's private cached copy, which its ``should_prune`` hands
+    to the pruner.
+    """
+    value = float(value)
+    trial.study._storage.set_trial_intermediate_value(trial_id(trial), int(step), value)
+    trial._cached_frozen_trial.intermediate_values[int(step)] = value
 
 
 def pop_waiting_trial(study: Any) -> Any | None:

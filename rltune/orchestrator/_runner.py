@@ -3,9 +3,11 @@
 One thread drives everything (no locks): it fills the free slots with
 trials (interrupted ones first, then Optuna's waiting grid points, then new
 ones the sampler draws), waits on the trial processes' sockets, reports each
-result to Optuna (``trial.report(value, step=training_iteration)``), and
-answers each result with "continue" or "stop" (a stop criterion met, the
-pruner said so, Ctrl-C).
+result to Optuna (``trial.report(value, step=training_iteration)``; a step
+the trial runs again after restoring a checkpoint replaces its earlier
+value, in Optuna and MLflow: :meth:`TrialSetup._report`), and answers each
+result with "continue" or "stop" (a stop criterion met, the pruner said so,
+Ctrl-C).
 
 States in storage: a trial is RUNNING while a process of this study owns
 it; COMPLETE with the metric of its last result; PRUNED; FAIL after
@@ -373,9 +375,8 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         self.results[a.number] = result
         a.iteration = int(result.get("training_iteration", a.iteration + 1))
         reading = read_result(result, self.spec.metric, a.stop)
-        if reading.error is None and reading.value is not None and a.iteration not in a.reported_steps:
-            a.trial.report(reading.value, step=a.iteration)
-            a.reported_steps.add(a.iteration)
+        if reading.error is None and reading.value is not None:
+            self._report(a, a.iteration, reading.value)  # a step run again after a restore: its new value
         decision = decide(reading, iteration=a.iteration, stopping=self.stopping_since is not None,
                           checkpoint_at_end=self.spec.checkpoint_at_end,
                           should_prune=a.trial.should_prune if self.plan.pruner_name != "none" else None)

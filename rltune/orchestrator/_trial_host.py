@@ -52,7 +52,7 @@ class ActiveTrial:
     failures: int = 0
     outcome: str | None = None  # "complete" | "pruned" | "interrupted" once decided
     reason: str | None = None
-    reported_steps: set[int] = field(default_factory=set)
+    reported: dict[int, float] = field(default_factory=dict)  # the intermediate values Optuna holds, by step
     finished: bool = False
     tracking: Any = None  # its TrialTracker (MLflow run) when the study is tracked
     ended_ms: int | None = None  # when it ended (Optuna's datetime_complete), in ms since the epoch

@@ -17,7 +17,8 @@ from rltune._disk import writing
 from rltune._metrics import finite
 from rltune._trial_files import last_result
 from rltune.errors import ConfigError, DiskError
-from rltune.orchestrator._optuna_compat import pop_waiting_trial, retry_of, trial_id, trial_of
+from rltune.orchestrator._optuna_compat import (pop_waiting_trial, replace_intermediate_value, retry_of, trial_id,
+                                               trial_of)
 from rltune.orchestrator._ownership import make_owner
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
 from rltune.orchestrator._retry import RETRY_OF, predecessor, start_retry
@@ -154,7 +155,7 @@ class TrialSetup:
             return None
         if resumed is not None:
             active.failures = int(resumed.user_attrs.get("num_failures", 0))
-            active.reported_steps = set(resumed.intermediate_values)
+            active.reported = dict(resumed.intermediate_values)
             if isinstance(resumed.user_attrs.get("last_result"), dict):
                 active.last_result = resumed.user_attrs["last_result"]
             if active.retry_of is not None:  # a retry resumed before its own first checkpoint starts from its inherited one
@@ -164,7 +165,7 @@ class TrialSetup:
     def _continue_from(self, a: ActiveTrial, retry: Any) -> None:
         """A retry starts from its predecessor's latest checkpoint, with its results so far (copied here)."""
         previous = self._retried_attrs(retry)
-        a.reported_steps = set(retry.intermediate_values)  # inherited from a stale trial (shared storage)
+        a.reported = dict(retry.intermediate_values)  # inherited from a stale trial (shared storage)
         a.trial.set_user_attr(RETRY_OF, a.retry_of)
         old_dir = Path(previous["trial_dir"]) if isinstance(previous.get("trial_dir"), str) else None
         found = latest_checkpoint(old_dir) if old_dir is not None and old_dir.is_dir() else None
@@ -207,8 +208,28 @@ class TrialSetup:
         given = config.get("seed")
         return given if isinstance(given, int) and not isinstance(given, bool) else base + number
 
+    def _report(self, a: ActiveTrial, step: int, value: float) -> None:
+        """Optuna's intermediate value of ``a`` at ``step`` becomes ``value``: reported, or replacing another one.
+
+        A trial that restored a checkpoint runs the steps after it again; the
+        trial's history (``result.json``) is what it ran last, so a re-run's
+        value replaces the one Optuna got from the earlier run of the step.
+        """
+        if step not in a.reported:
+            a.trial.report(value, step=step)
+        elif a.reported[step] != value:
+            replace_intermediate_value(a.trial, step, value)
+        else:
+            return
+        a.reported[step] = value
+
     def _backfill(self, a: ActiveTrial, upto: int | None = None) -> None:
-        """Report to Optuna the results up to the checkpoint (or ``upto``) that it never got (the orchestrator was killed)."""
+        """Give Optuna the results up to the checkpoint (or ``upto``) as ``result.json`` holds them.
+
+        Those it never got (the orchestrator was killed before it was told),
+        and those it got from an earlier run of the step (killed between the
+        trial's re-run of the step and telling Optuna).
+        """
         path = a.trial_dir / "result.json"
         if not path.exists():
             return
@@ -220,9 +241,8 @@ class TrialSetup:
             except (ValueError, KeyError, TypeError):
                 continue
             value = finite(lookup(result, self.spec.metric))
-            if step <= upto and step not in a.reported_steps and value is not None:
-                a.trial.report(value, step=step)
-                a.reported_steps.add(step)
+            if step <= upto and value is not None:
+                self._report(a, step, value)
             if step == upto:
                 a.last_result = result
 

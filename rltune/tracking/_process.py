@@ -118,9 +118,9 @@ class TrialHandle:
         self._owner = owner
         self.number = number
 
-    def log_result(self, result: Mapping[str, Any]) -> None:
+    def log_result(self, result: Mapping[str, Any], *, replace: bool = False) -> None:
         """Every numeric entry of ``result`` at ``step = training_iteration`` (see ``TrialTracker.log_result``)."""
-        self._owner._post(LogResult(self.number, dict(result), int(time.time() * 1000)))
+        self._owner._post(LogResult(self.number, dict(result), int(time.time() * 1000), replace))
 
     def log_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Upload a checkpoint directory as ``checkpoints/<name>`` (hard-linked copy taken now)."""

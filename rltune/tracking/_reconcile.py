@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from rltune._trial_files import ERROR_FILE, PARAMS_FILE, RESULT_FILE, list_checkpoints, trial_dir_name
-from rltune.tracking._keys import flatten_params
+from rltune.tracking._keys import clean_key, flatten_metrics, flatten_params
 from rltune.tracking._results import curve_point, read_json, read_results, step_of
 from rltune.tracking._retention import best_checkpoint
-from rltune.tracking._store import RUN_STATUS, STEP_KEY, TAG_STATE, TAG_SYNCED
+from rltune.tracking._store import RUN_STATUS, TAG_STATE, TAG_SYNCED
 from rltune.tracking._trial import TrialTracker
 
 
@@ -76,14 +76,15 @@ def _reconcile_trial(study_tracker: Any, t: Any, state: str, trial_dir: Path, po
     if tracker is None or tracker.run_id != run_id:
         tracker = study_tracker._trackers[number] = TrialTracker(run_id, study_tracker.tracking_uri, _shared=study_tracker._shared,
                                                         _label=f"trial {number}", **options)
-    ok, logged = tracker._logged("metrics", "the steps already logged", lambda: {
-        m.step for m in study_tracker.client.get_metric_history(run_id, STEP_KEY)})
-    if ok:
-        tracker.logged_steps |= logged
-        missing = [r for i, r in enumerate(results) if step_of(r, i + 1) not in logged]
+    if tracker.load_logged_steps():
+        missing = [r for i, r in enumerate(results) if step_of(r, i + 1) not in tracker.logged_steps]
         if missing:
             made = True
             tracker.log_results(missing)
+        stale = _stale_results(tracker, results)
+        if stale:  # an earlier run of these steps, re-run since (the re-run's message was lost with its orchestrator)
+            made = True
+            tracker.log_results(stale, replace=True)
     made = _reconcile_checkpoints(study_tracker, tracker, checkpoints, results) or made
     if run.info.status != RUN_STATUS[state] or run.data.tags.get(TAG_STATE) != state:
         made = True
@@ -106,6 +107,33 @@ def _reconcile_trial(study_tracker: Any, t: Any, state: str, trial_dir: Path, po
         study_tracker._attempt("reconcile", f"the reconciliation mark of trial {number}",
                                lambda: study_tracker.client.set_tag(run_id, TAG_SYNCED, digest))
     return made
+
+
+def _stale_results(tracker: TrialTracker, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The results of steps whose latest values in the run are another run's of the step.
+
+    Compared by the ``timestamp`` rltune stamps on every result (two runs of
+    a step differ in it) and by the study's metric, where the results have them.
+    """
+    rows = {}
+    for i, result in enumerate(results):
+        step = step_of(result, i + 1)
+        if step in tracker.logged_steps:
+            rows[step] = (result, flatten_metrics(result))
+    keys = {"timestamp", clean_key(tracker.metric), clean_key(tracker.metric.replace(".", "/"))}
+    stale: set[int] = set()
+    for key in sorted(k for k in keys if any(k in flat for _, flat in rows.values())):
+        ok, history = tracker._logged("metrics", f"the history of {key}",
+                                      lambda: tracker.client.get_metric_history(tracker.run_id, key))
+        if not ok:
+            return []
+        latest: dict[int, tuple[int, float]] = {}
+        for m in history:  # MLflow's order of the latest value: by timestamp, then value
+            latest[m.step] = max((m.timestamp, m.value), latest.get(m.step, (m.timestamp, m.value)))
+        stale |= {step for step, (_, flat) in rows.items()
+                  if key in flat and step in latest and latest[step][1] != flat[key]}
+    return [rows[step][0] for step in sorted(stale)]
+
 
 def _reconcile_checkpoints(study_tracker: Any, tracker: "TrialTracker", on_disk: dict[str, tuple[int, Path]],
                            results: list[dict[str, Any]]) -> bool:

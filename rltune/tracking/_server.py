@@ -295,13 +295,13 @@ class _Server:
                     logging.getLogger(__name__).debug("no trainer defaults", exc_info=True)
         return self._defaults
 
-    def _take_results(self, number: int) -> list[tuple[dict[str, Any], int]]:
-        """The trial's results queued before its next other message (other trials' messages stay)."""
+    def _take_results(self, number: int, replace: bool = False) -> list[tuple[dict[str, Any], int]]:
+        """The trial's results (of this ``replace``) queued before its next other message (other trials' stay)."""
         taken, kept = [], deque()
         while self.pending:
             entry = self.pending.popleft()
             message = entry[1]
-            if isinstance(message, LogResult) and message.number == number:
+            if isinstance(message, LogResult) and message.number == number and message.replace == replace:
                 taken.append((message.result, message.timestamp_ms))
                 continue
             kept.append(entry)
@@ -318,8 +318,9 @@ class _Server:
                                                                   start_time_ms=message.start_time_ms,
                                                                   **message.options)
         elif isinstance(message, LogResult):
-            batch = [(message.result, message.timestamp_ms), *self._take_results(message.number)]
-            self.trials[message.number].log_results([r for r, _ in batch], timestamp_ms=batch[-1][1])
+            batch = [(message.result, message.timestamp_ms), *self._take_results(message.number, message.replace)]
+            self.trials[message.number].log_results([r for r, _ in batch], timestamp_ms=batch[-1][1],
+                                                    replace=message.replace)
         elif isinstance(message, LogCheckpoint):
             try:
                 self.trials[message.number].log_checkpoint(message.copy, name=message.name)

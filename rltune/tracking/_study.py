@@ -16,7 +16,7 @@ from rltune.tracking._keys import clean_key, flatten_params, run_name
 from rltune.tracking._mlflow_compat import limits as mlflow_limits
 from rltune.tracking._reconcile import reconcile
 from rltune.tracking._store import (
-    EXPERIMENT_KIND, RUN_STATUS, STEP_KEY, TAG_PARENT, TAG_PRUNER, TAG_RETRIED_BY, TAG_RETRY_OF, TAG_ROLE, TAG_SAMPLER,
+    EXPERIMENT_KIND, RUN_STATUS, TAG_PARENT, TAG_PRUNER, TAG_RETRIED_BY, TAG_RETRY_OF, TAG_ROLE, TAG_SAMPLER,
     TAG_STATE, TAG_STUDY, TAG_TRIAL, TAG_TRUNCATED, artifact_root, is_remote, resolve_tracking_uri)
 from rltune.tracking._summary import study_snapshot, trials_csv
 from rltune.tracking._trial import TrialTracker
@@ -173,7 +173,7 @@ class StudyTracker(Tracker):
             reopened = trial_number in self.trial_runs
             tracker.run_id = self._start_trial(trial_number, flat, dict(key_params), start_time_ms)
             if reopened and tracker.run_id is not None:
-                self._load_steps(tracker)
+                tracker.load_logged_steps()
             self._trackers[trial_number] = tracker
             if retry_of is not None and tracker.run_id is not None:
                 self._link_retry(trial_number, tracker.run_id, retry_of)
@@ -189,12 +189,6 @@ class StudyTracker(Tracker):
         if failed_run is not None:
             self._attempt("trial", f"the retry link of trial {retry_of}",
                           lambda: self.client.set_tag(failed_run, TAG_RETRIED_BY, str(number)))
-
-    def _load_steps(self, tracker: "TrialTracker") -> None:
-        ok, steps = tracker._logged("metrics", "the steps already logged",
-                                    lambda: {m.step for m in self.client.get_metric_history(tracker.run_id, STEP_KEY)})
-        if ok:
-            tracker.logged_steps |= steps
 
     def _start_trial(self, number: int, flat_params: dict[str, str], key_params: dict[str, Any],
                      start_time_ms: int | None = None) -> str | None:

@@ -57,8 +57,10 @@ class TrialTracker(Tracker):
         self.mode = mode
         self.history: list[dict[str, Any]] = []  # per result: iteration, timesteps, metric, curriculum phase/task
         self.checkpoints: list[tuple[str, float | None]] = []  # uploaded (name, score), oldest first
-        self.logged_steps: set[int] = set()  # steps the run holds (loaded when a run is reopened)
+        # the steps the run holds, each with the timestamp (ms) of its latest values (loaded when a run is reopened)
+        self.logged_steps: dict[int, int] = {}
         self._history_steps: set[int] = set()
+        self._last_metric: float | None = None  # of the result logged last (a re-run's, not the furthest step's)
         self._prefix = f"{_label}: " if _label else ""
         self._last_task: Any = None
         self._artifact_repo: Any = None
@@ -72,70 +74,100 @@ class TrialTracker(Tracker):
         return self._attempt(kind, what, fn)
 
     # -- results ----------------------------------------------------------------------
-    def log_result(self, result: Mapping[str, Any]) -> None:
+    def log_result(self, result: Mapping[str, Any], *, replace: bool = False) -> None:
         """Log every numeric entry of one result at ``step = training_iteration``, in one batch call.
 
         Nested keys are joined with '/' (``info/learner/default_policy/entropy``,
         ``custom_metrics/pole_angle_mean``); bools are 0/1; NaN, infinities
         and non-numeric values are left out; a non-numeric ``curriculum_task``
         goes to the ``rltune.curriculum_task`` tag when it changes. More than
-        1000 metrics go in chunks of 1000 (MLflow's batch limit). A step the
-        run already holds (``logged_steps``) is not logged again.
-        """
-        self.log_results([result])
+        1000 metrics go in chunks of 1000 (MLflow's batch limit).
 
-    def log_results(self, results: Sequence[Mapping[str, Any]], *, timestamp_ms: int | None = None) -> None:
+        A step the run already holds (``logged_steps``) is a replay (a
+        reconciliation re-sending recorded results) and is not logged again,
+        unless ``replace``: the trial just ran the step (again, after
+        restoring a checkpoint), and its values are logged at the same step
+        with a later timestamp, so they are the step's latest values (MLflow
+        keeps the earlier ones in the metric's history). The learning curve
+        takes the new point.
+        """
+        self.log_results([result], replace=replace)
+
+    def log_results(self, results: Sequence[Mapping[str, Any]], *, timestamp_ms: int | None = None,
+                    replace: bool = False) -> None:
         """Log several results (in order) as :meth:`log_result` does, packed into as few batch calls as fit.
 
         A tracker that fell behind (a tracking process catching up) sends the
         iterations it has queued together: MLflow's cost is per call far more
-        than per metric. ``timestamp_ms``: when the results arrived (default: now).
+        than per metric. ``timestamp_ms``: when the results arrived (default:
+        now). Of two results of one step in ``results``, the later one is
+        logged with ``replace``, else the first one.
         """
         if not results:
             return
         now = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
-        rows: list[tuple[int, dict[str, float], str | None]] = []
+        rows: dict[int, dict[str, float]] = {}
+        task_tags: list[str] = []  # a changed task is a tag; of several in one call, the latest is the run's task
         for result in results:
             step = step_of(result, len(self.history) + 1)
-            if step not in self._history_steps:  # a step run again keeps its first point, as in MLflow
-                self._history_steps.add(step)
-                self.history.append(curve_point(result, step, self.metric))
+            self._curve_point(result, step, replace)
             task = result.get("curriculum_task")
-            task_tag = None
             if task is not None and finite(task) is None and task != self._last_task:
-                task_tag = json.dumps(task, default=repr)[:MAX_TAG_VAL_LENGTH]
+                task_tags.append(json.dumps(task, default=repr)[:MAX_TAG_VAL_LENGTH])
                 self._last_task = task
-            rows.append((step, flatten_metrics(result), task_tag))
+            if replace or step not in rows:
+                rows.pop(step, None)  # a step run again within the batch: its last run, in order
+                rows[step] = flatten_metrics(result)
 
         def log() -> None:
             from mlflow.entities import Metric, RunTag
 
-            # a step once: MLflow would keep a second value of a step (a restarted trial, a replay)
-            fresh, steps = [], set()
-            for row in rows:
-                if row[0] not in self.logged_steps and row[0] not in steps:
-                    fresh.append(row)
-                    steps.add(row[0])
+            fresh = {step: row for step, row in rows.items() if replace or step not in self.logged_steps}
             if not fresh:
                 return
+            # later than the values it replaces (logged by an earlier session, or a reconciliation after `now`)
+            stamp = max([now, *(self.logged_steps[step] + 1 for step in fresh if step in self.logged_steps)])
             # the step key last: a step whose STEP_KEY is stored is stored whole (chunks go in order)
-            entries = [Metric(key, metrics[key], now, step) for step, metrics, _ in fresh
+            entries = [Metric(key, metrics[key], stamp, step) for step, metrics in fresh.items()
                        for key in sorted(metrics, key=lambda k: k == STEP_KEY)]
-            # a changed task is a tag; of several in one call, the latest is the run's current task
-            task_tags = [tag for _, _, tag in rows if tag is not None]
             tags = [RunTag("rltune.curriculum_task", task_tags[-1])] if task_tags else []
             limits = mlflow_limits()  # a batch holds at most 1000 metrics and 1000 entities in all
             per_batch = min(limits.metrics_per_batch, limits.entities_per_batch - len(tags))
             for i in range(0, max(len(entries), 1), per_batch):
                 self.client.log_batch(self.run_id, metrics=entries[i:i + per_batch], tags=tags if i == 0 else [],
                                       synchronous=True)
-            self.logged_steps |= steps
+            self.logged_steps.update(dict.fromkeys(fresh, stamp))
 
-        steps = [step for step, _, _ in rows]
-        values = sum(len(metrics) for _, metrics, _ in rows)
+        steps = list(rows)
+        values = sum(len(metrics) for metrics in rows.values())
         what = (f"the metrics of iteration {steps[0]} ({values} values)" if len(rows) == 1
                 else f"the metrics of iterations {steps[0]}..{steps[-1]} ({values} values)")
         guarded(lambda: self._logged("metrics", what, log))
+
+    def load_logged_steps(self) -> bool:
+        """Learn which steps the run holds (a reopened run), with their latest timestamps; False if MLflow failed."""
+        def held() -> dict[int, int]:
+            latest: dict[int, int] = {}
+            for m in self.client.get_metric_history(self.run_id, STEP_KEY):
+                latest[m.step] = max(m.timestamp, latest.get(m.step, m.timestamp))
+            return latest
+
+        ok, steps = self._logged("metrics", "the steps already logged", held)
+        for step, stamp in (steps or {}).items():
+            self.logged_steps[step] = max(stamp, self.logged_steps.get(step, stamp))
+        return ok
+
+    def _curve_point(self, result: Mapping[str, Any], step: int, replace: bool) -> None:
+        """The learning curve's point of ``result``: a new step's, or (``replace``) the step's new one."""
+        point = curve_point(result, step, self.metric)
+        if step not in self._history_steps:
+            self._history_steps.add(step)
+            self.history.append(point)
+        elif replace:
+            self.history = [point if p["iteration"] == step else p for p in self.history]
+        else:
+            return
+        self._last_metric = point["metric"]
 
     # -- artifacts ----------------------------------------------------------------------
     def log_checkpoint(self, path: str | os.PathLike[str], *, score: float | None = None,
@@ -143,13 +175,13 @@ class TrialTracker(Tracker):
         """Upload a checkpoint directory as ``checkpoints/<name>``; its artifact path, None if not recorded.
 
         ``name``: default the directory's name (given when ``path`` is a copy).
-        ``score`` (default: ``metric`` of the last logged result) decides which
+        ``score`` (default: ``metric`` of the result logged last) decides which
         checkpoint is the best one kept with ``keep_checkpoints_num``.
         """
         path = Path(path)
         name = name or path.name
-        if score is None and self.history:
-            score = self.history[-1].get("metric")
+        if score is None:
+            score = self._last_metric
 
         def upload() -> str | None:
             ok, _ = self._logged("checkpoint", f"checkpoint {name}", lambda: self.client.log_artifacts(

@@ -95,6 +95,28 @@ def misbehaving(config, reporter):
             _save(reporter, step + 1)
 
 
+def rerunning(config, reporter):
+    """``steps`` iterations of ``score = step + 10 * attempt`` (attempt 1, 2, ... counted in ``attempts.txt``).
+
+    A step run again after a restore gets another value than its first run.
+    The first attempt SIGKILLs, right after the result of step ``kill_at`` was
+    answered (before any checkpoint of it), ``kill``: "trial" (its own
+    process) or "orchestrator" (its parent).
+    """
+    import signal
+
+    attempts = reporter.trial_dir / "attempts.txt"
+    attempt = len(attempts.read_text().split()) + 1 if attempts.exists() else 1
+    with open(attempts, "a") as f:
+        f.write(f"{attempt}\n")
+    for step in range(_start(reporter), config.get("steps", 5)):
+        reporter(score=float(step + 1 + 10 * attempt))
+        if attempt == 1 and step + 1 == config.get("kill_at"):
+            os.kill(os.getpid() if config.get("kill") == "trial" else os.getppid(), signal.SIGKILL)
+            time.sleep(5)  # (the orchestrator killed: the trial process exits when it sees its parent gone)
+        _save(reporter, step + 1)
+
+
 def counter_killing_its_orchestrator_at_stop(config, reporter):
     """``counter``; when told to stop, it checkpoints, then SIGKILLs the orchestrator (once) before it returns.
 

@@ -1,4 +1,4 @@
-"""MLflow stays true after kills: each step once per run, reconciliation with the trial directories, no staging left.
+"""MLflow stays true after kills: replays once, re-runs replace, reconciliation with the trial directories, no staging.
 
 The last test kills ``rltune tune`` with SIGKILL at 10 random moments of a
 3-point grid study and resumes it each time; in the end MLflow must agree
@@ -18,6 +18,7 @@ from pathlib import Path
 import optuna
 import pytest
 from mlflow import MlflowClient
+from mlflow_history import latest_by_step
 
 from rltune.tracking import StudyTracker, remove_staging
 
@@ -30,7 +31,7 @@ TRAINABLES = Path(__file__).parent.parent / "orchestrator" / "trainables.py"
 
 
 def _steps(client: MlflowClient, run_id: str, key: str = "score") -> list[int]:
-    return sorted(m.step for m in client.get_metric_history(run_id, key))
+    return sorted({m.step for m in client.get_metric_history(run_id, key)})
 
 
 def _checkpoints(client: MlflowClient, run_id: str) -> set[str]:
@@ -59,12 +60,12 @@ def _frozen(number: int, state: str, value: float | None = None, error: str | No
     return trial
 
 
-def test_a_resumed_run_logs_each_step_once(tmp_path, template_db):
+def test_a_replay_logs_each_step_once(tmp_path, template_db):
     results = new_store(template_db, tmp_path / "results")
     tracker = StudyTracker(None, results, "once", "grid", "none")
     run = tracker.open_trial(0, {"x": 1}, {"x": 1})
     run.log_results([{"score": 1.0, "training_iteration": 1}, {"score": 2.0, "training_iteration": 2}])
-    run.log_result({"score": 2.5, "training_iteration": 2})  # a retry from the checkpoint of step 1
+    run.log_result({"score": 2.5, "training_iteration": 2})  # a replay (not replace): the run holds step 2
     tracker.close(interrupted=True)
 
     resumed = StudyTracker(None, results, "once", "grid", "none")
@@ -74,6 +75,29 @@ def test_a_resumed_run_logs_each_step_once(tmp_path, template_db):
     client = MlflowClient(resumed.tracking_uri)
     assert _steps(client, run.run_id) == [1, 2, 3]
     assert [m.value for m in sorted(client.get_metric_history(run.run_id, "score"), key=lambda m: m.step)] == [1, 2, 3]
+
+
+def test_a_step_run_again_replaces_its_values_also_in_a_reopened_run(tmp_path, template_db):
+    results = new_store(template_db, tmp_path / "results")
+    tracker = StudyTracker(None, results, "rerun", "grid", "none")
+    run = tracker.open_trial(0, {"x": 1}, {"x": 1}, metric="score")
+    run.log_results([{"score": 1.0, "training_iteration": i} for i in (1, 2, 3)], replace=True)
+    # restored the checkpoint of step 1: steps 2 and 3 run again (3 twice in one batch: the last run counts)
+    run.log_results([{"score": 2.5, "training_iteration": 2}, {"score": 3.5, "training_iteration": 3},
+                     {"score": 3.7, "training_iteration": 3}], replace=True, timestamp_ms=1)  # (a clock behind)
+    assert [(p["iteration"], p["metric"]) for p in run.history] == [(1, 1.0), (2, 2.5), (3, 3.7)]
+    tracker.close(interrupted=True)
+
+    resumed = StudyTracker(None, results, "rerun", "grid", "none")
+    again = resumed.open_trial(0, {"x": 1}, {"x": 1})  # reopened: it knows its steps and when they were logged
+    again.log_result({"score": 3.9, "training_iteration": 3}, replace=True)
+    again.log_result({"score": 4.0, "training_iteration": 4}, replace=True)
+    resumed.close()
+    client = MlflowClient(resumed.tracking_uri)
+    assert latest_by_step(client, run.run_id, "score") == {1: 1.0, 2: 2.5, 3: 3.9, 4: 4.0}
+    assert latest_by_step(client, run.run_id, "training_iteration") == {1: 1.0, 2: 2.0, 3: 3.0, 4: 4.0}
+    assert len(client.get_metric_history(run.run_id, "score")) == 7  # MLflow keeps the earlier runs' values
+    assert client.get_run(run.run_id).data.metrics["score"] == 4.0
 
 
 def test_reconcile_logs_what_is_missing_once_and_drops_what_the_trial_dropped(tmp_path, template_db):
@@ -119,6 +143,29 @@ def test_reconcile_logs_what_is_missing_once_and_drops_what_the_trial_dropped(tm
     resumed.close()
     assert not any(r.data.tags.get("rltune.trial") == "3" for r in client.search_runs([tracker.experiment_id]))
     assert _steps(client, runs[0].info.run_id) == [1, 2, 3, 4, 5, 6]
+
+
+def test_reconcile_replaces_the_values_of_an_earlier_run_of_a_step(tmp_path, template_db):
+    # the trial re-ran steps 3 and 4 after restoring its checkpoint of step 2; the orchestrator was killed
+    # before the tracking got the re-run's results: the run holds the first run's values of 3 and 4
+    results = new_store(template_db, tmp_path / "results")
+    study_dir = results / "study"
+    trial_dir = _trial_dir(study_dir, 0, 5, [2, 5])
+    history = [{"score": float(i), "training_iteration": i, "timestamp": 1000.0 + i} for i in range(1, 6)]
+    history[2]["score"], history[3]["timestamp"] = 30.0, 2004.0  # step 3: another score; 4: same score, run again
+    (trial_dir / "result.json").write_text("".join(json.dumps(r) + "\n" for r in history))
+    tracker = StudyTracker(None, results, "study", "grid", "none")
+    run = tracker.open_trial(0, {"x": 0, "steps": 5}, {"x": 0}, metric="score")
+    run.log_results([{"score": float(i), "training_iteration": i, "timestamp": 1000.0 + i} for i in range(1, 5)])
+    options = {"keep_checkpoints_num": None, "metric": "score", "mode": "max"}
+    tracker.reconcile([_frozen(0, "COMPLETE", 5.0)], study_dir, **options)
+    tracker.reconcile([_frozen(0, "COMPLETE", 5.0)], study_dir, **options)  # a second time changes nothing
+    tracker.close()
+    assert not tracker.unrecorded
+    client = MlflowClient(tracker.tracking_uri)
+    assert latest_by_step(client, run.run_id, "score") == {r["training_iteration"]: r["score"] for r in history}
+    assert latest_by_step(client, run.run_id, "timestamp") == {r["training_iteration"]: r["timestamp"] for r in history}
+    assert sorted(m.step for m in client.get_metric_history(run.run_id, "training_iteration")) == [1, 2, 3, 3, 4, 4, 5]
 
 
 def test_remove_staging_keeps_the_running_sessions_copies(tmp_path):
@@ -195,6 +242,8 @@ def test_kill_9_at_random_moments_then_resume_leaves_mlflow_agreeing_with_optuna
         assert (run.info.status, run.data.tags["rltune.state"]) == ("FINISHED", "COMPLETE"), t.number
         assert _steps(client, run.info.run_id) == list(range(1, 25)), t.number
         assert _steps(client, run.info.run_id, "training_iteration") == list(range(1, 25)), t.number
+        on_file = {r["training_iteration"]: r["score"] for r in map(json.loads, (trial_dir / "result.json").open())}
+        assert latest_by_step(client, run.info.run_id, "score") == t.intermediate_values == on_file, t.number
         on_disk = {p.name for p in trial_dir.glob("checkpoint_*")}
         assert on_disk and _checkpoints(client, run.info.run_id) == on_disk, t.number
         assert not list(trial_dir.glob(".*.mlflow-*")), "staging copies left behind"
