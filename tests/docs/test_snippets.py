@@ -9,8 +9,8 @@ docs' own commands must not trip rltune's warnings (a train batch that is not
 a whole number of sampling rounds, a renamed key, ...).
 
 Budgets: shell blocks get a ``rltune`` before the .venv's on PATH that adds
-``--stop '{"training_iteration": 2}'`` to ``rltune train`` (flags override
-a file's fields) and ``--n-trials 2`` plus the same stop to ``rltune tune``,
+``--stop '{"training_iteration": 1}'`` to ``rltune train`` (flags override
+a file's fields) and ``--n-trials 1`` plus the same stop to ``rltune tune``,
 so a study that takes a minute for a user takes seconds here; Python
 blocks are written cheap. MLflow tracking is off unless a block says
 ``<!-- tracking: on -->``.
@@ -32,7 +32,7 @@ from .snippets import REPO, RUN_LANGUAGES, Block, pages, read_blocks
 BLOCK_TIMEOUT_S = 600
 LINKED = ("studies", "examples", "benchmarks")
 WARNING = re.compile(r"\bwarn(ing)?s?\b", re.IGNORECASE)
-TINY_STOP = '{"training_iteration": 2}'
+TINY_STOP = '{"training_iteration": 1}'
 
 SHIM = f"""#!{sys.executable}
 # rltune on a tiny budget (tests/docs/test_snippets.py): the docs' commands, with flags that override their budget.
@@ -44,7 +44,7 @@ argv = sys.argv[1:]
 if argv[:1] == ["train"] and "--show-config" not in argv:
     argv += ["--stop", {TINY_STOP!r}]
 elif argv[:1] == ["tune"]:
-    argv += ["--n-trials", "2", "--stop", {TINY_STOP!r}]
+    argv += ["--n-trials", "1", "--stop", {TINY_STOP!r}]
 sys.exit(main(argv))
 """
 
