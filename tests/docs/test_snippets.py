@@ -31,7 +31,7 @@ from .snippets import REPO, RUN_LANGUAGES, Block, pages, read_blocks
 
 BLOCK_TIMEOUT_S = 600
 LINKED = ("studies", "examples", "benchmarks")
-WARNING = re.compile(r"\bwarn(ing)?s?\b", re.IGNORECASE)
+WARNING = re.compile(r"\bWARN(ING)?\b|[A-Za-z]*Warning\b")  # logging's and gymnasium's levels, Python's warnings
 TINY_STOP = '{"training_iteration": 1}'
 
 SHIM = f"""#!{sys.executable}
