@@ -13,7 +13,7 @@ the user's ``__main__``):
   :class:`EnvCheckFailed`) out, :class:`Continue` / :class:`Stop` in;
 - the orchestrator and the study's **tracking process**
   (``rltune.tracking._process``): one message class per tracker call in,
-  :class:`LogLine` / :class:`Closed` out.
+  :class:`LogLine`, :class:`Progress`, :class:`Reconciled` and :class:`Closed` out.
 
 Every child dies with its parent, SIGKILL included (:mod:`rltune._parent_death`,
 armed by :func:`spawn` before the child imports anything), except the tracking
@@ -191,11 +191,14 @@ class TrackingInit:
 
 @dataclass(frozen=True)
 class OpenTrial:
+    """Create (or reopen) the trial's run; ``start_time_ms``: the trial's own start (the run's ``start_time``)."""
+
     kind: ClassVar[str] = "open"
     number: int
     params: dict[str, Any]
     key_params: Any
     options: dict[str, Any]
+    start_time_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -243,11 +246,14 @@ class LogModel:
 
 @dataclass(frozen=True)
 class EndTrial:
+    """End the trial's run in ``state``; ``end_time_ms``: the trial's own end (the run's ``end_time``)."""
+
     kind: ClassVar[str] = "end"
     number: int
     state: str
     reason: str | None
     error: str | None
+    end_time_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -273,6 +279,15 @@ class DrawPlots:
 
 
 @dataclass(frozen=True)
+class FinishStudy:
+    """End the study's parent run (FINISHED, or KILLED when interrupted) at ``end_time_ms``, the study's end."""
+
+    kind: ClassVar[str] = "finish"
+    interrupted: bool
+    end_time_ms: int
+
+
+@dataclass(frozen=True)
 class CloseTracking:
     kind: ClassVar[str] = "close"
     interrupted: bool
@@ -284,6 +299,20 @@ class LogLine:
 
     level: int
     text: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The tracking process has handled every message before the ``recorded``-th (counted from 0, its init)."""
+
+    recorded: int
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """A reconciliation logged what the runs of these trials lacked (an earlier run left it unrecorded)."""
+
+    repaired: list[int]
 
 
 @dataclass(frozen=True)

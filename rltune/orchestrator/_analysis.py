@@ -64,6 +64,8 @@ class Analysis:
     best_config_path: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     no_space: str | None = None  # the study started no more trials: one found the disk full (which, and why)
+    tracking_ui: str | None = None  # where its MLflow runs are seen: the `rltune ui ...` command, or the server
+    tracking_unrecorded: str | None = None  # the line on what MLflow tracking could not record (a resume does)
 
     @property
     def best_config(self) -> dict[str, Any] | None:
@@ -138,6 +140,11 @@ def build_analysis(runner: Any) -> Analysis:
         best = pick(complete, key=lambda r: r.value)
     analysis = Analysis(study, records, plan.spec.metric, plan.spec.mode, runner.study_dir, best, runner.interrupted,
                         no_space=runner.no_space)
+    if runner.tracker is not None:
+        from rltune.tracking._store import ui_hint
+
+        analysis.tracking_ui = ui_hint(runner.tracker.tracking_uri, runner.study_dir.parent)
+        analysis.tracking_unrecorded = runner.tracker.summary()
     if best is not None:
         try:
             analysis.best_config_path = write_best_config(analysis, plan)

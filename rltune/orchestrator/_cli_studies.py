@@ -101,20 +101,21 @@ def add_show_parser(commands: Any) -> None:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from rltune.orchestrator._listing import load_study, resolve_study_dir, trial_rows
+    from rich.console import Console
+    from rich.text import Text
+
+    from rltune.orchestrator._listing import load_study, resolve_study_dir, trial_rows, trials_table
 
     check_results_dir(args.results_dir)
     directory = resolve_study_dir(args.study, args.results_dir)
     study, info = load_study(directory, args.storage)
     metric = info.get("metric", "value")
     rows = trial_rows(study, metric)
-    print(f"study {info['name']!r} ({info.get('mode', 'max')} {metric}), {len(rows)} trials, directory {directory}")
-    print(f"{'trial':>5}  {'state':11} {'iter':>5}  {metric[:20]:>20}  params / checkpoint or error")
-    for row in rows:
-        value = row[metric]
-        shown = f"{value:.6g}" if isinstance(value, (int, float)) else "-"
-        params = ", ".join(f"{k}={v}" for k, v in row["params"].items())
-        tail = f"error: {row['error']}" if row["state"] == "FAIL" and row["error"] else (row["checkpoint"] or "")
-        tail = f"(retry of trial {row['retry_of']}) {tail}".rstrip() if row["retry_of"] is not None else tail
-        print(f"{row['trial']:>5}  {row['state']:11} {row['iter'] or 0:>5}  {shown:>20}  {params}" + (f"  {tail}" if tail else ""))
+    console = Console(highlight=False)
+    console.print(f"study {info['name']!r} ({info.get('mode', 'max')} {metric}), {len(rows)} trials, directory "
+                  f"{directory}", markup=False, soft_wrap=True)
+    table, names = trials_table(rows, metric, directory).render(console.width)
+    console.print(table)
+    if names:
+        console.print(Text(f"params: {names}"))
     return 0

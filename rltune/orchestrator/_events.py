@@ -6,11 +6,35 @@ implements the events it cares about (the others are no-ops here).
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from rltune.orchestrator._trial import PARAMS_FILE, RESULT_FILE
 
 ERROR_FILE = "error.txt"
+BEHIND_S = 5.0  # the tracking is "behind" (and the display says so) when its oldest unrecorded call is older
+STATUS_EVERY_S = 2.0  # while it is behind, its lag is told this often
+
+
+@dataclass(frozen=True)
+class TrackingStatus:
+    """How far MLflow tracking is behind the study: the oldest unrecorded call's age and the calls queued.
+
+    ``behind``: over ``BEHIND_S`` (told when it starts, every
+    ``STATUS_EVERY_S`` while it lasts, and once when it caught up).
+    """
+
+    lag_s: float
+    queued: int
+    behind: bool
+
+    def text(self) -> str:
+        """One line for the user."""
+        if not self.behind:
+            return "MLflow tracking caught up with the study"
+        return (f"MLflow tracking is {self.lag_s:.0f} s behind the study ({self.queued} call(s) queued); "
+                "the study goes on, and MLflow shows its results as it catches up")
 
 
 class Observer:
@@ -43,6 +67,14 @@ class Observer:
     def refresh(self, runner: Any) -> None:
         """Once per turn of the loop."""
 
+    def tracking_status(self, status: TrackingStatus) -> None:
+        """MLflow tracking fell behind the study by over ``BEHIND_S`` (or caught up again)."""
+
+
+def _ms(when: Any) -> int | None:
+    """An Optuna trial's ``datetime`` in ms since the epoch (MLflow's unit); None stays None."""
+    return None if when is None else int(when.timestamp() * 1000)
+
 
 class TrackingObserver(Observer):
     """Records the study's trials in MLflow through its tracking process (``tracker``)."""
@@ -50,11 +82,13 @@ class TrackingObserver(Observer):
     def __init__(self, tracker: Any, runner: Any) -> None:
         self.tracker = tracker
         self.runner = runner
+        self._behind = False
+        self._told = 0.0
 
     def trial_opened(self, a: Any) -> None:
         spec = self.runner.spec
         a.tracking = self.tracker.open_trial(
-            a.number, {**a.config, "seed": a.seed}, a.values,
+            a.number, {**a.config, "seed": a.seed}, a.values, start_time_ms=_ms(a.trial.datetime_start),
             keep_checkpoints_num=spec.keep_checkpoints_num, metric=spec.metric, mode=spec.mode,
             **({"retry_of": a.retry_of} if a.retry_of is not None else {}),
         )
@@ -68,14 +102,14 @@ class TrackingObserver(Observer):
     def trial_ended(self, a: Any, state: str, value: float | None) -> None:
         """Files, learning curve, policy model (trainers) and the run's end state, in the trial's MLflow run."""
         if state == "INTERRUPTED":
-            self.tracker.end_trial(a.tracking, "INTERRUPTED", reason=a.reason)
+            self.tracker.end_trial(a.tracking, "INTERRUPTED", reason=a.reason, end_time_ms=a.ended_ms)
             return
         a.tracking.log_files(a.trial_dir / PARAMS_FILE, a.trial_dir / RESULT_FILE, a.trial_dir / ERROR_FILE)
         a.tracking.log_learning_curve()
         if state != "FAIL" and a.checkpoint and self.runner.plan.trainable.kind == "trainer":
             a.tracking.log_policy_model(a.checkpoint)
         error = a.trial.user_attrs.get("error") if state == "FAIL" else None
-        self.tracker.end_trial(a.tracking, state, reason=a.reason, error=error)
+        self.tracker.end_trial(a.tracking, state, reason=a.reason, error=error, end_time_ms=a.ended_ms)
         study = self.runner.study
         if state == "COMPLETE":
             best = study.best_trial
@@ -87,5 +121,11 @@ class TrackingObserver(Observer):
                                                           "worker")
 
     def refresh(self, runner: Any) -> None:
+        """Read the tracking's replies, set its priority, and tell the observers when it falls behind."""
         self.tracker.poll()
         self.tracker.yield_to_trials(bool(runner.active))
+        lag = self.tracker.lag()
+        behind, now = lag.seconds > BEHIND_S, time.monotonic()
+        if behind != self._behind or (behind and now - self._told >= STATUS_EVERY_S):
+            self._behind, self._told = behind, now
+            runner._emit("tracking_status", TrackingStatus(lag.seconds, lag.queued, behind))

@@ -11,7 +11,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rltune._results_dir import default_results_dir
 from rltune._secrets import (
@@ -26,6 +26,9 @@ from rltune.orchestrator._ownership import owner_alive
 from rltune.orchestrator._retry import live_trials, predecessor
 from rltune.orchestrator._storage import JOURNAL_FILE, open_storage
 from rltune.orchestrator._study_setup import STUDY_FILE
+
+if TYPE_CHECKING:
+    from rltune.orchestrator._columns import TrialTable
 
 STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "INTERRUPTED")
 
@@ -154,3 +157,42 @@ def trial_rows(study: Any, metric: str) -> list[dict[str, Any]]:
             "retry_of": predecessor(frozen),
         })
     return rows
+
+
+def trials_table(rows: list[dict[str, Any]], metric: str, directory: Path) -> "TrialTable":
+    """``rltune show``'s table of :func:`trial_rows`: the metric by its full name, one column per param
+    (shortened names have a legend), checkpoints relative to the study directory (see :mod:`._columns`)."""
+    from rltune.orchestrator._columns import TrialRow, TrialTable, fmt_value
+
+    names = list(dict.fromkeys(name for row in rows for name in row["params"]))
+    table = TrialTable([("trial", "right"), ("state", "left"), ("iter", "right"), (metric, "right")], names,
+                       tail="checkpoint or error")
+    for row in rows:
+        tail = f"error: {row['error']}" if row["state"] == "FAIL" and row["error"] else _relative(row["checkpoint"],
+                                                                                                   directory)
+        tail = f"(retry of trial {row['retry_of']}) {tail}".rstrip() if row["retry_of"] is not None else tail
+        value = row[metric]
+        cells = [str(row["trial"]), row["state"], str(row["iter"] or 0),
+                 fmt_value(value) if isinstance(value, (int, float)) else "-"]
+        table.rows.append(TrialRow(cells, {k: _decoded(v) for k, v in row["params"].items()}, tail))
+    return table
+
+
+def _relative(path: str | None, directory: Path) -> str:
+    """A checkpoint path under the study directory as ``trial_00001/checkpoint_000040`` (others as they are)."""
+    if not path:
+        return ""
+    try:
+        return str(Path(path).relative_to(directory))
+    except ValueError:
+        return path
+
+
+def _decoded(value: Any) -> Any:
+    """A categorical value as Optuna stores it (JSON text for lists and mappings) back as the value."""
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except ValueError:
+            pass
+    return value

@@ -64,6 +64,23 @@ def all_failed(analysis: Analysis) -> list[int]:
 def _summary(display: Any, analysis: Analysis, plan: StudyPlan) -> None:
     counts = ", ".join(f"{n} {s}" for s, n in sorted(analysis.counts().items()))
     display.message(f"study {plan.name!r}: {counts or 'no trials'}")
+    _results(display, analysis, plan)
+    _where_to_look(display, analysis, plan)
+
+
+def _where_to_look(display: Any, analysis: Analysis, plan: StudyPlan) -> None:
+    """The last lines of a study: its directory, how to browse it in MLflow, and what MLflow lacks."""
+    from rltune.orchestrator._storage import is_shared
+
+    display.message(f"study directory: {analysis.study_dir}")
+    if analysis.tracking_ui:
+        display.message(f"MLflow (the study, each trial's metrics, checkpoints and plots): {analysis.tracking_ui}")
+    if analysis.tracking_unrecorded and not is_shared(plan.spec.storage):
+        display.message(f"{analysis.tracking_unrecorded}; a resume records them from the trial directories: "
+                        "--resume (tune.run(..., resume=True)), which trains no trial of a finished study")
+
+
+def _results(display: Any, analysis: Analysis, plan: StudyPlan) -> None:
     if analysis.interrupted:
         from rltune.orchestrator._storage import is_shared
 

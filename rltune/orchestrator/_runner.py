@@ -195,11 +195,16 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         return True
 
     def _close_tracking(self) -> None:
+        """The study's end in MLflow: final plots and the parent run's end first, then the reconciliation."""
         if self.tracker is None:
             return
-        self.tracker.reconcile(self.study)
         self.tracker.refresh_study_plots(self.study)
-        self.tracker.close(interrupted=self.interrupted)
+        self.tracker.finish_study(interrupted=self.interrupted)
+        self.tracker.reconcile(self.study)
+        self.tracker.close(interrupted=self.interrupted, say=self._say)
+        if self.tracker.repaired:
+            self._say(f"MLflow tracking: recorded what an earlier run left out in the runs of trial(s) "
+                      f"{', '.join(map(str, self.tracker.repaired))}")
 
     def _wait_for_others(self) -> bool:
         """Shared storage, nothing to run here: whether to wait, because other workers still run trials.

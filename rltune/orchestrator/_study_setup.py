@@ -123,7 +123,19 @@ class StudySetup:
         else:
             self._enqueue_grid()
             self._find_resumable()
+            self._say_if_finished()
         return self.study
+
+    def _say_if_finished(self) -> None:
+        """A resume of a study that ran all its trials trains nothing: say so, and what it does instead."""
+        if not self.resume or self._resumable or self._retries or self._started_total < self.plan.total_trials:
+            return
+        done = f"study {self.plan.name!r} has run all its {self.plan.total_trials} trial(s), so no trial is trained"
+        if self.tracker is not None:
+            self._say(f"{done}: this resume brings its MLflow runs up to date with the trial directories (what an "
+                      "earlier run left unrecorded), then ends; a larger n_trials (--n-trials N) runs more trials")
+        else:
+            self._say(f"{done}; a larger n_trials (--n-trials N) runs more trials")
 
     def _claim_study_dir(self) -> None:
         """Make the study directory; on the embedded storage, take its lock (one orchestrator per study).

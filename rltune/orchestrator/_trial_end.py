@@ -73,9 +73,11 @@ class TrialEnding:
         self._retire(a)
         try:
             if state == "COMPLETE":
-                self.study.tell(a.trial, value)
+                frozen = self.study.tell(a.trial, value)
             else:
-                self.study.tell(a.trial, state=getattr(TrialState, state))
+                frozen = self.study.tell(a.trial, state=getattr(TrialState, state))
+            if frozen.datetime_complete is not None:  # the MLflow run's end_time too
+                a.ended_ms = int(frozen.datetime_complete.timestamp() * 1000)
         except optuna.exceptions.UpdateFinishedTrialError:
             self._taken_over(a)  # shared storage: failed as stale by another worker, retried there
             return
@@ -120,6 +122,7 @@ class TrialEnding:
         host.reap(a)
         self._record_progress(a)
         a.trial.set_user_attr("interrupted", True)
+        a.ended_ms = int(time.time() * 1000)
         self._retire(a)
         self.ended.append(TrialEnd(a.number, "INTERRUPTED", None, a.reason))
         self._emit("trial_ended", a, "INTERRUPTED", None)

@@ -55,6 +55,7 @@ class ActiveTrial:
     reported_steps: set[int] = field(default_factory=set)
     finished: bool = False
     tracking: Any = None  # its TrialTracker (MLflow run) when the study is tracked
+    ended_ms: int | None = None  # when it ended (Optuna's datetime_complete), in ms since the epoch
     retry_of: int | None = None  # the number of the failed trial this one retries
 
 

@@ -378,9 +378,11 @@ def _tune(args: argparse.Namespace) -> int:
     plan = load_study_file(args.study, overrides, config_overrides=_json_object(args.config, "--config"))
     analysis = run_plan(plan, resume=args.resume or args.retry_failed, retry_failed=args.retry_failed, verbose=1,
                         quiet=args.quiet, max_concurrent=args.max_concurrent)
-    if analysis.interrupted:
-        from rltune.orchestrator._storage import is_shared
+    from rltune.orchestrator._storage import is_shared
 
+    if analysis.tracking_unrecorded and not analysis.interrupted and not is_shared(plan.spec.storage):
+        print(f"record what MLflow lacks with: {_resume_command(args)}", flush=True)
+    if analysis.interrupted:
         if is_shared(plan.spec.storage):  # a worker of a shared study: start it again to rejoin
             print("rejoin with the same command; this worker's trials are retried from their checkpoints "
                   "once their heartbeat is stale", flush=True)

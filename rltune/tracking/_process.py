@@ -17,15 +17,28 @@ the loop. What the tracking process uploads later is copied first, in the
 orchestrator, when the call is made (checkpoints are hard-linked): the trial
 may delete or rewrite its files meanwhile.
 
-The tracking process (:func:`rltune.tracking._server.tracking_entry`) runs a :class:`StudyTracker` inline,
-at a lower CPU priority than the trials, and handles the messages in order
-per trial; results of a trial that queued up while it was busy are logged
-together (MLflow's cost is per call), and of several queued plot refreshes
-only the latest is drawn. Its warnings (what could not be recorded) come back
-to the orchestrator's log; MLflow's own output goes to ``tracking.log`` in
-the study directory. ``close`` waits for the queue (at most
-``drain_timeout_s``) and returns what was not recorded. If the tracking
-process dies, the study goes on and reports what was not recorded.
+The tracking process (:func:`rltune.tracking._server.tracking_entry`) runs a :class:`StudyTracker` inline
+and handles the messages in order per trial; a trial's results go in one
+MLflow call per second or so (MLflow's cost is per call), and of several
+queued plot refreshes only the latest is drawn. Its warnings (what could not
+be recorded) come back to the orchestrator's log; MLflow's own output goes
+to ``tracking.log`` in the study directory. If the tracking process dies,
+the study goes on and reports what was not recorded.
+
+Keeping up (backpressure): the tracking process tells how far it got
+(:class:`rltune._ipc.Progress`), so :meth:`TrackingProcess.lag` knows the
+age of the oldest call not yet recorded and how many are queued. The
+orchestrator shows it when the tracking falls behind, and sets the tracking
+process's priority from it on every turn of its loop
+(:meth:`TrackingProcess.yield_to_trials`, :class:`._priority.Priority`):
+it yields to the trials while it keeps up, and gets its fair share when its
+oldest call is over 2 s old. A trial's run is created with the trial's own
+start time, and ended with its own end time, however late it is recorded.
+
+The study's end: :meth:`~TrackingProcess.finish_study` ends the parent run
+right after the final plots; ``close`` then waits for the rest of the queue
+(at most ``drain_timeout_s``), saying what it waits for every few seconds
+through its ``say`` callback, and returns what was not recorded.
 
 Kills: with ``study_dir`` (a study of one orchestrator), the tracking
 process is one per study at a time (a lock file; a new one waits for the
@@ -47,21 +60,43 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter, deque
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-from rltune._ipc import (Channel, ChannelClosed, Closed, CloseTracking, DrawPlots, EndTrial, LogCheckpoint, LogCurve,
-                         LogFiles, LogLine, LogModel, LogResult, OpenTrial, PICKLE, Reconcile, TrackingInit, UpdateBest,
-                         spawn)
+from rltune._ipc import (Channel, ChannelClosed, Closed, CloseTracking, DrawPlots, EndTrial, FinishStudy, LogCheckpoint,
+                         LogCurve, LogFiles, LogLine, LogModel, LogResult, OpenTrial, PICKLE, Progress, Reconcile,
+                         Reconciled, TrackingInit, UpdateBest, spawn)
 from rltune._trial_files import json_safe
 from rltune.tracking._failures import Failures
 from rltune.tracking._keys import flatten_params
-from rltune.tracking._priority import NICE, set_autogroup_nice
+from rltune.tracking._priority import Priority, set_autogroup_nice
+from rltune.tracking._server import RESULT_HOLD_S
 from rltune.tracking._staging import remove_staging, snapshot, snapshot_files
 from rltune.tracking._store import resolve_tracking_uri
 
 logger = logging.getLogger("rltune.tracking")
 
+SAY_AFTER_S = 2.0  # the study's end says what it waits for once the wait is this long...
+SAY_EVERY_S = 5.0  # ...and again this often
+
+
+@dataclass(frozen=True)
+class Lag:
+    """How far the tracking is behind: the age of the oldest call not yet recorded, and how many are queued.
+
+    ``waiting_for``: the queued calls by kind (``result``, ``checkpoint``, ``plots``...).
+    """
+
+    seconds: float
+    queued: int
+    waiting_for: dict[str, int]
+
+    def describe(self) -> str:
+        """``12 call(s) (result x10, checkpoint x2), the oldest made 8 s ago``."""
+        kinds = ", ".join(f"{kind} x{n}" if n > 1 else kind for kind, n in self.waiting_for.items())
+        return f"{self.queued} call(s){f' ({kinds})' if kinds else ''}, the oldest made {self.seconds:.0f} s ago"
 
 
 def _open_log(log_path: str | os.PathLike[str] | None) -> Any:
@@ -135,6 +170,10 @@ class TrackingProcess:
     at a time, leftovers of killed ones removed, :meth:`reconcile` enabled.
     ``trial_options``: ``keep_checkpoints_num``, ``metric``, ``mode`` for
     reconciled trials (as ``open_trial`` takes them).
+    ``priority``: when the tracking process yields to the trials
+    (:class:`~rltune.tracking._priority.Priority`); ``result_hold_s``: how
+    long a result waits for more of its trial's results, to go in one
+    MLflow call (0: each result at once).
     """
 
     def __init__(
@@ -153,6 +192,8 @@ class TrackingProcess:
         create_parent: bool = True,
         study_dir: str | os.PathLike[str] | None = None,
         trial_options: Mapping[str, Any] | None = None,
+        priority: Priority = Priority(),
+        result_hold_s: float = RESULT_HOLD_S,
     ) -> None:
         import cloudpickle
 
@@ -160,6 +201,7 @@ class TrackingProcess:
         self.study_name = study_name
         self.plot_interval_s = plot_interval_s
         self.drain_timeout_s = drain_timeout_s
+        self.priority = priority
         self.study_dir = Path(study_dir) if study_dir is not None else None
         self.staging_tag = uuid.uuid4().hex[:8]  # in the names of this session's upload copies
         self._failures = Failures(f"study {study_name!r}")  # what was not recorded, here and there
@@ -167,6 +209,9 @@ class TrackingProcess:
         self._closed = False
         self._last_plots = time.monotonic()
         self._outbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._posted: deque[tuple[int, float, str]] = deque()  # calls not yet recorded: (number, when, kind)
+        self._next = 0  # the number of the next message (the init is 0, as the tracking process counts)
+        self.repaired: list[int] = []  # trials whose runs a reconciliation completed (an earlier run's losses)
         out = _open_log(log_path)
         try:
             self.proc, channel = spawn(
@@ -194,6 +239,9 @@ class TrackingProcess:
             "staging_tag": self.staging_tag,
             "trial_options": dict(trial_options or {}),
             "policy_model": defaults_of is not None,
+            "start_time_ms": int(time.time() * 1000),  # a new parent run starts with the study
+            "nice": priority.nice,
+            "result_hold_s": result_hold_s,
         }
         self._post(TrackingInit(init))
 
@@ -209,6 +257,8 @@ class TrackingProcess:
             self._record(message.kind, f"{message.kind} of trial {getattr(message, 'number', '?')} "
                                        f"(cannot be sent: {exc!r})")
             return
+        self._posted.append((self._next, time.monotonic(), message.kind))
+        self._next += 1
         self._outbox.put(data)
 
     def _send_loop(self) -> None:
@@ -268,27 +318,51 @@ class TrackingProcess:
         if self._lost is None and self.proc.poll() is not None:
             self._lose("it exited")
 
-    def yield_to_trials(self, yielding: bool) -> None:
-        """Keep the tracking process at nice 19 while trials run (``yielding``), else at 0 (see ``_priority``)."""
+    def lag(self) -> Lag:
+        """How far behind the tracking is (nothing queued once the process is gone: it records nothing more)."""
+        if not self._posted or self._lost is not None:
+            return Lag(0.0, 0, {})
+        kinds = Counter(kind for _, _, kind in self._posted)
+        return Lag(time.monotonic() - self._posted[0][1], len(self._posted), dict(kinds.most_common()))
+
+    def yield_to_trials(self, trials_running: bool) -> None:
+        """Set the tracking process's priority: it yields while trials run and it keeps up (see ``_priority``)."""
         if self.proc.poll() is None:
-            set_autogroup_nice(self.proc.pid, NICE if yielding else 0)
+            set_autogroup_nice(self.proc.pid, self.priority.nice_for(trials_running, self.lag().seconds))
 
     def _handle_reply(self, message: Any) -> None:
-        if isinstance(message, LogLine):
+        if isinstance(message, Progress):
+            while self._posted and self._posted[0][0] < message.recorded:
+                self._posted.popleft()
+        elif isinstance(message, Reconciled):
+            self.repaired = sorted(set(self.repaired) | set(message.repaired))
+        elif isinstance(message, LogLine):
             logger.log(message.level, "%s", message.text)
 
     # -- the tracker's interface -----------------------------------------------------------
-    def open_trial(self, trial_number: int, params: Mapping[str, Any], key_params: Mapping[str, Any],
-                   **trial_options: Any) -> TrialHandle:
-        """Create (or reopen, for a resumed trial) the trial's nested run; the handle to log into it."""
+    def open_trial(self, trial_number: int, params: Mapping[str, Any], key_params: Mapping[str, Any], *,
+                   start_time_ms: int | None = None, **trial_options: Any) -> TrialHandle:
+        """Create (or reopen, for a resumed trial) the trial's nested run; the handle to log into it.
+
+        ``start_time_ms``: the trial's own start (default: when the tracking process creates the run).
+        """
         # as text: a config may hold what pickle cannot carry (lambdas) or the tracking process cannot
         # import (classes of the user's __main__)
-        self._post(OpenTrial(trial_number, flatten_params(params), json_safe(dict(key_params)), trial_options))
+        self._post(OpenTrial(trial_number, flatten_params(params), json_safe(dict(key_params)), trial_options,
+                             start_time_ms))
         return TrialHandle(self, trial_number)
 
-    def end_trial(self, run: TrialHandle, state: str, *, reason: str | None = None, error: str | None = None) -> None:
-        """End the trial's run in ``state`` (COMPLETE, PRUNED, FAIL, INTERRUPTED), with why and the traceback."""
-        self._post(EndTrial(run.number, state, reason, error))
+    def end_trial(self, run: TrialHandle, state: str, *, reason: str | None = None, error: str | None = None,
+                  end_time_ms: int | None = None) -> None:
+        """End the trial's run in ``state`` (COMPLETE, PRUNED, FAIL, INTERRUPTED), with why and the traceback.
+
+        ``end_time_ms``: the trial's own end (default: when the tracking process records it).
+        """
+        self._post(EndTrial(run.number, state, reason, error, end_time_ms))
+
+    def finish_study(self, *, interrupted: bool = False) -> None:
+        """End the parent run now (FINISHED, or KILLED when interrupted), before the rest of the queue's end."""
+        self._post(FinishStudy(interrupted, int(time.time() * 1000)))
 
     def update_best(self, trial_number: int, value: float, params: Mapping[str, Any]) -> None:
         """The best trial so far, on the parent run."""
@@ -323,9 +397,12 @@ class TrackingProcess:
             return
         self._post(Reconcile(trials, finished_only))
 
-    def close(self, *, interrupted: bool = False) -> None:
+    def close(self, *, interrupted: bool = False, say: Callable[[str], None] | None = None) -> None:
         """End the parent run (KILLED when interrupted), wait for the queue (at most ``drain_timeout_s``).
 
+        ``say``: told what the wait is for, once it is over ``SAY_AFTER_S``
+        and then every ``SAY_EVERY_S`` (the calls queued, the oldest's age,
+        how many were recorded meanwhile), so that no wait is silent.
         What could not be recorded is then in ``unrecorded`` and ``failure_counts``, and logged in one line.
         A second call does nothing (the study's end may close the tracking twice: the summary is logged once).
         """
@@ -334,16 +411,24 @@ class TrackingProcess:
         self._closed = True
         self._post(CloseTracking(interrupted))
         self._outbox.put(None)
-        deadline = time.monotonic() + self.drain_timeout_s
+        start = time.monotonic()
+        deadline, next_say, queued = start + self.drain_timeout_s, start + SAY_AFTER_S, self.lag().queued
         closed = False
         while self.conn is not None and self._lost is None:
             self.yield_to_trials(False)  # the study's end waits for the queue (again: a change may come too soon)
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            if say is not None and now >= next_say:
+                lag = self.lag()
+                say(f"MLflow tracking: recording the study's last {lag.describe()}; {queued - lag.queued} recorded "
+                    f"in the last {now - start:.0f} s, giving up in {deadline - now:.0f} s")
+                next_say = now + SAY_EVERY_S
+            left = deadline - now
             try:
                 if left <= 0 or not self.conn.poll(min(left, 1.0)):
                     if left <= 0:
-                        self._record("close", f"tracking calls still queued after {self.drain_timeout_s:.0f} s "
-                                              "(cancelled)")
+                        lag = self.lag()
+                        self._failures.merge([f"{lag.describe()}: still queued after {self.drain_timeout_s:.0f} s "
+                                              "(cancelled)"], lag.waiting_for or {"close": 1})
                         break
                     if self.proc.poll() is not None:
                         self._lose("it exited before closing")

@@ -21,9 +21,11 @@ from rltune.tracking._trial import TrialTracker
 
 
 def reconcile(study_tracker: Any, trials: list[Any], study_dir: Path, finished_only: bool, policy_model: bool,
-               options: dict[str, Any]) -> None:
+              options: dict[str, Any]) -> list[int]:
+    """Reconcile each trial (see ``StudyTracker.reconcile``); the numbers of the trials whose run lacked something."""
+    repaired: list[int] = []
     if not study_tracker._ensure_open():
-        return
+        return repaired
     for t in trials:
         state = t.state.name
         if state == "RUNNING" and not finished_only:
@@ -32,12 +34,20 @@ def reconcile(study_tracker: Any, trials: list[Any], study_dir: Path, finished_o
         if state not in RUN_STATUS or state == "RUNNING" or not trial_dir.is_dir():
             continue
         try:
-            _reconcile_trial(study_tracker, t, state, trial_dir, policy_model, options)
+            if _reconcile_trial(study_tracker, t, state, trial_dir, policy_model, options):
+                repaired.append(t.number)
         except Exception as exc:  # noqa: BLE001 - e.g. an unreadable trial directory
             study_tracker._shared.failures.failed("reconcile", f"the reconciliation of trial {t.number}", exc)
+    return repaired
+
+
+def time_ms(when: Any) -> int | None:
+    """A ``datetime`` (an Optuna trial's start or end) in ms since the epoch, MLflow's unit; None stays None."""
+    return None if when is None else int(when.timestamp() * 1000)
 
 def _reconcile_trial(study_tracker: Any, t: Any, state: str, trial_dir: Path, policy_model: bool,
-                     options: dict[str, Any]) -> None:
+                     options: dict[str, Any]) -> bool:
+    """Log what the trial's run lacks; whether it lacked anything (a run made here, steps, files, its state)."""
     number = t.number
     files = [trial_dir / name for name in (PARAMS_FILE, RESULT_FILE, ERROR_FILE)]
     results = read_results(trial_dir / RESULT_FILE)
@@ -47,19 +57,21 @@ def _reconcile_trial(study_tracker: Any, t: Any, state: str, trial_dir: Path, po
         state, [(p.name, p.stat().st_size) for p in files if p.is_file()], sorted(checkpoints),
         policy_model and finished]).encode()).hexdigest()
     run_id = study_tracker.trial_runs.get(number)
-    if run_id is None:  # its "open" never reached the tracking
+    made = run_id is None
+    if made:  # its "open" never reached the tracking: a run with the trial's own start time
         given = read_json(trial_dir / PARAMS_FILE)
         config = {**(given.get("config") or {}), "seed": given.get("seed")}
-        run_id = study_tracker._start_trial(number, flatten_params(config), dict(given.get("params") or {}))
+        run_id = study_tracker._start_trial(number, flatten_params(config), dict(given.get("params") or {}),
+                                            time_ms(t.datetime_start))
         if run_id is None:
-            return
+            return False
     failures = sum(study_tracker._shared.failures.counts.values())
     ok, run = study_tracker._attempt("reconcile", f"the run of trial {number}",
                                      lambda: study_tracker.client.get_run(run_id))
     if not ok:
-        return
+        return made
     if run.data.tags.get(TAG_SYNCED) == digest and run.info.status == RUN_STATUS[state]:
-        return
+        return made
     tracker = study_tracker._trackers.get(number)
     if tracker is None or tracker.run_id != run_id:
         tracker = study_tracker._trackers[number] = TrialTracker(run_id, study_tracker.tracking_uri, _shared=study_tracker._shared,
@@ -70,10 +82,13 @@ def _reconcile_trial(study_tracker: Any, t: Any, state: str, trial_dir: Path, po
         tracker.logged_steps |= logged
         missing = [r for i, r in enumerate(results) if step_of(r, i + 1) not in logged]
         if missing:
+            made = True
             tracker.log_results(missing)
-    _reconcile_checkpoints(study_tracker, tracker, checkpoints, results)
+    made = _reconcile_checkpoints(study_tracker, tracker, checkpoints, results) or made
     if run.info.status != RUN_STATUS[state] or run.data.tags.get(TAG_STATE) != state:
-        study_tracker.end_trial(run_id, state, error=t.user_attrs.get("error") if state == "FAIL" else None)
+        made = True
+        study_tracker.end_trial(run_id, state, error=t.user_attrs.get("error") if state == "FAIL" else None,
+                                end_time_ms=time_ms(t.datetime_complete))
     if finished:
         ok, listed = tracker._logged("files", "the list of the run's artifacts", lambda: {
             a.path: a.file_size for a in study_tracker.client.list_artifacts(run_id)})
@@ -83,19 +98,22 @@ def _reconcile_trial(study_tracker: Any, t: Any, state: str, trial_dir: Path, po
                 tracker.log_files(*changed)
             if "plots" not in listed and results:
                 tracker.log_learning_curve(results)
-            if policy_model and state != "FAIL" and "policy_model" not in listed and checkpoints:
+            model = policy_model and state != "FAIL" and "policy_model" not in listed and checkpoints
+            if model:
                 tracker.log_policy_model(str(max(checkpoints.values())[1]))
+            made = made or bool(changed) or ("plots" not in listed and bool(results)) or bool(model)
     if sum(study_tracker._shared.failures.counts.values()) == failures:  # all done: skipped next time
         study_tracker._attempt("reconcile", f"the reconciliation mark of trial {number}",
-                      lambda: study_tracker.client.set_tag(run_id, TAG_SYNCED, digest))
+                               lambda: study_tracker.client.set_tag(run_id, TAG_SYNCED, digest))
+    return made
 
 def _reconcile_checkpoints(study_tracker: Any, tracker: "TrialTracker", on_disk: dict[str, tuple[int, Path]],
-                           results: list[dict[str, Any]]) -> None:
-    """Upload the checkpoints on disk that the run lacks; drop those the trial dropped but the best."""
+                           results: list[dict[str, Any]]) -> bool:
+    """Upload the checkpoints on disk that the run lacks; drop those the trial dropped but the best. Any uploaded?"""
     ok, listed = tracker._logged("checkpoint", "the run's checkpoints", lambda: [
         a.path.rsplit("/", 1)[-1] for a in study_tracker.client.list_artifacts(tracker.run_id, "checkpoints")])
     if not ok:
-        return
+        return False
     scores = {point["iteration"]: point["metric"]
               for point in (curve_point(r, step_of(r, i + 1), tracker.metric) for i, r in enumerate(results))}
 
@@ -114,4 +132,5 @@ def _reconcile_checkpoints(study_tracker: Any, tracker: "TrialTracker", on_disk:
         for name in dropped:
             if name != best:
                 tracker._delete_checkpoint(name)
+    return bool(set(on_disk) - set(listed))
 

@@ -35,7 +35,7 @@ TAG_PARENT = "mlflow.parentRunId"
 TAG_TRUNCATED = "rltune.note.truncated_params"
 TAG_RETRY_OF = "rltune.retry_of"  # a trial that retries a failed one: that one's number
 TAG_RETRIED_BY = "rltune.retried_by"  # a failed trial retried by another: the retry's number
-# MLflow 3's UI opens an experiment on its runs table (not the GenAI overview) for this kind
+# MLflow's tag for a model-training experiment (what the UI reads for it: rltune/tracking/_ui_links.py)
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
 
 TAG_SYNCED = "rltune.reconciled"  # a digest of the trial directory and state a run was last reconciled with
@@ -80,3 +80,16 @@ def make_client(tracking_uri: str) -> Any:
 
     return MlflowClient(tracking_uri=tracking_uri)
 
+
+def ui_hint(tracking_uri: str, results_dir: str | os.PathLike[str]) -> str:
+    """Where the user sees a study's runs: the ``rltune ui`` command for this store, or the server to open."""
+    import shlex
+
+    from rltune._secrets import redact_url
+
+    if is_remote(tracking_uri):
+        return f"open {redact_url(tracking_uri)} in a browser"
+    results = Path(os.path.expanduser(str(results_dir))).resolve()
+    if tracking_uri == f"sqlite:///{results / DB_FILE}":
+        return f"rltune ui --results-dir {shlex.quote(str(results))}"
+    return f"rltune ui --tracking-uri {shlex.quote(redact_url(tracking_uri))}"

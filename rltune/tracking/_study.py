@@ -20,6 +20,7 @@ from rltune.tracking._store import (
     TAG_STATE, TAG_STUDY, TAG_TRIAL, TAG_TRUNCATED, artifact_root, is_remote, resolve_tracking_uri)
 from rltune.tracking._summary import study_snapshot, trials_csv
 from rltune.tracking._trial import TrialTracker
+from rltune.tracking._ui_links import NOTE_TAG, mark_study_experiment, study_note
 
 logger = logging.getLogger("rltune.tracking")
 
@@ -47,6 +48,7 @@ class StudyTracker(Tracker):
         study_params: Mapping[str, Any] | None = None,
         plot_interval_s: float = 30.0,
         parent_wait_s: float = 0.0,
+        start_time_ms: int | None = None,
     ) -> None:
         uri = resolve_tracking_uri(tracking_uri, results_dir)
         super().__init__(Shared(uri, f"study {study_name!r}"))
@@ -57,12 +59,14 @@ class StudyTracker(Tracker):
         self.study_params = flatten_params({"study": dict(study_params)}) if study_params else {}
         self.plot_interval_s = plot_interval_s
         self.parent_wait_s = parent_wait_s
+        self.start_time_ms = start_time_ms  # the study's start: a new parent run's start_time
         self.experiment_id: str | None = None
         self.parent_run_id: str | None = None
         self.trial_runs: dict[int, str] = {}  # trial number -> run id
         self._trackers: dict[int, TrialTracker] = {}  # trial number -> its tracker (open_trial)
         self._last_plots = -math.inf
         self._closed = False
+        self._finished = False  # the parent run was ended (finish) before close
         guarded(self._ensure_open)
 
     # -- opening (tasks) --------------------------------------------------------------
@@ -94,9 +98,7 @@ class StudyTracker(Tracker):
                 experiment_id = client.create_experiment(self.study_name, artifact_location=location, tags={
                     EXPERIMENT_KIND[0]: EXPERIMENT_KIND[1], TAG_STUDY: self.study_name,
                     TAG_SAMPLER: self.sampler_name, TAG_PRUNER: self.pruner_name,
-                    "mlflow.note.content": f"rltune study {self.study_name!r}: search {self.sampler_name}, "
-                                           f"pruner {self.pruner_name}. The parent run holds the best trial, "
-                                           "trials.csv and the study's plots; each trial is a nested run.",
+                    NOTE_TAG: study_note(self.study_name, self.sampler_name, self.pruner_name),
                 })
                 return str(experiment_id)
             except MlflowException as exc:  # created by another process meanwhile
@@ -105,8 +107,7 @@ class StudyTracker(Tracker):
                     raise exc
         if found.lifecycle_stage == "deleted":
             client.restore_experiment(found.experiment_id)
-        if EXPERIMENT_KIND[0] not in found.tags:
-            client.set_experiment_tag(found.experiment_id, *EXPERIMENT_KIND)
+        mark_study_experiment(client, found)
         return str(found.experiment_id)
 
     def _parent_run(self, client: Any) -> str:
@@ -120,7 +121,7 @@ class StudyTracker(Tracker):
             if time.monotonic() >= deadline:
                 break
             time.sleep(1.0)
-        run = client.create_run(self.experiment_id, run_name=self.study_name, tags={
+        run = client.create_run(self.experiment_id, run_name=self.study_name, start_time=self.start_time_ms, tags={
             TAG_ROLE: "study", TAG_STUDY: self.study_name, TAG_SAMPLER: self.sampler_name, TAG_PRUNER: self.pruner_name,
         })
         if self.study_params:
@@ -141,17 +142,22 @@ class StudyTracker(Tracker):
                 return runs
 
     # -- trials -----------------------------------------------------------------------
-    def start_trial(self, trial_number: int, params: Mapping[str, Any], key_params: Mapping[str, Any]) -> str | None:
+    def start_trial(self, trial_number: int, params: Mapping[str, Any], key_params: Mapping[str, Any], *,
+                    start_time_ms: int | None = None) -> str | None:
         """Create (or, for a resumed trial, reopen) the trial's nested run; its run id, None if MLflow failed.
 
         ``params``: the trial's full config (logged flattened with dotted keys);
         ``key_params``: the values the sampler chose (they name the run).
+        ``start_time_ms``: the trial's own start (a new run's ``start_time``;
+        default: now), so that the run's duration is the trial's even when it
+        is recorded late.
         """
         flat = flatten_params(params)
-        return guarded(lambda: self._start_trial(trial_number, flat, dict(key_params)))
+        return guarded(lambda: self._start_trial(trial_number, flat, dict(key_params), start_time_ms))
 
     def open_trial(self, trial_number: int, params: Mapping[str, Any], key_params: Mapping[str, Any], *,
-                   retry_of: int | None = None, **trial_options: Any) -> "TrialTracker":
+                   retry_of: int | None = None, start_time_ms: int | None = None,
+                   **trial_options: Any) -> "TrialTracker":
         """:meth:`start_trial` and a :class:`TrialTracker` on the run, sharing this tracker's client.
 
         ``retry_of``: the failed trial this one retries; the runs are linked
@@ -165,7 +171,7 @@ class StudyTracker(Tracker):
 
         def start() -> None:
             reopened = trial_number in self.trial_runs
-            tracker.run_id = self._start_trial(trial_number, flat, dict(key_params))
+            tracker.run_id = self._start_trial(trial_number, flat, dict(key_params), start_time_ms)
             if reopened and tracker.run_id is not None:
                 self._load_steps(tracker)
             self._trackers[trial_number] = tracker
@@ -190,18 +196,19 @@ class StudyTracker(Tracker):
         if ok:
             tracker.logged_steps |= steps
 
-    def _start_trial(self, number: int, flat_params: dict[str, str], key_params: dict[str, Any]) -> str | None:
+    def _start_trial(self, number: int, flat_params: dict[str, str], key_params: dict[str, Any],
+                     start_time_ms: int | None = None) -> str | None:
         if not self._ensure_open():
             self._shared.failures.record("trial", f"the run of trial {number} (no parent run)")
             return None
         ok, run_id = self._attempt("trial", f"the run of trial {number}",
-                                   lambda: self._create_or_reopen(number, key_params))
+                                   lambda: self._create_or_reopen(number, key_params, start_time_ms))
         if ok and run_id is not None:
             self.trial_runs[number] = run_id
             self._attempt("params", f"the params of trial {number}", lambda: self._trial_params(run_id, flat_params))
         return run_id
 
-    def _create_or_reopen(self, number: int, key_params: Mapping[str, Any]) -> str:
+    def _create_or_reopen(self, number: int, key_params: Mapping[str, Any], start_time_ms: int | None) -> str:
         client = self.client
         run_id = self.trial_runs.get(number)
         if run_id is not None:  # resumed: the same run goes on
@@ -210,7 +217,8 @@ class StudyTracker(Tracker):
             return run_id
         tags = {TAG_ROLE: "trial", TAG_STUDY: self.study_name, TAG_TRIAL: str(number), TAG_STATE: "RUNNING",
                 TAG_SAMPLER: self.sampler_name, TAG_PRUNER: self.pruner_name, TAG_PARENT: self.parent_run_id}
-        return client.create_run(self.experiment_id, run_name=run_name(number, key_params), tags=tags).info.run_id
+        return client.create_run(self.experiment_id, run_name=run_name(number, key_params), start_time=start_time_ms,
+                                 tags=tags).info.run_id
 
     def _trial_params(self, run_id: str, flat_params: dict[str, str]) -> None:
         client = self.client
@@ -222,14 +230,15 @@ class StudyTracker(Tracker):
             client.set_tag(run_id, TAG_TRUNCATED, note[:limits.tag_value])
 
     def end_trial(self, run: "str | TrialTracker | None", state: str, *, reason: str | None = None,
-                  error: str | None = None) -> None:
+                  error: str | None = None, end_time_ms: int | None = None) -> None:
         """End the trial's run: COMPLETE -> FINISHED, PRUNED -> KILLED, FAIL -> FAILED, INTERRUPTED -> KILLED.
 
         ``run``: its run id or the :class:`TrialTracker` from :meth:`open_trial`.
         The rltune state goes to the ``rltune.state`` tag, ``reason`` (why it
         stopped) to ``rltune.reason``, and the tail of a failed trial's
-        traceback to ``rltune.error``. A trial without run (MLflow failed when
-        it started) is a no-op.
+        traceback to ``rltune.error``. ``end_time_ms``: the trial's own end (the
+        run's ``end_time``; default: now). A trial without run (MLflow failed
+        when it started) is a no-op.
         """
         if state not in RUN_STATUS:
             raise ValueError(f"state must be one of {sorted(RUN_STATUS)}, but got {state=!r}")
@@ -253,7 +262,7 @@ class StudyTracker(Tracker):
                 if RUN_STATUS[state] == "RUNNING":
                     self.client.update_run(run_id, status="RUNNING")
                 else:
-                    self.client.set_terminated(run_id, status=RUN_STATUS[state])
+                    self.client.set_terminated(run_id, status=RUN_STATUS[state], end_time=end_time_ms)
 
             self._attempt("trial", f"the end ({state}) of run {run_id}", log)
 
@@ -269,7 +278,7 @@ class StudyTracker(Tracker):
 
     # -- reconciling with the trial directories ----------------------------------------
     def reconcile(self, trials: Sequence[Any], study_dir: str | os.PathLike[str], *, finished_only: bool = False,
-                  policy_model: bool = False, **trial_options: Any) -> None:
+                  policy_model: bool = False, **trial_options: Any) -> list[int]:
         """Bring each trial's run in line with its directory and Optuna's state: log only what is missing.
 
         ``trials``: Optuna's trials (``FrozenTrial``); ``study_dir``: where their
@@ -284,9 +293,12 @@ class StudyTracker(Tracker):
         leave RUNNING trials alone (a resume is about to continue them). A run
         reconciled before with the same files and state is skipped (its
         ``rltune.reconciled`` tag). ``trial_options``: as for :meth:`open_trial`.
+        A run made here gets the trial's start and end times from Optuna.
+        Returns the numbers of the trials whose run lacked something.
         """
         trials = list(trials)
-        guarded(lambda: reconcile(self, trials, Path(study_dir), finished_only, policy_model, dict(trial_options)))
+        return guarded(lambda: reconcile(self, trials, Path(study_dir), finished_only, policy_model,
+                                         dict(trial_options))) or []
 
     # -- the parent run's summary -------------------------------------------------------
     def update_best(self, trial_number: int, value: float, params: Mapping[str, Any]) -> None:
@@ -368,18 +380,31 @@ class StudyTracker(Tracker):
                 self._attempt("plots", "the study's plots",
                               lambda: self.client.log_artifacts(self.parent_run_id, str(plot_dir), "plots"))
 
+    def finish(self, *, interrupted: bool = False, end_time_ms: int | None = None) -> None:
+        """End the parent run now: FINISHED, or KILLED when interrupted (a resume reopens it).
+
+        ``end_time_ms``: the study's end (default: now). The study's tracking
+        process calls it as soon as the study ends, before reconciling;
+        :meth:`close` then leaves the parent run as it is.
+        """
+        status = "KILLED" if interrupted else "FINISHED"
+        if self.parent_run_id is None:
+            return
+        attempt = guarded(lambda: self._attempt(
+            "study", f"the end ({status}) of the study's parent run",
+            lambda: self.client.set_terminated(self.parent_run_id, status=status, end_time=end_time_ms)))
+        self._finished = self._finished or bool(attempt and attempt[0])
+
     def close(self, *, interrupted: bool = False) -> None:
-        """End the parent run (FINISHED, or KILLED when interrupted: a resume reopens it); log what was lost.
+        """End the parent run (unless :meth:`finish` did) and log what was lost.
 
         A second call does nothing (the summary is logged once).
         """
         if self._closed:
             return
         self._closed = True
-        status = "KILLED" if interrupted else "FINISHED"
-        if self.parent_run_id is not None:
-            guarded(lambda: self._attempt("study", f"the end ({status}) of the study's parent run",
-                                          lambda: self.client.set_terminated(self.parent_run_id, status=status)))
+        if not self._finished:
+            self.finish(interrupted=interrupted)
         summary = self.summary()
         if summary:
             logger.warning("%s", summary)

@@ -24,6 +24,7 @@ from typing import Any, TextIO
 from rltune.errors import ConfigError, RLTuneError
 from rltune._secrets import redact_text, redact_url
 from rltune.tracking._store import DB_FILE, artifact_root, is_remote, resolve_tracking_uri
+from rltune.tracking._ui_links import browser_url, study_links
 
 UI_LOG = "mlflow_ui.log"
 START_TIMEOUT_S = 120.0  # the first start on a new store creates its tables (slow on a busy machine)
@@ -198,6 +199,9 @@ def run_ui(results_dir: str | os.PathLike[str] | None = None, port: int = 5000, 
     if is_remote(uri):
         print(f"The tracking store is the MLflow server {redact_url(uri)}: open it in a browser (nothing to start).",
               file=out)
+        base = browser_url(uri)
+        if base is not None:
+            print_study_links(uri, base, out)
         return 0
     if uri == resolve_tracking_uri(None, results) and not (results / DB_FILE).exists() and not os.environ.get("MLFLOW_TRACKING_URI"):
         print(f"No study has been tracked in {results} yet; the UI starts on an empty store.", file=out)
@@ -206,6 +210,7 @@ def run_ui(results_dir: str | os.PathLike[str] | None = None, port: int = 5000, 
     try:
         server = start_ui(results, port, tracking_uri, host=host)
         print(f"MLflow UI for {redact_url(uri)}: {server.url}  (Ctrl-C stops it)", file=out, flush=True)
+        print_study_links(uri, server.url, out)
         server.proc.wait()
         if server.proc.returncode not in (0, None):
             raise RLTuneError(f"mlflow ui stopped with code {server.proc.returncode}; its log is {server.log_path}:\n"
@@ -218,6 +223,24 @@ def run_ui(results_dir: str | os.PathLike[str] | None = None, port: int = 5000, 
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def print_study_links(tracking_uri: str, base_url: str, out: TextIO) -> None:
+    """A line per study with the link that opens on its trials (:mod:`._ui_links`), and where to click once."""
+    try:
+        links, count = study_links(tracking_uri, base_url)
+    except Exception as exc:  # noqa: BLE001 - the UI works without the links
+        first = (str(exc).strip().splitlines() or [""])[0]
+        print(f"(the studies could not be listed: {type(exc).__name__}: {redact_text(first)})", file=out, flush=True)
+        return
+    for name, url in links:
+        print(f"  study {name!r}: {url}", file=out)
+    if count > len(links):
+        print(f"  ... and {count - len(links)} more on the Experiments page", file=out)
+    if links:
+        print("  (these links open the runs of a study with every trial listed; elsewhere, click \"Model training\" "
+              "at the top left once, and close the Assistant panel with its x: docs/mlflow-ui.md)", file=out)
+    out.flush()
 
 
 def _sigterm_as_interrupt() -> Any:

@@ -180,7 +180,10 @@ def test_the_retry_is_opened_in_the_tracking_with_the_trial_it_retries(tmp_path)
         tune.run(**{("run_or_experiment" if k == "run" else k): v for k, v in fields.items()}, verbose=0)
     (tmp_path / "fixed").touch()
     runner = StudyRunner(make_plan(fields), resume=True, retry_failed=True)
+    from rltune.tracking._process import Lag
+
     tracker = mock.MagicMock()
+    tracker.lag.return_value = Lag(0.0, 0, {})
     runner.observers.append(TrackingObserver(tracker, runner))
     runner.open_study()
     try:

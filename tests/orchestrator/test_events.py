@@ -50,23 +50,31 @@ def test_observers_see_a_trial_from_start_to_end(tmp_path):
     ]
 
 
-def test_the_tracking_yields_to_the_trials_while_any_runs():
+def test_the_tracking_yields_to_the_trials_while_any_runs_and_its_lag_is_told():
     from types import SimpleNamespace
 
-    from rltune.orchestrator._events import TrackingObserver
+    from rltune.orchestrator._events import TrackingObserver, TrackingStatus
+    from rltune.tracking._process import Lag
 
     class Tracker:
         def __init__(self):
             self.calls = []
+            self.behind = 0.0
 
         def poll(self):
             pass
 
-        def yield_to_trials(self, yielding):
-            self.calls.append(yielding)
+        def yield_to_trials(self, trials_running):
+            self.calls.append(trials_running)
 
-    tracker = Tracker()
+        def lag(self):
+            return Lag(self.behind, 7 if self.behind else 0, {"result": 7} if self.behind else {})
+
+    tracker, events = Tracker(), []
     observer = TrackingObserver(tracker, None)
-    for active in ([], ["a trial"], []):
-        observer.refresh(SimpleNamespace(active=active))
-    assert tracker.calls == [False, True, False]
+    for active, behind in (([], 0.0), (["a trial"], 1.0), (["a trial"], 12.0), ([], 0.0)):
+        tracker.behind = behind
+        observer.refresh(SimpleNamespace(active=active, _emit=lambda *event: events.append(event)))
+    assert tracker.calls == [False, True, True, False]
+    assert events == [("tracking_status", TrackingStatus(12.0, 7, True)), ("tracking_status", TrackingStatus(0.0, 0, False))]
+    assert "12 s behind" in events[0][1].text() and "7 call(s) queued" in events[0][1].text()

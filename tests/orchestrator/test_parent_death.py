@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -36,8 +37,9 @@ def test_kill_9_of_the_orchestrator_ends_trials_stuck_holding_the_gil(tmp_path):
     shutil.copy(HERE / "trainables.py", tmp_path / "study_trainables.py")
     (tmp_path / "stuck.yaml").write_text(STUDY)
     results = tmp_path / "results"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}  # the study imports its trainables from there
     proc = subprocess.Popen([str(RLTUNE), "tune", "stuck.yaml", "--results-dir", str(results), "--quiet"],
-                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pids: list[int] = []
     try:
         def both_started() -> bool:

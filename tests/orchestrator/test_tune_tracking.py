@@ -64,3 +64,44 @@ def test_rltune_ui_rejects_a_bad_port_with_exit_2(port, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "--port" in err and "Traceback" not in err
+
+
+def test_rltune_tune_ends_saying_where_to_look_and_how_to_record_what_mlflow_lacks(tmp_path, capsys, monkeypatch):
+    """The tracking process dies mid-study: the end names the study directory, the `rltune ui` command, what was
+    not recorded and the resume that records it; that resume trains nothing and leaves MLflow complete."""
+    import json
+    import shlex
+
+    from mlflow.tracking import MlflowClient
+
+    from rltune.orchestrator.cli import main
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    study_file = tmp_path / "lossy.yaml"
+    study_file.write_text("name: lossy\nrun: orchestrator.trainables:kill_tracking_then_train\nmetric: score\n"
+                          "config:\n  x: {grid_search: [0, 1, 2]}\n")
+    results = tmp_path / "results"
+    assert main(["tune", str(study_file), "--results-dir", str(results), "--n-jobs", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert f"study directory: {results / 'lossy'}\n" in out, out
+    assert f"MLflow (the study, each trial's metrics, checkpoints and plots): rltune ui --results-dir {results}\n" in out
+    assert "not recorded" in out and "a resume records them from the trial directories" in out, out
+    repair = f"rltune tune {study_file} --resume --results-dir {results}"
+    assert f"record what MLflow lacks with: {repair}\n" in out, out
+    done = {n: (results / "lossy" / f"trial_{n:05d}" / "result.json").read_text() for n in range(3)}
+
+    assert main(shlex.split(repair)[1:]) == 0
+    out = capsys.readouterr().out
+    assert "has run all its 3 trial(s), so no trial is trained" in out, out
+    assert "recorded what an earlier run left out in the runs of trial(s)" in out and "not recorded" not in out, out
+    assert {n: (results / "lossy" / f"trial_{n:05d}" / "result.json").read_text() for n in range(3)} == done
+    client = MlflowClient(f"sqlite:///{results}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("lossy").experiment_id])
+    trials = {r.data.tags["rltune.trial"]: r for r in runs if r.data.tags.get("rltune.role") == "trial"}
+    assert sorted(trials) == ["0", "1", "2"] and all(r.info.status == "FINISHED" for r in trials.values())
+    for run in trials.values():
+        steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, "score"))
+        assert steps == [json.loads(line)["training_iteration"] for line in done[int(run.data.tags["rltune.trial"])]
+                         .splitlines()] == [1, 2, 3, 4, 5]
+    [parent] = [r for r in runs if r.data.tags.get("rltune.role") == "study"]
+    assert parent.info.status == "FINISHED"

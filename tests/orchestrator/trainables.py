@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
+from pathlib import Path
 
 
 def _start(reporter) -> int:
@@ -41,6 +43,16 @@ def counter(config, reporter):
             time.sleep(0.05)
         try:
             reporter(score=config.get("x", 1.0) * (step + 1) + config.get("noise", 0.0), step=step + 1)
+        finally:
+            _save(reporter, step + 1)
+
+
+def evaluated(config, reporter):
+    """``steps`` iterations reporting ``evaluation/episode_reward_mean = x * step + 0.123456789`` (a long metric name,
+    a value with many digits); checkpoints as ``counter``."""
+    for step in range(_start(reporter), config.get("steps", 3)):
+        try:
+            reporter(evaluation={"episode_reward_mean": config.get("x", 1.0) * (step + 1) + 0.123456789})
         finally:
             _save(reporter, step + 1)
 
@@ -111,3 +123,43 @@ def stuck_in_native_code(config, reporter):
     reporter(score=1.0)
     (reporter.trial_dir / f"pid_{os.getpid()}").write_text(str(os.getpid()))
     ctypes.PyDLL(None).sleep(10**6)  # PyDLL: the GIL stays held
+
+
+def report_then_wait(config, reporter):
+    """Reports ``score = x`` at step 1, waits (at most ``wait_s``) for the file ``go`` in its trial directory, then
+    reports ``steps - 1`` more results: a test checks what MLflow holds while the trial runs, then lets it go on."""
+    reporter(score=float(config["x"]), step=1)
+    deadline = time.monotonic() + config.get("wait_s", 240.0)
+    while not (reporter.trial_dir / "go").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no 'go' file in {reporter.trial_dir} after {config.get('wait_s', 240.0)} s")
+        time.sleep(0.05)
+    for step in range(2, config.get("steps", 3) + 1):
+        reporter(score=float(config["x"] * step), step=step)
+
+
+def _tracking_processes(orchestrator_pid: int) -> list[int]:
+    """Pids of the tracking processes the orchestrator started (children running tracking_entry)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == orchestrator_pid and "tracking_entry" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def kill_tracking_then_train(config, reporter):
+    """Trial 0 (``x`` 0) kills the study's tracking process (SIGKILL) after its first result; every trial reports 5 results."""
+    for i in range(5):
+        reporter(score=float(i + config["x"]))
+        if config["x"] == 0 and i == 0:
+            for pid in _tracking_processes(os.getppid()):
+                os.kill(pid, signal.SIGKILL)
+            time.sleep(0.5)

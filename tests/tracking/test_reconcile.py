@@ -169,7 +169,8 @@ def test_kill_9_at_random_moments_then_resume_leaves_mlflow_agreeing_with_optuna
         # with no orchestrator left, this is what the grace period would do (a study lock fixes it for good)
         lock = results / "killed" / "study.journal.lock"
         lock.unlink(missing_ok=True)
-    proc = start("--resume")
+    # on a busy machine every kill may have come before the study's directory existed
+    proc = start(*(["--resume"] if (results / "killed").is_dir() else []))
     _, err = proc.communicate(timeout=240)
     assert proc.returncode == 0, err
 

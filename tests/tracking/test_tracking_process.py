@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -25,37 +24,10 @@ from .conftest import mlflow_env, new_store
 pytestmark = pytest.mark.tracked
 
 
-def _tracking_processes(orchestrator_pid: int) -> list[int]:
-    """Pids of the tracking processes the orchestrator started (children running tracking_entry)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == orchestrator_pid and "tracking_entry" in cmdline:
-            found.append(int(entry.name))
-    return found
-
-
-def kill_tracking_then_train(config, reporter):
-    """Trial 0 kills the study's tracking process (SIGKILL) after its first result; every trial reports 5 results."""
-    for i in range(5):
-        reporter(score=float(i + config["x"]))
-        if config["x"] == 0 and i == 0:
-            for pid in _tracking_processes(os.getppid()):
-                os.kill(pid, signal.SIGKILL)
-            time.sleep(0.5)
-
-
 def test_the_study_completes_when_the_tracking_process_is_killed(tmp_path, template_db, caplog):
     new_store(template_db, tmp_path)
     with caplog.at_level(logging.WARNING, logger="rltune"):
-        analysis = tune.run(kill_tracking_then_train, name="lost", config={"x": tune.grid_search([0, 1, 2])},
+        analysis = tune.run("orchestrator.trainables:kill_tracking_then_train", name="lost", config={"x": tune.grid_search([0, 1, 2])},
                             metric="score", mode="max", results_dir=str(tmp_path), n_jobs=1, verbose=0,
                             tracking=True)
     assert sorted(t.state for t in analysis.trials) == ["COMPLETE"] * 3
@@ -95,18 +67,19 @@ def test_the_orchestrator_never_imports_mlflow(tmp_path, template_db):
 
 def test_queued_results_of_a_trial_are_taken_together_and_in_order():
     server = _Server(conn=None, tracker=None)
-    server.pending = deque([
+    server.pending = deque(enumerate([
         LogResult(1, {"training_iteration": 2}, 0),
         LogResult(2, {"training_iteration": 1}, 0),
         LogResult(1, {"training_iteration": 3}, 0),
         LogCheckpoint(1, "/copy", "checkpoint_000003"),
         LogResult(1, {"training_iteration": 4}, 0),  # after trial 1's checkpoint: not taken yet
         EndTrial(2, "COMPLETE", None, None),
-    ])
+    ], start=1))
     taken = server._take_results(1)
     assert [r["training_iteration"] for r, _ in taken] == [2, 3]
-    assert [m.kind for m in server.pending] == ["result", "checkpoint", "result", "end"]
-    assert [m.number for m in server.pending] == [2, 1, 1, 2]
+    assert [m.kind for _, m in server.pending] == ["result", "checkpoint", "result", "end"]
+    assert [m.number for _, m in server.pending] == [2, 1, 1, 2]
+    assert [n for n, _ in server.pending] == [2, 4, 5, 6]  # in order: the first still pending is what is told
 
 
 def test_several_results_are_logged_in_one_call_with_their_steps(tmp_path, template_db):

@@ -1,4 +1,6 @@
-"""``run_ui`` (``rltune ui``) in a real headless Chromium: the study's experiment, a trial's run, its metrics; Ctrl-C.
+"""``run_ui`` (``rltune ui``) in a real headless Chromium: the link it prints opens the study's runs with every trial
+listed (not MLflow 3's GenAI pages), a trial's metric charts, the study run's plots (the pages and PNGs of
+scripts/ui_screenshots.py); Ctrl-C.
 
 Needs the Debian packages ``chromium`` and ``chromium-driver`` and the
 ``selenium`` package (the test extra). Without them the browser test is
@@ -8,6 +10,7 @@ given the browser and driver paths, so it never downloads either.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import queue
 import shutil
@@ -23,13 +26,11 @@ import pytest
 
 from rltune.errors import ConfigError
 from rltune.tracking._ui import run_ui, stop_process_tree
+from rltune.tracking._ui_links import experiment_url
 
 from ._study import STUDY
 from .conftest import answers, free_port, mlflow_env
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--disable-dev-shm-usage", "--no-proxy-server", "--window-size=1400,1000"]
 UI_START_TIMEOUT_S = 180.0
 PAGE_TIMEOUT_S = 90.0
 
@@ -126,56 +127,56 @@ def browser() -> tuple[str, str]:
     return _browser()
 
 
-def test_ui_shows_the_study_a_trial_and_its_metrics(browser, local_study, tmp_path, monkeypatch):
-    chromium, driver_path = browser
-    monkeypatch.setenv("SE_OFFLINE", "true")  # Selenium Manager never downloads a browser or driver
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as EC
-    from selenium.webdriver.support.ui import WebDriverWait
+def _screenshots_script():
+    """scripts/ui_screenshots.py as a module (scripts/ is no package)."""
+    path = Path(__file__).resolve().parents[2] / "scripts" / "ui_screenshots.py"
+    spec = importlib.util.spec_from_file_location("ui_screenshots", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
+
+def test_ui_opens_the_study_on_its_trials_a_trial_on_its_charts_and_the_study_run_on_its_plots(
+        browser, local_study, tmp_path):
+    """``rltune ui`` as a user runs it: the link it prints, then the pages of scripts/ui_screenshots.py."""
+    chromium, driver_path = browser
+    shots = _screenshots_script()
     port = free_port()
     ui = RunUI(local_study["results_dir"], port)
     driver = None
-    profile = tempfile.mkdtemp(prefix="rltune_chromium_", dir=tmp_path)
     try:
         line = ui.wait_for("MLflow UI for", UI_START_TIMEOUT_S)
         url = f"http://127.0.0.1:{port}"
         assert url in line and local_study["tracking_uri"] in line
-        options = webdriver.ChromeOptions()
-        options.binary_location = chromium
-        for flag in CHROMIUM_FLAGS + [f"--user-data-dir={profile}"]:
-            options.add_argument(flag)
-        driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=options)
-        wait = WebDriverWait(driver, PAGE_TIMEOUT_S)
-        driver.get(url)
-        # MLflow 3 opens on its GenAI pages; the runs table is under "Model training" (MLflow 2 has no switch)
-        wait.until(EC.presence_of_element_located((By.XPATH, f"//a[normalize-space()='{STUDY}']")))
-        switch = driver.find_elements(By.XPATH, "//*[normalize-space(text())='Model training']")
-        if switch:
-            switch[0].click()
-        wait.until(EC.element_to_be_clickable((By.XPATH, f"//a[normalize-space()='{STUDY}']"))).click()
-        # the parent run's row: expand it to show the nested trial runs
-        wait.until(EC.presence_of_element_located((By.XPATH, f"//a[normalize-space()='{STUDY}']")))
-        trial = "//a[contains(normalize-space(), 'trial_00000 lr=')]"
-        if not driver.find_elements(By.XPATH, trial):
-            wait.until(EC.element_to_be_clickable(
-                (By.XPATH, "//button[contains(@data-component-id, 'runnamecellrenderer')]"))).click()
-        wait.until(EC.element_to_be_clickable((By.XPATH, trial))).click()
-        wait.until(EC.url_contains(local_study["run_ids"][0]))
-        wait.until(EC.presence_of_element_located((By.XPATH, "//*[normalize-space(text())='episode_reward_mean']")))
-        wait.until(EC.presence_of_element_located(
-            (By.XPATH, "//*[normalize-space(text())='info/learner/default_policy/entropy']")))
-        screenshot = tmp_path / "mlflow_ui_trial_run.png"
-        assert driver.save_screenshot(str(screenshot))
-        assert screenshot.stat().st_size > 10_000
-        body = driver.find_element(By.TAG_NAME, "body").text
-        assert "COMPLETE" in body and "trial_00000" in body
+        link = ui.wait_for(f"study '{STUDY}': ", 60).split(": ", 1)[1].strip()
+        assert link == experiment_url(url, local_study["experiment_id"])
+        assert "workflowType=machine_learning" in link  # MLflow 3's "Model training" view, not its GenAI pages
+        assert "Model training" in ui.wait_for("Assistant", 10)  # where to click, for the pages without the link
+        driver = shots.chrome(chromium, driver_path, tempfile.mkdtemp(prefix="rltune_chromium_", dir=tmp_path))
+        pages = shots.capture(driver, local_study["tracking_uri"], url, STUDY, tmp_path, timeout=PAGE_TIMEOUT_S)
     finally:
         if driver is not None:
             driver.quit()
         status = ui.interrupt()
+    # what docs/mlflow-ui.md says a first visit without the link shows: the GenAI/Model training switch, the Assistant
+    assert "Model training" in pages["first-visit"] and pages["assistant_was_open"] == "yes"
+    # the experiment: on its runs, every trial listed without a click (not folded under the study's run)
+    experiment = pages["experiment"]
+    for number in range(3):
+        assert f"trial_{number:05d} lr=" in experiment
+    assert STUDY in experiment and "Sort: Run Name" in experiment and "Model training" in experiment
+    assert "Detect Issues" not in experiment and "Token Usage" not in experiment  # not the GenAI traces overview
+    # its chart view, a trial's metric charts, the study run's plots
+    assert "trial_00002" in pages["charts"] and "Step" in pages["charts"]
+    trial = " ".join(pages["trial"].split())
+    assert "trial_00000 lr=" in trial and "Model metrics" in trial
+    # a chart per metric, grouped by prefix (the sections below the first ones are drawn when scrolled to)
+    for shown in ("custom_metrics (3)", "pole_angle_mean", "info/learner/default_policy (12)", "clip_fraction", "Step"):
+        assert shown in trial, shown
+    plots = pages["plots"]
+    assert "trials.csv" in plots and "optimization_history.png" in plots
+    for name in shots.PAGES.values():
+        assert (tmp_path / name).stat().st_size > 10_000, name
     assert status == 0, "".join(ui.output)
     assert "stopping the MLflow UI" in "".join(ui.output)
     assert not answers(f"http://127.0.0.1:{port}/health")  # Ctrl-C stopped the server too
