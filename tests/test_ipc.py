@@ -19,8 +19,8 @@ import pytest
 from rltune import _ipc
 from rltune._ipc import (
     CLOUDPICKLE, Call, Channel, ChannelClosed, CheckpointSaved, Closed, CloseTracking, Continue, Done, DrawPlots,
-    EndTrial, EnvCheckFailed, Failed, LogCheckpoint, LogCurve, LogFiles, LogLine, LogModel, LogResult, OpenTrial,
-    PICKLE_OR_CLOUDPICKLE, Reconcile, RemoteError, Reply, Result, Shutdown, Stop, TrackingInit, UpdateBest,
+    EndTrial, EnvCheckFailed, Failed, FinishStudy, LogCheckpoint, LogCurve, LogFiles, LogLine, LogModel, LogResult, OpenTrial,
+    PICKLE_OR_CLOUDPICKLE, Progress, Reconcile, Reconciled, RemoteError, Reply, Result, Shutdown, Stop, TrackingInit, UpdateBest,
 )
 from rltune.orchestrator._child import spawn as spawn_trial_child
 
@@ -37,7 +37,8 @@ MESSAGES = [
     LogResult(2, {"training_iteration": 1}, 1_700_000_000_000), LogCheckpoint(2, "/staging/c", "checkpoint_000001"),
     LogFiles(2, "/staging/f", ["/staging/f/params.json"]), LogCurve(2), LogModel(2, "/staging/m"),
     EndTrial(2, "COMPLETE", "done", None), UpdateBest(2, 1.5, {"lr": 0.1}), Reconcile([], True),
-    DrawPlots([], ["maximize"]), CloseTracking(False), LogLine(30, "a warning"), Closed(["x"], {"result": 1}),
+    DrawPlots([], ["maximize"]), FinishStudy(False, 1_700_000_060_000), CloseTracking(False), LogLine(30, "a warning"),
+    Progress(7), Reconciled([0, 2]), Closed(["x"], {"result": 1}),
 ]
 
 

@@ -83,6 +83,11 @@ class Transitions:
         """The agent observed again (``new_obs``), or left or its episode ended (None: its own obs stands in)."""
         self.closes[tid] = (new_obs, terminated, truncated)
 
+    def drop_episode(self, env_index: int, number: int) -> None:
+        """Forget the trajectories of episode ``number`` of env ``env_index`` (dropped: nan_policy); their rows stay, unused."""
+        for key in [k for k in self.trajectories if k[:2] == (env_index, number)]:
+            del self.trajectories[key]
+
     def computed(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """Every row of the fragment: (obs, actions, extras), concatenated."""
         obs = np.concatenate([c[0] for c in self.chunks])

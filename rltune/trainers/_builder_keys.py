@@ -114,7 +114,7 @@ METHOD_KEYWORDS: dict[str, tuple[str, ...]] = {
         "worker_health_probe_timeout_s", "worker_restore_timeout_s", "ignore_worker_failures",
         "restart_failed_env_runners", "ignore_env_runner_failures", "max_num_env_runner_restarts",
         "delay_between_env_runner_restarts_s", "num_consecutive_env_runner_failures_tolerance",
-        "env_runner_health_probe_timeout_s", "env_runner_restore_timeout_s",
+        "env_runner_health_probe_timeout_s", "env_runner_restore_timeout_s", "nan_policy",
     ),
     "offline_data": (
         "input_", "input_config", "actions_in_input_normalized", "input_evaluation", "postprocess_inputs",

@@ -57,6 +57,12 @@ class EpisodeBuffer:
             policy_id, pieces = self._pending.pop(key)
             self.add(policy_id, key, _join(pieces), ended=True)
 
+    def discard_episode(self, env_index: int, number: int) -> None:
+        """Forget the pending pieces of every trajectory of episode ``number`` of env ``env_index`` (dropped: nan_policy)."""
+        for key in [k for k in self._pending if k[:2] == (env_index, number)]:
+            del self._pending[key]
+        self.episodes.pop((env_index, number), None)
+
     def take(self, policy_ids: set[str] | None = None) -> dict[str, Trajectories]:
         """The ready trajectories of ``policy_ids`` (all if None), in the order they ended; the buffer forgets them."""
         out: dict[str, Trajectories] = {}

@@ -150,6 +150,12 @@ class TrainerSettings(_Strict):
     restart_failed_sub_environments: bool = Field(
         False, description="Rebuild an env whose step or reset raises (same EnvContext) and go on sampling."
     )
+    nan_policy: Literal["raise", "drop_episode"] = Field(
+        "raise",
+        description="A NaN or infinite reward or observation from an env: 'raise' an EnvError naming the env, worker, "
+        "agent and step; 'drop_episode' end and drop that episode (none of its steps is trained on), reset the env "
+        "and count it (num_dropped_episodes_nonfinite in results).",
+    )
     recreate_failed_workers: bool = Field(False, description="Restart a rollout worker process that died.")
     max_num_worker_restarts: int = Field(100, ge=0, description="Restarts allowed per worker before giving up.")
     sample_timeout_s: float = Field(

@@ -9,8 +9,10 @@ gradient steps and returns the learner stats.
 
 Invariants: ``update`` changes the policy's model in place, and the base
 bumps the policy's ``weights_version`` after every ``update`` of every
-subclass (no algorithm calls it); ``get_state``/``set_state`` round-trip
-everything a checkpoint needs besides the policy weights.
+subclass (no algorithm calls it) and adds ``num_nonfinite_updates`` (the
+gradient steps skipped so far for a non-finite loss or gradient norm) to
+its stats; ``get_state``/``set_state`` round-trip everything a checkpoint
+needs besides the policy weights.
 """
 
 from __future__ import annotations
@@ -84,6 +86,11 @@ class Learner:
         """Restore what :meth:`get_extra_state` returned (keys may be missing in older checkpoints)."""
 
     # -- shared ----------------------------------------------------------------------
+    @property
+    def num_nonfinite_updates(self) -> int:
+        """Gradient steps skipped so far (never applied) because their loss or gradient norm was not finite."""
+        return self.sgd_step.num_nonfinite_steps
+
     def apply_lr(self, timestep: int) -> float:
         """Set the optimizer's learning rate for ``timestep`` (``lr_schedule``) and return it."""
         lr = schedule_value(self.cfg.lr_schedule, self.cfg.lr, timestep)
@@ -115,13 +122,19 @@ class Learner:
 
 
 def _bumps_weights_version(update: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
-    """``update`` followed by a bump of the policy's ``weights_version`` (its steps changed the weights in place)."""
+    """``update`` followed by a bump of the policy's ``weights_version`` (its steps changed the weights in place).
+
+    Its stats get ``num_nonfinite_updates``.
+    """
 
     @functools.wraps(update)
     def wrapper(self: Learner, *args: Any, **kwargs: Any) -> dict[str, float]:
         try:
-            return update(self, *args, **kwargs)
+            stats = update(self, *args, **kwargs)
         finally:
             self.policy.weights_changed()
+        if isinstance(stats, dict):
+            stats["num_nonfinite_updates"] = self.num_nonfinite_updates
+        return stats
 
     return wrapper

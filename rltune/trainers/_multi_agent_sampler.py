@@ -13,7 +13,8 @@ grouped into trajectories, one per agent and episode, which are packed into
 the time-major ``[T, K]`` columns the policy's postprocessing takes (the
 last step of a trajectory cut by the fragment end is marked truncated, so
 it bootstraps from its next observation), postprocessed in one call and
-flattened, padding rows dropped.
+flattened, padding rows dropped. Rewards and observations are screened
+for non-finite numbers as they come (``nan_policy``, :mod:`._multi_agent_screen`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from rltune.env._multi_agent import ALL
 from rltune.env._multi_agent_check import done_agent_observed, unpack_reset, unpack_step
 from rltune.errors import EnvError
 from rltune.trainers._filters import Filters
+from rltune.trainers._multi_agent_screen import AgentScreen
+from rltune.trainers._nonfinite import bad_reward, finite
 from rltune.trainers._agent_transitions import (
     TrajectoryKey,
     Transitions,
@@ -82,8 +85,11 @@ class MultiAgentSampler:
         complete_episodes: bool = False,
         filters: Filters | None = None,
         policy_spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None,
+        nan_policy: str = "raise",
     ) -> None:
         self.envs = envs
+        self.screen = AgentScreen(self, nan_policy)
+        self.nan = self.screen.nan
         self.filters = filters if filters is not None else {}
         self._update_filters = True
         self._unfiltered: dict[str, list[np.ndarray]] = {}  # this step's observations, by policy, until filtered
@@ -190,15 +196,6 @@ class MultiAgentSampler:
             self._unfiltered.setdefault(pid, []).append(vec)
         return vec
 
-    def _filter_step(self) -> None:
-        """Filter this step's observations in place: one batch per policy, across every env."""
-        for pid, vecs in self._unfiltered.items():
-            obs_filter = self.filters.get(pid)
-            if obs_filter is not None:
-                for vec, row in zip(vecs, obs_filter(np.stack(vecs), self._update_filters)):
-                    vec[:] = row
-        self._unfiltered = {}
-
     def _hook(self, hook: str, i: int) -> None:
         if self.callbacks.overrides(hook):
             episode = self._episodes[i]
@@ -247,7 +244,7 @@ class MultiAgentSampler:
         self._unfiltered = {}
         for i in range(self.num_envs):
             self._new_episode(i, self._env_seed(i) if first else None)
-        self._filter_step()
+        self.screen.filter_step()
 
     # -- the sampling loop ------------------------------------------------------------
     def sample(self, num_steps: int, explore: bool = True, postprocess: bool = True, update_filter: bool = True) -> SampleResult:
@@ -304,20 +301,10 @@ class MultiAgentSampler:
         return SampleResult(batches=batches, episodes=episodes, env_steps=env_steps, agent_steps=agent_steps)
 
     def _act_and_step(self, explore: bool, batched: set[str], episodes: list[EpisodeMetrics]) -> int:
-        groups: dict[str, tuple[list[tuple[int, Any]], list[np.ndarray]]] = {}  # policy -> (env, agent)s, their obs
-        for i in range(self.num_envs):
-            policy_of = self._agent_policy[i]
-            for agent, vec in self._acting[i].items():
-                group = groups.get(policy_of[agent])
-                if group is None:
-                    group = groups[policy_of[agent]] = ([], [])
-                group[0].append((i, agent))
-                group[1].append(vec)
         action_dicts: list[dict[Any, Any]] = [{} for _ in range(self.num_envs)]
         steps = 0
-        for pid, (members, vecs) in groups.items():
+        for pid, (members, obs) in self.screen.acting_groups().items():
             policy = self.policies[pid]
-            obs = np.array(vecs)  # rows of one policy's preprocessor: one shape (np.stack is ~3x slower here)
             actions, extras = policy.compute_actions(obs, explore=explore)
             env_actions = policy.to_env_actions(actions)
             if pid in batched:
@@ -336,7 +323,7 @@ class MultiAgentSampler:
         for i in range(self.num_envs):
             self._step_env(i, action_dicts[i], episodes)
         if self._unfiltered:
-            self._filter_step()
+            self.screen.filter_step()
         return steps
 
     def _step_env(self, i: int, actions: dict[Any, Any], episodes: list[EpisodeMetrics]) -> None:
@@ -349,6 +336,8 @@ class MultiAgentSampler:
             return
         obs, rewards, terminateds, truncateds, infos = unpack_step(step, self.env_name, self.contexts[i])
         self._lengths[i] += 1
+        if bad_reward(sum(rewards.values())) and self.screen.dropped_for_rewards(i, rewards):
+            return
         returns = self._agent_returns[i]
         open_ = self._open[i]
         policy_of = self._agent_policy[i]
@@ -376,12 +365,14 @@ class MultiAgentSampler:
                 vec = self._preprocess(i, agent, o)
             terminated = bool(terminateds.get(agent, False))
             done = terminated or bool(truncateds.get(agent, False))
+            if not (done or over):
+                acting[agent] = vec
+            elif not finite(vec) and self.screen.dropped_for_final_obs(i, agent, vec):
+                return
             opened = open_.pop(agent, None)
             if opened is not None:
                 terminated = terminated or all_terminated
                 self._store[opened[0]].close(opened[1], vec, terminated, (done or over) and not terminated)
-            if not (done or over):
-                acting[agent] = vec
         for flags in (terminateds, truncateds):  # agents done (and those that left without a final observation)
             for agent, flag in flags.items():
                 if flag and agent != ALL:

@@ -83,6 +83,8 @@ NO_EFFECT: dict[str, tuple[tuple | None, str]] = {
     "grad_clip_by": (("global_norm",), "grad_clip clips the global norm"),
     "evaluation_duration_unit": (("episodes",), "evaluation_duration counts episodes"),
     "normalize_actions": ((False,), "rltune sends the env the actions as sampled (clip_actions clips them to the bounds)"),
+    "torch_skip_nan_gradients": ((True,), "rltune always skips a learner step whose loss or gradient norm is not finite "
+                                 "(num_nonfinite_updates counts them)"),
 }
 BLOCK_NO_EFFECT: dict[str, dict[str, tuple[tuple | None, str]]] = {
     "model": {

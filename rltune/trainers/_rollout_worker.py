@@ -93,6 +93,7 @@ class RolloutWorker:
         self.observation_space, self.action_space = next(iter(spaces.values()))
         self.sampler: VectorSampler | MultiAgentSampler | None = None
         self._env_restarts_reported = 0
+        self._dropped_reported = 0  # episodes the sampler dropped (nan_policy), as reported so far
         if self.envs:
             self.sampler = self._make_sampler()
 
@@ -125,6 +126,7 @@ class RolloutWorker:
             callbacks=self.callbacks,
             worker=self,
             complete_episodes=self.config.batch_mode == "complete_episodes",
+            nan_policy=self.config.nan_policy,
         )
         if self.multi_agent:
             return MultiAgentSampler(
@@ -292,6 +294,8 @@ class RolloutWorker:
             result.filter_deltas = flush_deltas(self.filters)
         restarts = self.sampler.num_env_restarts  # since the last sample, reset_all's rebuilds included
         result.num_env_restarts, self._env_restarts_reported = restarts - self._env_restarts_reported, restarts
+        dropped = self.sampler.nan.num_dropped
+        result.num_dropped_episodes, self._dropped_reported = dropped - self._dropped_reported, dropped
         if self.callbacks.overrides("on_sample_end"):
             call_hook(self.callbacks, "on_sample_end", f"worker {self.worker_index}", samples=result, worker=self)
         return result

@@ -66,6 +66,7 @@ class SampleResult:
     env_steps: int = 0
     agent_steps: int = 0  # actions computed (single-agent: = env_steps)
     num_env_restarts: int = 0  # envs rebuilt after raising (restart_failed_sub_environments) since the last sample
+    num_dropped_episodes: int = 0  # episodes dropped for a non-finite reward or observation (nan_policy) since the last sample
     # A rollout worker process's observation-filter statistics since its last sample, by policy id; the
     # WorkerSet merges them into the trainer's master filters as each reply arrives (merge() drops them).
     filter_deltas: dict[str, Any] = field(default_factory=dict)
@@ -82,4 +83,5 @@ class SampleResult:
             merged.env_steps += r.env_steps
             merged.agent_steps += r.agent_steps or r.env_steps
             merged.num_env_restarts += r.num_env_restarts
+            merged.num_dropped_episodes += r.num_dropped_episodes
         return merged

@@ -22,6 +22,7 @@ from rltune.env._context import EnvContext
 from rltune.errors import EnvError
 from rltune.trainers._complete_episodes import EpisodeBuffer, chunk_steps, postprocess_packed, split_env_columns
 from rltune.trainers._filters import MeanStdFilter
+from rltune.trainers._nonfinite import NanPolicy, describe_obs, describe_reward, finite, has_floats
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._sample_batch import (
     ACTIONS,
@@ -32,6 +33,7 @@ from rltune.trainers._sample_batch import (
     TRUNCATEDS,
     EpisodeMetrics,
     SampleResult,
+    batch_size,
 )
 
 logger = logging.getLogger(__name__)
@@ -45,6 +47,9 @@ class VectorSampler:
     ``obs_filter`` (a :class:`~rltune.trainers._filters.MeanStdFilter`, or
     None for NoFilter) filters each step's observations as one batch; the
     policy acts on, and the batch holds, the filtered ones.
+    ``nan_policy``: what a non-finite reward or observation does (see
+    :mod:`rltune.trainers._nonfinite`); both are screened as each step comes,
+    observations before the filter and the policy see them.
     """
 
     def __init__(
@@ -61,8 +66,14 @@ class VectorSampler:
         worker: Any = None,
         complete_episodes: bool = False,
         obs_filter: MeanStdFilter | None = None,
+        nan_policy: str = "raise",
     ) -> None:
         self.envs = envs
+        self.nan = NanPolicy(nan_policy)
+        self._screen_obs = has_floats(policy.observation_space)
+        self._dropped: list[tuple[int, int, int]] = []  # this fragment's dropped episodes: (env, first row, last row)
+        self._ends: dict[tuple[int, int], EpisodeMetrics] = {}  # this fragment's ended episodes, by (step, env)
+        self._start_lengths: list[int] = []  # the running episodes' lengths as this fragment started
         self.obs_filter = obs_filter
         self.contexts = contexts
         self.policy = policy
@@ -124,6 +135,19 @@ class VectorSampler:
             self._start_episode(i, obs, info)
         return obs
 
+    def _first_obs(self, i: int, seed: int | None = None) -> np.ndarray:
+        """Reset env ``i`` and start its next episode; its first observation, preprocessed and screened (nan_policy)."""
+        for _ in range(3):
+            vec = self.policy.preprocessor(self._new_episode(i, seed))
+            if not self._screen_obs or finite(vec):
+                return vec
+            self.nan.found(self._place(i), describe_obs(vec), 0)
+            seed = None
+        raise EnvError(f"{self._place(i)}: reset() returned a non-finite observation 3 times in a row")
+
+    def _place(self, i: int) -> str:
+        return f"env {self.env_name!r} ({where(self.contexts[i])})"
+
     def _handle_failure(self, i: int, method: str, exc: Exception) -> None:
         place = f"env {self.env_name!r} ({where(self.contexts[i])})"
         if not self.restart_failed:
@@ -145,7 +169,7 @@ class VectorSampler:
         pre = self.policy.preprocessor
         obs = np.empty((self.num_envs, pre.size), dtype=np.float32)
         for i in range(self.num_envs):
-            obs[i] = pre(self._new_episode(i, self._env_seed(i) if first else None))
+            obs[i] = self._first_obs(i, self._env_seed(i) if first else None)
         if self.obs_filter is not None:
             self.obs_filter(obs, update_filter, out=obs)
         self._obs = obs
@@ -170,8 +194,25 @@ class VectorSampler:
         batch, episodes = self._step_fragment(num_steps, explore, update_filter)
         result = SampleResult(episodes=episodes, env_steps=num_steps * self.num_envs, agent_steps=num_steps * self.num_envs)
         if postprocess:
-            result.batches[DEFAULT_POLICY_ID] = self.policy.postprocess_trajectory(batch)
+            processed = self.policy.postprocess_trajectory(batch)
+            if self._dropped:
+                processed = self._without_dropped(processed, num_steps)
+            if batch_size(processed):
+                result.batches[DEFAULT_POLICY_ID] = processed
         return result
+
+    def _without_dropped(self, batch: dict[str, np.ndarray], num_steps: int) -> dict[str, np.ndarray]:
+        """A postprocessed fragment (flat rows in time-major order) without the rows of its dropped episodes.
+
+        A dropped episode's last row ends it (truncated), and the row before
+        its first ended the episode before, so no recursion of the
+        postprocessing (GAE, n-step returns) crossed into or out of it.
+        """
+        keep = np.ones((num_steps, self.num_envs), dtype=bool)
+        for i, first, last in self._dropped:
+            keep[first:last + 1, i] = False
+        keep = keep.reshape(-1)
+        return {name: column[keep] for name, column in batch.items()}
 
     def _sample_complete_episodes(self, num_steps: int, explore: bool, update_filter: bool) -> SampleResult:
         buffer = self.episode_buffer
@@ -179,9 +220,15 @@ class VectorSampler:
         episodes: list[EpisodeMetrics] = []
         while buffer.ready_rows < target:
             steps = chunk_steps(target, buffer.ready_rows, self.num_envs, num_steps)
+            numbers = list(self._episode_numbers)
             batch, ended = self._step_fragment(steps, explore, update_filter)
             episodes.extend(ended)
+            done = batch[TERMINATEDS] | batch[TRUNCATEDS]
+            dropped = {(i, numbers[i] + int(done[:first, i].sum())) for i, first, _ in self._dropped}
             for i, number, piece, over in split_env_columns(batch, self._episode_numbers):
+                if (i, number) in dropped:
+                    buffer.discard_episode(i, number)
+                    continue
                 buffer.add(DEFAULT_POLICY_ID, (i, number, None), piece, ended=over)
         rows = buffer.ready_rows
         flat, _, lengths = buffer.take()[DEFAULT_POLICY_ID]
@@ -246,48 +293,60 @@ class VectorSampler:
                     episode.add_step(env_actions[i], reward, next_obs, info)
                     self._hook("on_episode_step", i, episode)
                 if terminated or truncated:
-                    episodes.append(self._episode_ended(i))
+                    episodes.append(self._episode_ended(i, t))
                     resets.append(i)
-            rewards[t] = step_rewards
             terminateds[t] = step_terminated
             truncateds[t] = step_truncated
-            if obs_filter is None and not failed:  # NoFilter's usual step, inline
-                new_obs_buf[t] = pre.batch(step_obs)
-                obs = new_obs_buf[t].copy()
+            rewards[t] = step_rewards
+            if obs_filter is None and not failed:  # NoFilter's usual step, inline: the next step acts on a new array
+                next_obs = pre.batch(step_obs)
+                new_obs_buf[t] = next_obs  # the batch's copy, with the final observations (screened at the end)
                 for i in resets:
-                    obs[i] = pre(self._new_episode(i))
+                    next_obs[i] = pre(self._new_episode(i))
+                obs = next_obs if not self._screen_obs or finite(next_obs) else self._rescreen(t, next_obs, new_obs_buf[t], obs_buf[t], resets, episodes)
             else:
-                obs = self._observe(step_obs, obs_buf[t], new_obs_buf[t], failed, resets + failed, update_filter)
+                obs = self._observe(t, step_obs, obs_buf[t], new_obs_buf[t], failed, resets, episodes, update_filter)
         self._obs = obs
+        if self._screen_obs and obs_filter is None and not finite(new_obs_buf):
+            self._drop_bad_final_obs(obs_buf, new_obs_buf, episodes)
+        if not finite(rewards):  # screened once per fragment, before any use
+            self._drop_bad_rewards(episodes, update_filter)
 
         batch = {OBS: obs_buf, ACTIONS: actions_buf, REWARDS: rewards, NEW_OBS: new_obs_buf,
                  TERMINATEDS: terminateds, TRUNCATEDS: truncateds, **extras_buf}
         return batch, episodes
 
     def _observe(
-        self, step_obs: list[Any], obs: np.ndarray, new_obs: np.ndarray, failed: list[int], restarted: list[int], update_filter: bool
+        self, t: int, step_obs: list[Any], obs: np.ndarray, new_obs: np.ndarray, failed: list[int], resets: list[int],
+        episodes: list[EpisodeMetrics], update_filter: bool,
     ) -> np.ndarray:
-        """Fill ``new_obs`` (a step's row) with its next observations, filtered; return the ones the next step acts on.
+        """Fill ``new_obs`` (step ``t``'s row) with its next observations, screened and filtered; return the ones the next step acts on.
 
-        ``obs``: the step's own (filtered) observations, which a failed env's
-        row repeats; ``restarted`` envs act next on their new episode's first.
-        The step's next observations and the new episodes' first ones are
-        filtered together, as one batch.
+        ``obs``: the step's own (filtered) observations, which the row of a
+        failed env (or of a dropped episode) repeats; ``resets`` and failed
+        envs act next on their new episode's first. The step's next
+        observations and the new episodes' first ones are filtered together,
+        as one batch.
         """
         pre, obs_filter = self.policy.preprocessor, self.obs_filter
         if failed:
             new_obs[:] = [obs[j] if j in failed else pre(o) for j, o in enumerate(step_obs)]
         else:
             new_obs[:] = pre.batch(step_obs)
+        if self._screen_obs and not finite(new_obs):
+            for i in np.flatnonzero(~np.isfinite(new_obs).all(axis=1)).tolist():
+                self._drop(t, i, describe_obs(new_obs[i]), failed, resets, episodes)
+                new_obs[i] = obs[i]
+        restarted = resets + failed
         if obs_filter is None:
             next_obs = new_obs.copy()
             for i in restarted:
-                next_obs[i] = pre(self._new_episode(i))
+                next_obs[i] = self._first_obs(i)
             return next_obs
         if not restarted:  # the usual step
             obs_filter(new_obs, update_filter, out=new_obs)
             return new_obs.copy()
-        firsts = np.array([pre(self._new_episode(i)) for i in restarted], dtype=np.float32)
+        firsts = np.array([self._first_obs(i) for i in restarted], dtype=np.float32)
         stepped: Any = [j for j in range(self.num_envs) if j not in failed] if failed else slice(None)
         rows = new_obs[stepped]  # failed envs' rows are their own obs, filtered already
         filtered = obs_filter(np.concatenate((rows, firsts)), update_filter)
@@ -296,18 +355,113 @@ class VectorSampler:
         next_obs[restarted] = filtered[len(rows):]
         return next_obs
 
+    def _drop_bad_rewards(self, episodes: list[EpisodeMetrics], update_filter: bool) -> None:
+        """The fragment's non-finite rewards (as float32 holds them; screened once, here): raise, or drop their episodes.
+
+        An episode whose reward was not finite is dropped whole from the
+        fragment (its rows and, if it ended, its metrics); one still running
+        ends here: its env is reset and the next step acts on its new
+        episode's first observation. The bad rewards become 0 (their rows
+        are dropped; the postprocessing sees no NaN).
+        """
+        rewards, terminateds, truncateds = self._columns
+        done = terminateds | truncateds
+        last = len(rewards) - 1
+        for t, i in np.argwhere(~np.isfinite(rewards)).tolist():
+            what = describe_reward(rewards[t, i])
+            rewards[t, i] = 0.0
+            before, after = np.flatnonzero(done[:t, i]), np.flatnonzero(done[t:, i])
+            first, end = (int(before[-1]) + 1 if len(before) else 0), (t + int(after[0]) if len(after) else last)
+            if any(d[0] == i and d[2] == end for d in self._dropped):
+                continue  # dropped already (another bad value of the same episode)
+            step = t - first + 1 + (self._start_lengths[i] if first == 0 else 0)
+            self.nan.found(self._place(i), what, step)
+            self._drop_rows(i, end, self._ends.get((end, i)) if len(after) else None, episodes)
+            if not len(after):  # still running: it ends here, the env starts a new episode
+                truncateds[end, i] = done[end, i] = True
+                self._returns[i], self._lengths[i] = 0.0, 0
+                first_obs = self._first_obs(i)
+                self._obs[i] = first_obs if self.obs_filter is None else self.obs_filter(first_obs[None], update_filter)[0]
+
+    def _drop(self, t: int, i: int, what: str, failed: list[int], resets: list[int], episodes: list[EpisodeMetrics]) -> None:
+        """Env ``i`` gave a non-finite ``what`` at step ``t`` of the fragment: raise, or drop its episode (nan_policy).
+
+        The episode's step ``t`` becomes a cut transition back to its own
+        observation with reward 0 (as a step whose env raised), its rows of
+        this fragment are left out of the batch (``_dropped``), its metrics
+        are forgotten and the env is reset (as a failed one: ``failed``).
+        """
+        metrics = self._ends.get((t, i)) if i in resets else None  # the episode ended at this very step
+        self.nan.found(self._place(i), what, metrics.episode_length if metrics is not None else self._lengths[i])
+        rewards, terminateds, truncateds = self._columns
+        rewards[t, i], terminateds[t, i], truncateds[t, i] = 0.0, False, True
+        self._drop_rows(i, t, metrics, episodes)
+        if i in resets:
+            resets.remove(i)
+        self._returns[i], self._lengths[i] = 0.0, 0
+        failed.append(i)
+
+    def _drop_rows(self, i: int, t: int, metrics: EpisodeMetrics | None, episodes: list[EpisodeMetrics]) -> None:
+        """Leave env ``i``'s episode that ends at row ``t`` out of the batch, and its metrics (if it ended) out of ``episodes``."""
+        _, terminateds, truncateds = self._columns
+        done = np.flatnonzero(terminateds[:t, i] | truncateds[:t, i])
+        self._dropped.append((i, int(done[-1]) + 1 if len(done) else 0, t))
+        if metrics is not None:
+            episodes[:] = [e for e in episodes if e is not metrics]
+
+    def _rescreen(
+        self, t: int, next_obs: np.ndarray, new_obs: np.ndarray, own_obs: np.ndarray, resets: list[int], episodes: list[EpisodeMetrics]
+    ) -> np.ndarray:
+        """NoFilter step ``t``'s next observations (new episodes' first ones in place) hold a non-finite row: raise, or drop.
+
+        A NoFilter step screens what the next step acts on as one array, the
+        envs' next observations and the new episodes' first ones, and the
+        fragment's final observations once, at its end (:meth:`_drop_bad_final_obs`).
+
+        A new episode's bad first observation drops that episode (the env is
+        reset again); an env's bad next observation drops its episode as
+        :meth:`_drop` does (its ``new_obs`` row repeats its own observation).
+        """
+        for i in np.flatnonzero(~np.isfinite(next_obs).all(axis=1)).tolist():
+            if i in resets:
+                self.nan.found(self._place(i), describe_obs(next_obs[i]), 0)
+            else:
+                self._drop(t, i, describe_obs(next_obs[i]), [], resets, episodes)
+                new_obs[i] = own_obs[i]
+            next_obs[i] = self._first_obs(i)
+        return next_obs
+
+    def _drop_bad_final_obs(self, own_obs: np.ndarray, new_obs: np.ndarray, episodes: list[EpisodeMetrics]) -> None:
+        """NoFilter: the fragment's non-finite final observations (screened once, here): raise, or drop their episodes.
+
+        Those episodes ended at that row (their envs were reset then): their
+        rows and metrics are left out, and the row repeats its own observation.
+        """
+        for t, i in np.argwhere(~np.isfinite(new_obs).all(axis=2)).tolist():
+            metrics = self._ends.get((t, i))
+            self.nan.found(self._place(i), describe_obs(new_obs[t, i]), metrics.episode_length if metrics is not None else 0)
+            new_obs[t, i] = own_obs[t, i]
+            self._drop_rows(i, t, metrics, episodes)
+
     def _fragment_buffers(self, num_steps: int) -> tuple[np.ndarray, ...]:
-        """Empty time-major ``[num_steps, num_envs, ...]`` columns: obs, new obs, actions, rewards, terminateds, truncateds."""
+        """Empty time-major ``[num_steps, num_envs, ...]`` columns: obs, new obs, actions, rewards, terminateds, truncateds.
+
+        The fragment's rewards and flags are also kept in ``_columns`` (to drop an episode); no episode was
+        dropped (``_dropped``) or ended (``_ends``, by step and env) in it yet; ``_start_lengths``: the
+        running episodes' lengths as it starts.
+        """
         n, policy = self.num_envs, self.policy
         obs = np.empty((num_steps, n, policy.preprocessor.size), dtype=np.float32)
         actions = np.empty((num_steps, n) + policy.action_shape, dtype=policy.action_dtype)
-        flags = (np.zeros((num_steps, n), dtype=bool) for _ in range(2))
-        return (obs, np.empty_like(obs), actions, np.zeros((num_steps, n), dtype=np.float32), *flags)
+        self._columns = (np.zeros((num_steps, n), dtype=np.float32), np.zeros((num_steps, n), dtype=bool), np.zeros((num_steps, n), dtype=bool))
+        self._dropped, self._ends, self._start_lengths = [], {}, list(self._lengths)
+        return (obs, np.empty_like(obs), actions, *self._columns)
 
-    def _episode_ended(self, i: int) -> EpisodeMetrics:
-        """The metrics of env ``i``'s episode, which just ended (its callbacks run); its counters start again."""
+    def _episode_ended(self, i: int, t: int) -> EpisodeMetrics:
+        """The metrics of env ``i``'s episode, which just ended at step ``t`` of the fragment (its callbacks run); its counters start again."""
         ctx = self.contexts[i]
         metrics = EpisodeMetrics(float(self._returns[i]), int(self._lengths[i]), ctx.worker_index, ctx.vector_index)
+        self._ends[(t, i)] = metrics
         if self._track:
             episode = self._episodes[i]
             self._hook("on_episode_end", i, episode)

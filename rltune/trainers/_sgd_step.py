@@ -24,6 +24,10 @@ An algorithm writes its loss once, as ``loss_fn(model_fn, *tensors, with_stats)
 Invariants: both modes read and write the same ``optimizer.state`` (Adam's
 moments and step count) and update the parameters in place, so checkpoints
 are the same and a trainer restored in the other mode continues exactly.
+A step whose loss or global gradient norm is not finite changes nothing
+(parameters, moments, step count) and is counted (``num_nonfinite_steps``):
+eager, the optimizer is not called; compiled, the update is selected away
+inside the graph (``torch.where`` on a finite flag), so no host sync is added.
 A compiled step keeps every Python value the loss reads as a constant of
 its graph: values that change between calls (learning rate aside: clip
 range, coefficients of a schedule) must be passed as tensors (anything else
@@ -66,7 +70,8 @@ class SGDStep:
     it includes): a compiled step is traced once per value (and per shape of
     the input tensors). Calling the step returns ``(stats, grad_norm)``: the
     loss function's stats (None when it returned none) and the global gradient
-    norm before clipping (NaN without ``grad_clip``).
+    norm before clipping (NaN without ``grad_clip``). A step whose loss or
+    gradient norm is not finite is skipped (see the module docstring).
     """
 
     # Compile through the private-API adapter (faster calls) on the torch release it was written for,
@@ -104,6 +109,10 @@ class SGDStep:
         self.compile_backend = compile_backend
         self.compile_mode = compile_mode
         self._nan = torch.full((), float("nan"), device=flat_params.param.device)
+        # Steps skipped for a non-finite loss or gradient norm: eager ones counted here, compiled ones in
+        # the tensor (updated inside the graph, read only when asked).
+        self._eager_skips = 0
+        self._compiled_skips = torch.zeros((), dtype=torch.int64, device=flat_params.param.device)
         # Tensors a compiled step takes as inputs besides the flat parameters, read on every call
         # (load_state_dict copies into these same tensors, so they stay current): the model's
         # buffers (key None), and each frozen module's parameters and buffers.
@@ -117,6 +126,11 @@ class SGDStep:
         self._auto_chosen = self._auto is not None
         if compile_backend is not None:
             _check_backend(compile_backend, compile_mode)
+
+    @property
+    def num_nonfinite_steps(self) -> int:
+        """Steps skipped so far because their loss or gradient norm was not finite."""
+        return self._eager_skips + int(self._compiled_skips.item())
 
     @property
     def compiled(self) -> bool:
@@ -137,7 +151,8 @@ class SGDStep:
         # The compiled step always computes its stats: in fused kernels they cost next to nothing,
         # and one graph serves every call.
         state = self._adam_state()
-        args = [self.flat_params.param.detach(), state["exp_avg"], state["exp_avg_sq"], state["step"], self._next_adam_scalars(state)]
+        args = [self.flat_params.param.detach(), state["exp_avg"], state["exp_avg_sq"], state["step"], self._next_adam_scalars(state),
+                self._compiled_skips]
         for read in self._read_tensors.values():
             args.extend(read.values())
         args.extend(tensors)
@@ -175,9 +190,15 @@ class SGDStep:
         loss, stats = self.loss_fn(self.model, *tensors, with_stats=with_stats, **self.frozen_modules)
         self.flat_params.zero_grad()
         loss.backward()
-        grad_norm = self.flat_params.clip_grad_norm_(self.grad_clip) if self.grad_clip else self._nan
-        self.optimizer.step()
-        return stats, grad_norm
+        if self.grad_clip:
+            grad_norm = self.flat_params.clip_grad_norm_(self.grad_clip)
+        else:
+            grad_norm = torch.linalg.vector_norm(self.flat_params.param.grad)
+        if math.isfinite(float(loss.detach() + grad_norm)):  # NaN or inf in either makes the sum non-finite
+            self.optimizer.step()
+        else:
+            self._eager_skips += 1
+        return stats, grad_norm if self.grad_clip else self._nan
 
     # -- compiled -------------------------------------------------------------------------
     def _adam_state(self) -> dict[str, torch.Tensor]:
@@ -291,9 +312,13 @@ class SGDStep:
         exp_avg_sq: torch.Tensor,
         step: torch.Tensor,
         adam_scalars: torch.Tensor,
+        skipped: torch.Tensor,
         *rest: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The traced step: gradients by torch.func, clipping, then torch's Adam, updating ``flat`` in place."""
+        """The traced step: gradients by torch.func, clipping, then torch's Adam, updating ``flat`` in place.
+
+        With a non-finite loss or gradient norm the update leaves every state as it was and ``skipped`` counts it.
+        """
         read: dict[Optional[str], dict[str, torch.Tensor]] = {}
         offset = 0
         for name, names in self._read_tensors.items():
@@ -311,19 +336,21 @@ class SGDStep:
         # of the flat gradient, where the gradient of the flat tensor itself would be assembled
         # from per-parameter slices by masked kernels, several times the work.
         params = self.flat_params.views(flat)
-        grads, (_loss, stats) = torch.func.grad_and_value(loss_of, has_aux=True)(params)
+        grads, (loss, stats) = torch.func.grad_and_value(loss_of, has_aux=True)(params)
         grad = torch.cat([grads[name].reshape(-1) for name in params])
+        grad_norm = torch.linalg.vector_norm(grad)
+        ok = torch.isfinite(loss.detach() + grad_norm)
         if self.grad_clip:
-            grad_norm = torch.linalg.vector_norm(grad)
             grad = grad * clip_coefficient(grad_norm, self.grad_clip)
         else:
             grad_norm = flat.new_full((), float("nan"))
         group = self.optimizer.param_groups[0]
         with torch.no_grad():
             _adam_update(
-                flat, grad, exp_avg, exp_avg_sq, step, adam_scalars,
+                flat, grad, exp_avg, exp_avg_sq, step, adam_scalars, ok,
                 betas=group["betas"], eps=group["eps"], weight_decay=group["weight_decay"], maximize=group["maximize"],
             )
+            skipped.add_((~ok).to(skipped.dtype))
         return stats, grad_norm
 
 
@@ -334,16 +361,20 @@ def _adam_update(
     exp_avg_sq: torch.Tensor,
     step: torch.Tensor,
     scalars: torch.Tensor,
+    ok: torch.Tensor,
     *,
     betas: tuple[float, float],
     eps: float,
     weight_decay: float,
     maximize: bool,
 ) -> None:
-    """One Adam step of ``param`` in place, the arithmetic of ``torch.optim.Adam`` (amsgrad off).
+    """One Adam step of ``param`` in place, the arithmetic of ``torch.optim.Adam`` (amsgrad off), where ``ok``.
 
     ``scalars`` holds the step size (lr over the first bias correction) and
-    the square root of the second bias correction. This is torch's
+    the square root of the second bias correction. Where the flag ``ok`` (a
+    bool tensor) is False, every state keeps its value: each new value is
+    selected with ``torch.where`` (fused into the same kernel by a compiler;
+    a product with the flag would keep NaN). This is torch's
     single-tensor Adam written for tracing: torch's functional ``adam`` reads
     the step count with ``.item()`` (a traced graph cannot), and its
     traceable variant computes the bias corrections inside the update, which
@@ -354,11 +385,14 @@ def _adam_update(
         grad = -grad
     if weight_decay:
         grad = grad + weight_decay * param
-    exp_avg.lerp_(grad, 1 - beta1)
-    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-    denom = exp_avg_sq.sqrt() / scalars[1] + eps
-    param.sub_(scalars[0] * exp_avg / denom)
-    step.add_(1)
+    new_exp_avg = exp_avg.lerp(grad, 1 - beta1)
+    new_exp_avg_sq = (exp_avg_sq * beta2).addcmul_(grad, grad, value=1 - beta2)
+    denom = new_exp_avg_sq.sqrt() / scalars[1] + eps
+    new_param = param - scalars[0] * new_exp_avg / denom
+    param.copy_(torch.where(ok, new_param, param))
+    exp_avg.copy_(torch.where(ok, new_exp_avg, exp_avg))
+    exp_avg_sq.copy_(torch.where(ok, new_exp_avg_sq, exp_avg_sq))
+    step.add_(ok.to(step.dtype))
 
 
 def _call_with(module: nn.Module, weights: dict[str, torch.Tensor], *inputs: torch.Tensor) -> Any:

@@ -44,7 +44,10 @@ class ObsPreprocessor:
         return np.asarray(space_utils.flatten(self.space, obs), dtype=np.float32)
 
     def batch(self, observations: Any) -> np.ndarray:
-        """A batch of observations (a sequence, or an array with a leading batch axis) as ``[B, size]``."""
+        """A batch of observations (a sequence, or an array with a leading batch axis) as ``[B, size]``.
+
+        From a sequence, always a new array (never a view of an observation, which the env may reuse).
+        """
         if self._is_box:
             return np.asarray(observations, dtype=np.float32).reshape(-1, self.size)
         return np.stack([self(o) for o in observations]).astype(np.float32, copy=False)

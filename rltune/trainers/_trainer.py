@@ -38,6 +38,7 @@ from rltune.trainers._algorithm import Algorithm, StepOutcome
 from rltune.trainers._config import TrainerSettings, default_config, describe_config, validate_config
 from rltune.trainers._config_builder import AlgorithmConfig, config_for_trainer
 from rltune.trainers._learner import Learner
+from rltune.trainers._nonfinite import NonFiniteWarnings
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._policy_spec import multi_agent_problems
 from rltune.trainers._remote import set_compute_threads, setup_logging
@@ -197,6 +198,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         self._eval_cfg: TrainerSettings | None = None
         self._last_evaluation: dict[str, Any] | None = None
         self._stopped = False
+        self._nonfinite_warnings = NonFiniteWarnings(self.name)
 
         self.callbacks = self._make_trainer_callbacks()
         self.workers = WorkerSet(self.env_spec, self.cfg, self.policy_class, str(self.device))
@@ -295,6 +297,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         self.episodes_total += len(outcome.episodes)
         self._episode_window.extend(outcome.episodes)
         result = self._make_result(outcome, time.perf_counter() - start)
+        self._nonfinite_warnings(result)
         if self.cfg.evaluation_interval is not None:
             result["evaluation"] = self._periodic_evaluation()
         if self.cfg.env_task_fn is not None:
@@ -364,6 +367,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
             "time_total_s": self.time_total_s,
             "env_steps_per_s": outcome.env_steps / elapsed if elapsed > 0 else math.nan,
             "info": {"learner": outcome.learner_info},
+            "num_nonfinite_updates": sum(learner.num_nonfinite_updates for learner in self.algorithm.learners.values()),
             # Custom metrics summarise the same window of episodes as episode_reward_mean, so an
             # iteration in which no episode ended keeps the keys (with the last window's values).
             "custom_metrics": summarize_custom_metrics(e.custom_metrics for e in window),

@@ -19,6 +19,7 @@ from rltune import __version__
 from rltune.errors import CheckpointError, ConfigError
 from rltune.trainers import _checkpoint as ckpt
 from rltune.trainers._filters import filter_stats
+from rltune.trainers._nonfinite import check_finite_tensors
 
 if TYPE_CHECKING:
     from rltune.trainers._trainer import Trainer
@@ -102,6 +103,7 @@ class CheckpointMixin:
         }
         if self.workers.local_worker.filters:
             state["observation_filters"] = ckpt.filter_tensors(filter_stats(self.workers.local_worker.filters))
+        check_finite_tensors(state, f"cannot save checkpoint {str(path)!r}")
         saved = ckpt.write_checkpoint(path, metadata, state, self.get_checkpoint_arrays())
         self._call("on_checkpoint_saved", trainer=self, path=str(saved))
         return str(saved)
@@ -157,6 +159,7 @@ class CheckpointMixin:
         """Read and check everything :meth:`restore` loads, without changing this trainer."""
         saved = ckpt.read_trainer_state(checkpoint_path, self.name)
         path = str(checkpoint_path)
+        check_finite_tensors({"policies": saved.weights, "algorithm": saved.algorithm_tensors}, f"checkpoint {path!r}")
         policies = self.workers.local_worker.policy_map
         missing = set(policies) - set(saved.weights)
         if missing:

@@ -72,6 +72,7 @@ class WorkerSet:
             raise
         self._global_vars: dict[str, Any] = {"timestep": 0}
         self.num_env_restarts = 0  # envs rebuilt after raising, on every worker, as their samples report
+        self.num_dropped_episodes = 0  # episodes dropped for a non-finite reward or observation (nan_policy), likewise
         # Last known task of every task-settable env, by (worker_index, vector_index).
         self.env_tasks: dict[tuple[int, int], Any] = {}
 
@@ -169,6 +170,7 @@ class WorkerSet:
             steps += sum(r.env_steps for r in round_results)
         merged = SampleResult.merge(results)
         self.num_env_restarts += merged.num_env_restarts
+        self.num_dropped_episodes += merged.num_dropped_episodes
         return merged
 
     def sync_weights(self, global_vars: dict[str, Any] | None = None) -> None:
@@ -185,11 +187,12 @@ class WorkerSet:
         return {"filters": filter_stats(filters)} if filters else {}
 
     def metrics(self) -> dict[str, int]:
-        """Healthy rollout worker processes, their restarts and env restarts so far (for the result dict)."""
+        """Healthy rollout worker processes, their restarts, env restarts and episodes dropped so far (for the result dict)."""
         return {
             "num_healthy_workers": sum(w.is_alive() for w in self.remote_workers),
             "num_worker_restarts": sum(w.restarts for w in self.remote_workers),
             "num_env_restarts": self.num_env_restarts,
+            "num_dropped_episodes_nonfinite": self.num_dropped_episodes,
         }
 
     # -- policies (multi-agent) ---------------------------------------------------------------

@@ -166,6 +166,22 @@ def _flipped_byte(ctx: Context) -> None:
     path.write_bytes(bytes(data))
 
 
+def _nan_weights(ctx: Context) -> None:
+    """A NaN in a weight tensor of state.pt, checksums recomputed as whoever edits the files would."""
+    import torch
+
+    from rltune.trainers import _checkpoint as ckpt
+
+    path = Path(_copy(ctx, "nanweights"))
+    state = torch.load(path / "state.pt", weights_only=True)
+    state["policies"]["default_policy"]["pi_head.bias"][0] = float("nan")
+    torch.save(state, path / "state.pt")
+    meta = json.loads((path / "rltune_checkpoint.json").read_text())
+    meta["checksums"]["state.pt"] = ckpt._sha256(path / "state.pt")
+    meta["metadata_sha256"] = ckpt.metadata_checksum(meta)
+    (path / "rltune_checkpoint.json").write_text(json.dumps(meta))
+
+
 CASES: list[Case] = [
     Case("checkpoint missing", "checkpoint '{tmp}/nope' does not exist", ("rollout", "{tmp}/nope")),
     Case("checkpoint is a file", "is not a directory", ("rollout", "{afile}")),
@@ -227,6 +243,8 @@ CASES: list[Case] = [
          call=_with_key("other", _open("signed")), setup=_signed_then_edited),
     Case("multi-agent checkpoint into a single-agent trainer", "of a multi-agent config; this PPO is single-agent",
          call=_multi_agent_into_single),
+    Case("checkpoint NaN weights (resealed)", "policy 'default_policy', weight tensor 'pi_head.bias' holds NaN or inf",
+         ("rollout", "{tmp}/nanweights"), setup=_nan_weights),
     Case("rollout --env override unknown", "NoSuchEnv-v0", ("rollout", "{checkpoint}", "--env", "NoSuchEnv-v0")),
     Case("rollout --config override bad key", "lrr", ("rollout", "{checkpoint}", "--config", '{"lrr": 1}')),
 ]

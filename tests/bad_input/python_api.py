@@ -45,6 +45,31 @@ def dqn_of_a_ppo_builder(ctx: Context) -> None:
     DQN(config=PPOConfig().environment("CartPole-v1"))
 
 
+def nonfinite_env(multi: bool, **env_config):
+    """PPO on an env that emits NaN (``tests/trainers/nonfinite_envs.py``), trained until it raises."""
+    def call(ctx: Context) -> None:
+        from rltune.trainers import PPO
+
+        env = "trainers.nonfinite_envs:" + ("NonFiniteAgents" if multi else "NonFiniteEnv")
+        config = {"disable_env_checking": True, "train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 1,
+                  "env_config": env_config}
+        if multi:
+            config["multiagent"] = {"policies": {"p"}, "policy_mapping_fn": "trainers.nonfinite_envs:to_policy_p"}
+        with PPO(config=config, env=env, results_dir=str(ctx.results)) as trainer:
+            trainer.train()
+    return call
+
+
+def save_nan_weights(ctx: Context) -> None:
+    from rltune.trainers import PPO
+
+    with PPO(config={"model": {"fcnet_hiddens": [8]}}, env="CartPole-v1", results_dir=str(ctx.results)) as trainer:
+        weights = trainer.get_policy().get_weights()
+        weights["pi_head.bias"][:] = float("nan")
+        trainer.get_policy().set_weights(weights)
+        trainer.save(ctx.tmp / "nan_checkpoint")
+
+
 def multi_agent(env, policies, *, train=False, **extra):
     """PPO on ``env`` of tests/trainers/multi_agent_envs.py with ``policies()`` (``train``: one iteration)."""
     def call(ctx: Context) -> None:
@@ -183,6 +208,16 @@ CASES: list[Case] = [
     Case("api run resources unknown", "resources_per_trial.memory: unknown field",
          call=run(resources_per_trial={"cpu": 1, "memory": 2})),
     Case("api run local_dir and results_dir", "local_dir is", call=run(local_dir="{tmp}/a")),
+    Case("api trainer nan_policy unknown", "nan_policy: Input should be 'raise' or 'drop_episode'",
+         call=ppo({"nan_policy": "skip"})),
+    Case("api env emits NaN reward", "(worker 0, env 0), step 3 of the episode: non-finite reward nan",
+         call=nonfinite_env(False)),
+    Case("api env emits inf observation", "step 2 of the episode: non-finite observation (flattened) entries [1] = inf",
+         call=nonfinite_env(False, bad="obs", value="inf", at_step=2)),
+    Case("api multi-agent env emits NaN observation", "agent 'b', step 3 of the episode: non-finite observation",
+         call=nonfinite_env(True, bad="obs")),
+    Case("api save NaN weights", "policy 'default_policy', weight tensor 'pi_head.bias' holds NaN or inf",
+         call=save_nan_weights),
     Case("api stop negative time_total_s", "stop.time_total_s: must be > 0, but got -5", call=run(stop={"time_total_s": -5})),
     # -- multi-agent envs and policies ---------------------------------------------------------------
     Case("api ma policy actions the agents lack", "the policy's action space Discrete(5) does not fit the agent's Discrete(2)",

@@ -200,6 +200,11 @@ TRAIN_CASES: list[Case] = [
     train_file_case("train curriculum bool", "run: PPO\nenv: CartPole-v1\ncurriculum: {phases: [{task: 1, threshold: 1, min_iterations: true}, {task: 2}]}\n",
                     "curriculum.phases.0.min_iterations: Value error, a bool is not a number"),
     train_file_case("train not a mapping", "[run, PPO]\n", "must be a mapping of fields"),
+    train_file_case("train nan_policy unknown", "run: PPO\nenv: CartPole-v1\nconfig: {nan_policy: ignore}\n",
+                    "nan_policy: Input should be 'raise' or 'drop_episode'"),
+    train_file_case("train env emits NaN reward", "run: PPO\nenv: trainers.nonfinite_envs:NonFiniteEnv\nstop: {training_iteration: 2}\n"
+                    "config: {disable_env_checking: true, train_batch_size: 64, sgd_minibatch_size: 32, num_sgd_iter: 1}\n",
+                    "(worker 0, env 0), step 3 of the episode: non-finite reward nan"),
 ]
 
 CASES += TRAIN_CASES

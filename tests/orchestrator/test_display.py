@@ -42,6 +42,7 @@ def _last_frame(text: str) -> list[str]:
     """The live view's last frame (each frame is drawn over the last one from a carriage return), its plain lines."""
     frame = ESCAPES.sub("", [part for part in text.split("\r") if " trials, " in part][-1])
     lines = frame.splitlines()
+    lines = lines[next(i for i, line in enumerate(lines) if " running" in line):]  # after the study's opening line
     return lines[: next((i for i, line in enumerate(lines) if line.startswith("study '")), len(lines))]
 
 
