@@ -50,8 +50,24 @@ def die_with_parent(parent_pid: int, by_main_thread: bool) -> None:
         threading.Thread(target=_watch, args=(parent_pid,), name="rltune-parent-watch", daemon=True).start()
 
 
-def _arm_parent_death_signal() -> bool:
-    """``prctl(PR_SET_PDEATHSIG, SIGKILL)`` on Linux; False where there is no such call or it failed."""
+def exec_dying_with_parent(parent_pid: int, by_main_thread: bool, argv: list[str]) -> None:
+    """In a child: become ``argv`` (``execv``), a program that gets SIGTERM when its parent ends.
+
+    For a server that stops its own children on SIGTERM (``mlflow ui`` and
+    its uvicorn): SIGKILL would orphan them. Only the kernel's signal
+    survives ``exec``, not a watch thread, so a child started by a thread
+    other than the main one is not bound (the signal would come when that
+    thread ends).
+    """
+    if by_main_thread:
+        _arm_parent_death_signal(signal.SIGTERM)
+    if os.getppid() != parent_pid:
+        os._exit(1)
+    os.execv(argv[0], argv)
+
+
+def _arm_parent_death_signal(sig: int = signal.SIGKILL) -> bool:
+    """``prctl(PR_SET_PDEATHSIG, sig)`` on Linux; False where there is no such call or it failed."""
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -59,7 +75,7 @@ def _arm_parent_death_signal() -> bool:
 
         libc = ctypes.CDLL(None, use_errno=True)
         ulong = ctypes.c_ulong
-        return libc.prctl(ctypes.c_int(_PR_SET_PDEATHSIG), ulong(signal.SIGKILL), ulong(0), ulong(0), ulong(0)) == 0
+        return libc.prctl(ctypes.c_int(_PR_SET_PDEATHSIG), ulong(sig), ulong(0), ulong(0), ulong(0)) == 0
     except (OSError, AttributeError):  # no libc symbols in this process (a static build): the watch does it
         return False
 

@@ -73,6 +73,11 @@ def nul_problem(value: Any) -> str | None:
     return None
 
 
+def error_text(err: Any) -> str:
+    """A pydantic error's message without pydantic's "Value error, " prefix on our validators' messages."""
+    return str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"]
+
+
 def bool_for_number(annotation: Any, value: Any) -> bool:
     """True if ``value`` holds a bool where ``annotation`` wants an int or float (pydantic would read True as 1)."""
     if isinstance(value, bool):
@@ -112,7 +117,7 @@ class UserInput(BaseModel):
     def _plain_values(cls, value: Any, info: ValidationInfo) -> Any:
         field = cls.model_fields.get(info.field_name) if info.field_name else None
         if field is not None and bool_for_number(field.annotation, value):
-            raise ValueError(f"a bool is not a number here (got {value!r})")
+            raise ValueError("a bool is not a number here")
         problem = nul_problem(value) if cls.refuse_nul else None
         if problem:
             raise ValueError(problem)

@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from rltune._validation import UserInput
+from rltune._validation import UserInput, error_text
 from rltune.callbacks._callbacks import DefaultCallbacks
 from rltune.errors import ConfigError
 
@@ -66,7 +66,7 @@ def parse_curriculum(block: Any, where: str = "curriculum") -> CurriculumConfig:
         problems = []
         for err in exc.errors():
             path = ".".join(str(p) for p in (where, *err["loc"]))
-            problems.append(f"{path}: {'unknown key' if err['type'] == 'extra_forbidden' else err['msg']}")
+            problems.append(f"{path}: {'unknown key' if err['type'] == 'extra_forbidden' else error_text(err)}")
         raise ConfigError(problems) from None
 
 

@@ -4,7 +4,9 @@
 studies write to (see :func:`rltune.tracking.resolve_tracking_uri`),
 bound to 127.0.0.1, waits until it answers, prints its address and runs
 until Ctrl-C (or SIGTERM), then stops the server and its workers. The
-server's own log goes to ``<results_dir>/mlflow_ui.log``. When the store is
+server's own log goes to ``<results_dir>/mlflow_ui.log`` (to the temporary
+directory when the results are read-only), and the server gets SIGTERM if
+this process dies, SIGKILL included (it would keep its port). When the store is
 an MLflow server already, there is nothing to start: its address is printed.
 """
 
@@ -15,13 +17,15 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from rltune.errors import ConfigError, RLTuneError
+from rltune._parent_death import spawn_arguments
 from rltune._secrets import redact_text, redact_url
 from rltune.tracking._store import DB_FILE, artifact_root, is_remote, resolve_tracking_uri
 from rltune.tracking._ui_links import browser_url, study_links
@@ -161,12 +165,15 @@ def start_ui(results_dir: str | os.PathLike[str], port: int = 5000, tracking_uri
     """Start ``mlflow ui`` on the store of ``results_dir`` and return once it answers on ``host:port``."""
     uri = resolve_tracking_uri(tracking_uri, results_dir)
     root = Path(os.path.expanduser(str(results_dir))).resolve()
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"results directory {str(root)!r} cannot be created: {exc.strerror}") from None
     _check_port_free(host, port)
-    log_path = root / UI_LOG
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(ui_command(root, host, port), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, env=ui_env(uri),
+    log, log_path = _open_log(root)
+    with log:
+        proc = subprocess.Popen(_bound_to_this_process(ui_command(root, host, port)), stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, env=ui_env(uri),
                                 start_new_session=True)  # its own group: we stop it
     server = UIServer(proc, f"http://{host}:{port}", log_path)
     deadline = time.monotonic() + timeout_s
@@ -180,6 +187,25 @@ def start_ui(results_dir: str | os.PathLike[str], port: int = 5000, tracking_uri
             server.stop()
             raise RLTuneError(f"mlflow ui did not answer on {server.url} within {timeout_s:.0f} s; its log is {log_path}")
         time.sleep(0.25)
+
+
+def _bound_to_this_process(command: list[str]) -> list[str]:
+    """``command`` started so that it gets SIGTERM if this process dies, SIGKILL included (the server
+    would keep its port: the next ``rltune ui`` would find it taken)."""
+    pid, by_main_thread = spawn_arguments()
+    launcher = (f"import sys; from rltune._parent_death import exec_dying_with_parent; "
+                f"exec_dying_with_parent({pid}, {by_main_thread!r}, sys.argv[1:])")
+    return [sys.executable, "-c", launcher, *command]
+
+
+def _open_log(root: Path) -> tuple[BinaryIO, Path]:
+    """The server's log, in ``root`` or, when ``root`` is read-only (browsing results one may not change),
+    in the temporary directory."""
+    try:
+        return open(root / UI_LOG, "ab"), root / UI_LOG
+    except OSError:
+        handle = tempfile.NamedTemporaryFile(prefix="rltune-mlflow-ui-", suffix=".log", delete=False)
+        return handle, Path(handle.name)
 
 
 def run_ui(results_dir: str | os.PathLike[str] | None = None, port: int = 5000, tracking_uri: str | None = None, *,

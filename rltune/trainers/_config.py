@@ -15,7 +15,7 @@ import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator
 
-from rltune._validation import MAX_SEED, UserInput
+from rltune._validation import MAX_SEED, UserInput, error_text
 from rltune.errors import ConfigError
 from rltune.trainers._rllib_names import rllib_key_problem
 from rltune.trainers._filters import filter_name_problem
@@ -282,8 +282,7 @@ def _describe_error(config_cls: type[_Strict], err: dict[str, Any]) -> str:
     shown = repr(value)
     if len(shown) > 60:
         shown = shown[:57] + "..."
-    message = str(err["ctx"]["error"]) if err["type"] == "value_error" else err["msg"]  # without "Value error, "
-    return f"{path}: {message} (got {shown})"
+    return f"{path}: {error_text(err)} (got {shown})"
 
 
 def _valid_keys(config_cls: type[_Strict], loc: tuple[Any, ...]) -> list[str]:

@@ -2,7 +2,8 @@
 
 A case is refused *clearly* when the CLI exits 2 with one ``error:`` line
 (no traceback) containing the expected text, or the Python API raises an
-:class:`~rltune.errors.RLTuneError` containing it. The other outcomes are
+:class:`~rltune.errors.RLTuneError` containing it, without noise (pydantic's
+"Value error, " prefix, the same "(got ...)" said twice). The other outcomes are
 ``unclear`` (refused, but the message does not name the field), ``traceback``
 (an exception that is not rltune's), ``accepted`` (the input was taken) and
 ``hang`` (more than the time limit).
@@ -14,6 +15,7 @@ import contextlib
 import hashlib
 import io
 import json
+import re
 import shutil
 import signal
 from dataclasses import dataclass, field
@@ -167,7 +169,7 @@ def _run(case: Case, ctx: Context) -> Outcome:
         try:
             case.call(ctx)
         except RLTuneError as exc:
-            return Outcome("clear" if expect in str(exc) else "unclear", f"{type(exc).__name__}: {exc}")
+            return Outcome("clear" if _clear(expect, str(exc)) else "unclear", f"{type(exc).__name__}: {exc}")
         except _Hang:
             raise
         except Exception as exc:  # noqa: BLE001 - classified, not hidden
@@ -188,4 +190,11 @@ def _run(case: Case, ctx: Context) -> Outcome:
         return Outcome("accepted", f"exit 0: {out.getvalue()[-300:]}")
     if code != 2 or "Traceback" in text or text.count("error:") != 1:
         return Outcome("traceback" if "Traceback" in text else "unclear", f"exit {code}: {text[-500:]}")
-    return Outcome("clear" if expect in text else "unclear", text.strip())
+    return Outcome("clear" if _clear(expect, text) else "unclear", text.strip())
+
+
+_REPEATED_GOT = re.compile(r"(\(got [^()]*\))\s*\1")
+
+
+def _clear(expect: str, message: str) -> bool:
+    return expect in message and "Value error, " not in message and not _REPEATED_GOT.search(message)

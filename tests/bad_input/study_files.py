@@ -198,7 +198,7 @@ TRAIN_CASES: list[Case] = [
     train_file_case("train checkpoint_at_end", "run: PPO\nenv: CartPole-v1\ncheckpoint_at_end: often\n", "checkpoint_at_end: Input should be"),
     train_file_case("train search entry", "run: PPO\nenv: CartPole-v1\nconfig: {lr: {choice: [0.1, 0.2]}}\n", "search-space entries make a study"),
     train_file_case("train curriculum bool", "run: PPO\nenv: CartPole-v1\ncurriculum: {phases: [{task: 1, threshold: 1, min_iterations: true}, {task: 2}]}\n",
-                    "curriculum.phases.0.min_iterations: Value error, a bool is not a number"),
+                    "curriculum.phases.0.min_iterations: a bool is not a number here"),
     train_file_case("train not a mapping", "[run, PPO]\n", "must be a mapping of fields"),
     train_file_case("train nan_policy unknown", "run: PPO\nenv: CartPole-v1\nconfig: {nan_policy: ignore}\n",
                     "nan_policy: Input should be 'raise' or 'drop_episode'"),

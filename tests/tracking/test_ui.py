@@ -10,6 +10,7 @@ given the browser and driver paths, so it never downloads either.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import queue
@@ -23,13 +24,14 @@ import time
 from pathlib import Path
 
 import pytest
+from mounts import read_only
 
 from rltune.errors import ConfigError
 from rltune.tracking._ui import run_ui, stop_process_tree
 from rltune.tracking._ui_links import experiment_url
 
 from ._study import STUDY
-from .conftest import answers, free_port, mlflow_env
+from .conftest import answers, free_port, mlflow_env, new_store
 
 UI_START_TIMEOUT_S = 180.0
 PAGE_TIMEOUT_S = 90.0
@@ -199,3 +201,47 @@ def test_ui_of_a_server_store_only_prints_its_address(tmp_path):
     assert run_ui(tmp_path, 5000, "http://mlflow.example:5000", out=out) == 0
     assert "MLflow server http://mlflow.example:5000" in out.getvalue()
     assert not (tmp_path / "mlflow_ui.log").exists()
+
+
+def _gone(url: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not answers(url):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def test_the_server_dies_with_a_sigkilled_rltune_ui(template_db, tmp_path):
+    """kill -9 of ``rltune ui`` takes its MLflow server along: the port is free for the next one."""
+    results = new_store(template_db, tmp_path / "results")
+    port = free_port()
+    ui = RunUI(results, port)
+    servers: list[int] = []
+    try:
+        ui.wait_for("MLflow UI for", UI_START_TIMEOUT_S)
+        assert answers(f"http://127.0.0.1:{port}/health")
+        servers = [int(pid) for pid in Path(f"/proc/{ui.proc.pid}/task/{ui.proc.pid}/children").read_text().split()]
+        os.kill(ui.proc.pid, signal.SIGKILL)
+        assert _gone(f"http://127.0.0.1:{port}/health", 30), "the MLflow server outlived rltune ui"
+    finally:
+        stop_process_tree(ui.proc)
+        for pid in servers:  # each leads its own process group (a failing test must not leave it running)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def test_ui_serves_a_read_only_results_dir(local_study, tmp_path):
+    """Browsing results one may not change: the server's log goes to the temporary directory instead."""
+    results = tmp_path / "results"
+    shutil.copytree(local_study["results_dir"], results)
+    port = free_port()
+    with read_only(results):
+        ui = RunUI(results, port)
+        try:
+            line = ui.wait_for("MLflow UI for", UI_START_TIMEOUT_S)
+            assert f"http://127.0.0.1:{port}" in line
+            assert f"study '{STUDY}': " in ui.wait_for(f"study '{STUDY}': ", 60)
+        finally:
+            assert ui.interrupt() == 0, "".join(ui.output)
+    assert not (results / "mlflow_ui.log").exists()
