@@ -123,6 +123,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    from _extras import require_extra  # examples/_extras.py, beside this script
+
+    require_extra("pettingzoo", modules=("pettingzoo", "pygame"))  # pygame: PettingZoo's classic games import it
     run = train(args.seed)
     learner = run["result"]["policy_reward_mean"]["learner"]
     names = {ROCK: "rock", PAPER: "paper", SCISSORS: "scissors"}

@@ -7,7 +7,7 @@ A train file holds the fields of ``rltune train``'s flags::
     env: CartPole-v1            # or config.env
     stop: {episode_reward_mean: 475, timesteps_total: 200000}
     checkpoint_freq: 10
-    checkpoint_at_end: true
+    checkpoint_at_end: true     # the default (false: only checkpoint_freq's)
     results_dir: ~/rltune_results
     tensorboard: false          # optional: no TensorBoard event files (default: written)
     config: {lr: 0.0003, ...}
@@ -45,7 +45,9 @@ class TrainSpec(UserInput):
     config: Optional[dict[str, Any]] = Field(None, description="The trainer's config (see --show-config).")
     stop: Optional[dict[str, float]] = Field(None, description="Stop when any result key reaches its value.")
     checkpoint_freq: Optional[int] = Field(None, ge=0, description="Save a checkpoint every N iterations (0: never).")
-    checkpoint_at_end: Optional[bool] = Field(None, description="Save a checkpoint when the trial ends.")
+    checkpoint_at_end: Optional[bool] = Field(
+        None, description="Save a checkpoint when the trial ends (default: yes, as in study files)."
+    )
     results_dir: Optional[str] = Field(None, description="Where trial directories go.")
     tensorboard: Optional[bool] = Field(None, description="Also write TensorBoard event files (default: yes).")
     curriculum: Optional[dict[str, Any]] = Field(

@@ -136,7 +136,7 @@ def _add_train_parser(commands: Any) -> None:
         "--checkpoint-at-end",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="save a checkpoint when training stops (default: no)",
+        help="save a checkpoint when training stops (default: yes, as in study files)",
     )
     p.add_argument("--results-dir", "--local-dir", dest="results_dir", metavar="DIR",
                    help="default: $RLTUNE_RESULTS_DIR or ~/rltune_results (--local-dir: RLlib's name)")
@@ -246,7 +246,7 @@ def _train(args: argparse.Namespace) -> int:
         trial_dir,
         stop=stop,
         checkpoint_freq=spec.checkpoint_freq or 0,
-        checkpoint_at_end=bool(spec.checkpoint_at_end),
+        checkpoint_at_end=spec.checkpoint_at_end is not False,  # None: not given, on as in study files
         on_result=_print_result,
         on_interrupt=_say_stopping,
         tensorboard=spec.tensorboard is not False,
@@ -260,7 +260,8 @@ def _train(args: argparse.Namespace) -> int:
     if outcome.checkpoint:
         print(f"checkpoint: {outcome.checkpoint}")
     else:
-        print("checkpoint: none saved (use --checkpoint-at-end or --checkpoint-freq N)")
+        print("checkpoint: none saved (--checkpoint-at-end saves one when training stops, --checkpoint-freq N "
+              "every N iterations)")
     views = f"; TensorBoard: tensorboard --logdir {outcome.trial_dir.parent}" if spec.tensorboard is not False else ""
     print(f"trial dir:  {outcome.trial_dir} (params.json, result.json{views})", flush=True)
     return EXIT_INTERRUPTED if outcome.interrupted else 0

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+from typing import TYPE_CHECKING
 
 from rltune._imports import import_object
 from rltune._pretty_print import pretty_print
@@ -27,6 +28,10 @@ from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy, RandomPolicy
 from rltune.trainers._config_builder import AlgorithmConfig, DQNConfig, PPOConfig
 from rltune.trainers._policy_spec import PolicySpec
 from rltune.trainers._trainer import Trainer
+
+if TYPE_CHECKING:  # the lazy names below, for type checkers and the API reference (docs/api/trainers.md)
+    from rltune.trainers._dqn import DQN, DQNPolicy
+    from rltune.trainers._ppo import PPO, PPOPolicy
 
 _TRAINERS = {
     "PPO": "rltune.trainers._ppo:PPO",

@@ -129,7 +129,7 @@ def test_checkpoint_at_end_only_and_a_second_run_gets_its_own_dir(tmp_path, caps
         assert len(read_results(trial)) == 2
 
 
-def test_default_results_dir_and_trial_name_nan_results_and_no_checkpoint(tmp_path, capsys, monkeypatch):
+def test_default_results_dir_and_trial_name_nan_results_and_a_checkpoint_at_the_end(tmp_path, capsys, monkeypatch):
     # MountainCar episodes last 200 steps: with 50-step iterations no episode ends, so the
     # reward mean is NaN; NaN never satisfies a stop criterion and is written as NaN.
     monkeypatch.setenv("RLTUNE_RESULTS_DIR", str(tmp_path))
@@ -146,8 +146,17 @@ def test_default_results_dir_and_trial_name_nan_results_and_no_checkpoint(tmp_pa
     assert "NaN" in (trial / "result.json").read_text()
     assert "stopped: training_iteration = 2 >= 2" in out
     assert "reward_mean       nan" in out
-    assert "checkpoint: none saved" in out
-    assert not list(trial.glob("checkpoint_*"))
+    # checkpoint_at_end is on by default, as in study files: the trial can be rolled out or resumed
+    assert [p.name for p in trial.glob("checkpoint_*")] == ["checkpoint_000002"]
+    assert f"checkpoint: {trial / 'checkpoint_000002'}" in out
+
+
+def test_no_checkpoint_at_end_saves_none_and_says_how_to_get_one(tmp_path, capsys):
+    code, out, err = run(capsys, *train_argv(tmp_path, "--name", "none", "--stop", '{"training_iteration": 1}',
+                                             "--no-checkpoint-at-end"))
+    assert code == 0, err
+    assert not list((tmp_path / "none").glob("checkpoint_*"))
+    assert "checkpoint: none saved (--checkpoint-at-end saves one when training stops" in out
 
 
 def test_train_file_with_flags_overriding_it(tmp_path, capsys):

@@ -6,6 +6,9 @@ or check the parts a full run relies on.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +55,23 @@ def test_the_rps_env_class_of_the_study_file_is_pettingzoos_game(examples):
     _, rewards, _, _, _ = env.step({"player_1": rps.ROCK})
     assert rewards == {"player_0": 1.0, "player_1": -1.0}
     assert rps.map_players("player_0") == "learner" and rps.map_players("player_1") == "rock_lover"
+
+
+def test_the_pettingzoo_example_without_pettingzoo_exits_with_one_line_naming_the_install(tmp_path):
+    # a PettingZoo that is not installed: its import fails as a missing module's does
+    (tmp_path / "pettingzoo").mkdir()
+    (tmp_path / "pettingzoo" / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'pettingzoo'\", name='pettingzoo')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, "examples/multi_agent_pettingzoo.py"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "examples/multi_agent_pettingzoo.py needs rltune's 'pettingzoo' extra (pettingzoo not installed): "
+        "pip install -e '.[pettingzoo]' (from the repository root)"
+    ]
+    assert done.stdout == ""
 
 
 # -- agent groups -------------------------------------------------------------------------------
