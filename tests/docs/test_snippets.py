@@ -114,7 +114,7 @@ def _run(block: Block, work: Path, env: dict[str, str]) -> subprocess.CompletedP
 
 
 @pytest.mark.parametrize("page", _pages_with_code(), ids=_rel)
-def test_the_code_blocks_of_a_page_run_without_warnings(page, page_env, capsys):
+def test_the_code_blocks_of_a_page_run_without_warnings(page, page_env):
     work, env = page_env
     for block in read_blocks(page):
         if "file" in block.directives:
@@ -124,8 +124,7 @@ def test_the_code_blocks_of_a_page_run_without_warnings(page, page_env, capsys):
             continue
         start = time.perf_counter()
         done = _run(block, work, env)
-        with capsys.disabled():  # per-block times, shown with pytest -s
-            print(f"\n{block.where}: {time.perf_counter() - start:.1f} s", end="")
+        print(f"{block.where}: {time.perf_counter() - start:.1f} s")  # per-block times, shown with pytest -s
         expected = int(block.directives.get("exit status", "0"))
         context = f"{block.where} ({block.runner}):\n{block.code}\n--- stdout:\n{done.stdout[-3000:]}\n--- stderr:\n{done.stderr[-3000:]}"
         assert done.returncode == expected, f"exit status {done.returncode}, expected {expected}: {context}"
