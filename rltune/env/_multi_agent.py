@@ -47,9 +47,14 @@ class MultiAgentEnv(gym.Env):
     action_spaces: dict[AgentID, gym.Space] | None = None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
-        """Start an episode: observations and infos of the agents that act first."""
-        super().reset(seed=seed)
-        raise NotImplementedError
+        """Start an episode: observations and infos of the agents that act first.
+
+        Subclasses return ``(obs, infos)``. This base only seeds
+        ``self.np_random`` when given a seed (as RLlib's does), so a
+        subclass may start with ``super().reset(seed=seed, options=options)``.
+        """
+        super().reset(seed=seed, options=options)
+        return None  # type: ignore[return-value]  # the subclass returns the episode's first dicts
 
     def step(self, action_dict: dict[AgentID, Any]) -> tuple[dict, dict, dict, dict, dict]:
         """Apply the acting agents' actions: ``(obs, rewards, terminateds, truncateds, infos)``."""
@@ -85,6 +90,17 @@ class MultiAgentEnv(gym.Env):
         from rltune.env._groups import GroupAgentsWrapper
 
         return GroupAgentsWrapper(self, groups, obs_space, act_space)
+
+
+def declares_spaces(env: Any, kind: str) -> bool:
+    """Whether multi-agent ``env`` declares its agents' ``kind`` ("observation" or "action") spaces at all.
+
+    An env that declares none takes them from its policies' ``PolicySpec`` s.
+    """
+    if getattr(env, f"{kind}_spaces", None) is not None or getattr(env, f"{kind}_space", None) is not None:
+        return True
+    method = getattr(type(env), f"get_{kind}_space", None)
+    return method is not None and method is not getattr(MultiAgentEnv, f"get_{kind}_space")  # overridden
 
 
 def _dict_space(space: Any) -> dict[AgentID, gym.Space] | None:

@@ -63,6 +63,8 @@ class Policy:
         else:
             self.action_shape = ()
             self.action_dtype = np.int64
+        # compute_actions gives a Discrete space's action indices 0..n-1; the env takes start..start+n-1.
+        self.action_start = int(getattr(action_space, "start", 0)) if isinstance(action_space, gym.spaces.Discrete) else 0
         # Exploration noise (action sampling, epsilon) comes from this generator; checkpoints save its state.
         self.rng = np.random.default_rng(seed)
         self.global_timestep = 0
@@ -77,7 +79,11 @@ class Policy:
         return nn.Module()
 
     def compute_actions(self, obs: np.ndarray, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Actions for a batch of preprocessed observations, and extra columns to store."""
+        """Actions for a batch of preprocessed observations, and extra columns to store.
+
+        A ``Discrete`` action is the index ``0 .. n - 1`` (what the model and
+        the batches hold); :meth:`to_env_actions` adds the space's ``start``.
+        """
         raise NotImplementedError
 
     def postprocess_trajectory(self, batch: SampleBatch) -> SampleBatch:
@@ -134,9 +140,9 @@ class Policy:
         return self.to_env_actions(actions)[0]
 
     def to_env_actions(self, actions: np.ndarray) -> list[Any]:
-        """Per-env actions as ``env.step`` takes them: ints, or float arrays clipped to the bounds."""
+        """Per-env actions as ``env.step`` takes them: ints (index plus the space's ``start``), or float arrays clipped to the bounds."""
         if not self.is_continuous:
-            return actions.tolist()
+            return (actions + self.action_start).tolist() if self.action_start else actions.tolist()
         if self.config.clip_actions:
             actions = np.clip(actions, self.action_space.low, self.action_space.high)
         return list(actions.astype(self.action_space.dtype, copy=False))
@@ -192,8 +198,7 @@ class RandomPolicy(Policy):
             low, high = self.action_space.low, self.action_space.high
             actions = self.rng.uniform(low, high, size=(n,) + self.action_shape).astype(np.float32)
         else:
-            space = self.action_space
-            actions = self.rng.integers(getattr(space, "start", 0), getattr(space, "start", 0) + space.n, size=n)
+            actions = self.rng.integers(0, self.action_space.n, size=n)  # indices: to_env_actions adds start
         return actions, {}
 
 

@@ -269,14 +269,12 @@ class TrainingSelection:
 
 
 def env_kind_problem(env: Any, multi_agent: bool, env_name: str) -> str | None:
-    """Why ``env`` does not fit a config with (``multi_agent``) or without a ``multiagent`` block; None if it fits."""
+    """Why ``env`` does not fit a config with (``multi_agent``) or without a ``multiagent`` block; None if it fits.
+
+    A MultiAgentEnv fits a config without one: its agents share ``default_policy`` (see ``_default_policy.py``).
+    """
     from rltune.env._multi_agent import is_multi_agent
 
-    if is_multi_agent(env) and not multi_agent:
-        return (
-            f"env {env_name!r} is a MultiAgentEnv: configure its policies in 'multiagent' "
-            "(policies: {id: PolicySpec(...)} or a set of ids, policy_mapping_fn: fn(agent_id, episode, worker, **kwargs) -> id)"
-        )
     if multi_agent and not is_multi_agent(env):
         return (
             f"multiagent.policies is set, but env {env_name!r} is a single-agent gymnasium.Env "
@@ -315,13 +313,13 @@ def policy_spaces_from_env(
     for agent, pid in mapped.items():
         first_agent.setdefault(pid, agent)
 
-    shared: Optional[tuple[gym.Space, gym.Space]] = None
+    shared: Optional[tuple[Any, Any]] = None
     if agents:
         all_spaces = [agent_spaces(ma_env, a, env_name) for a in agents]
         if all(s == all_spaces[0] for s in all_spaces):
             shared = all_spaces[0]
     else:
-        shared = (ma_env.observation_space, ma_env.action_space)
+        shared = (getattr(ma_env, "observation_space", None), getattr(ma_env, "action_space", None))
     out = {}
     for pid, spec in specs.items():
         found = agent_spaces(ma_env, first_agent[pid], env_name) if pid in first_agent else shared
@@ -331,11 +329,24 @@ def policy_spaces_from_env(
                 "the agents' spaces differ: give its observation_space and action_space in its PolicySpec"
             )
         out[pid] = (spec.observation_space or found[0], spec.action_space or found[1])
+        missing = [kind for kind, space in zip(("observation", "action"), out[pid]) if space is None]
+        if missing:
+            raise ConfigError(_undeclared_spaces(pid, missing, env_name))
     problems = [fit_problem(pid, agent, out[pid], agent_spaces(ma_env, agent, env_name), env_name)
                 for agent, pid in mapped.items() if pid in out]
     if any(problems):
         raise ConfigError([p for p in problems if p])
     return out
+
+
+def _undeclared_spaces(pid: str, kinds: list[str], env_name: str) -> str:
+    """The error of a policy whose ``kinds`` of space neither its PolicySpec nor the env declares."""
+    keys = " and ".join(f"{kind}_space" for kind in kinds)
+    given = ", ".join(f"{kind}_space=..." for kind in kinds)
+    return (
+        f"multiagent.policies.{pid}: env {env_name!r} declares no {' or '.join(kinds)} space for its agents, and "
+        f"the policy's PolicySpec gives none: give its {keys} (PolicySpec({given})), or set the env's {keys}"
+    )
 
 
 def multi_agent_problems(cfg: Any, algorithm_policy_class: type) -> list[str]:

@@ -20,6 +20,7 @@ from rltune.env._registry import EnvSpec
 from rltune.env._task import task_env
 from rltune.errors import ConfigError, EnvError
 from rltune.trainers._config import TrainerSettings
+from rltune.trainers._default_policy import default_policy_specs, runs_multi_agent, shared_spaces_problem
 from rltune.trainers._filters import Filters, RunningStats, filter_stats, flush_deltas, make_filter, set_filter_stats
 from rltune.trainers._multi_agent_sampler import MultiAgentSampler
 from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
@@ -52,6 +53,7 @@ class RolloutWorker:
         spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None,
         device: str = "cpu",
         env_config: dict[str, Any] | None = None,
+        multi_agent: bool | None = None,
     ) -> None:
         self.env_spec = env_spec
         self.config = config
@@ -72,8 +74,13 @@ class RolloutWorker:
 
         self.policy_class = policy_class
         self.device = device
-        self.multi_agent = bool(config.multiagent.policies)
-        self.policy_specs: dict[str, PolicySpec] = dict(config.multiagent.policies) or {DEFAULT_POLICY_ID: PolicySpec()}
+        # Multi-agent with a multiagent block, or (one shared default_policy) for a MultiAgentEnv without one;
+        # ``multi_agent`` tells a worker without envs (the local worker of remote ones) which.
+        configured = bool(config.multiagent.policies)
+        if multi_agent is None:
+            multi_agent = runs_multi_agent(self.envs[0] if self.envs else None, configured)
+        self.multi_agent = multi_agent
+        self.policy_specs: dict[str, PolicySpec] = dict(config.multiagent.policies) or default_policy_specs()
         self.mapping = PolicyMapping(config.multiagent.policy_mapping_fn, list(self.policy_specs)) if self.multi_agent else None
         if self.envs:
             self._check_env_kind(self.envs[0])
@@ -149,6 +156,9 @@ class RolloutWorker:
             return {DEFAULT_POLICY_ID: self._spaces_from_config_or_env()}
         env, temporary = self._an_env()
         try:
+            problem = None if self.config.multiagent.policies else shared_spaces_problem(env, self.env_spec.name)
+            if problem:
+                raise ConfigError(problem)
             return policy_spaces_from_env(env, self.policy_specs, self.mapping, self, self.env_spec.name)
         finally:
             if temporary:
@@ -209,6 +219,10 @@ class RolloutWorker:
     def get_spaces(self) -> tuple[gym.Space, gym.Space]:
         """The observation and action spaces of this worker's first policy (the only one of a single-agent env)."""
         return self.observation_space, self.action_space
+
+    def is_multi_agent(self) -> bool:
+        """Whether this worker samples a multi-agent env (a ``multiagent`` block, or a MultiAgentEnv without one)."""
+        return self.multi_agent
 
     def get_policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
         """The (observation, action) spaces of every policy, by policy id."""

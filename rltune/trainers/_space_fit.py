@@ -57,17 +57,21 @@ def fits_within(inner: gym.Space, outer: gym.Space) -> bool:
 
 
 def fit_problem(
-    policy_id: str, agent: Any, policy_spaces: tuple[gym.Space, gym.Space], agent_spaces: tuple[gym.Space, gym.Space], env_name: str
+    policy_id: str, agent: Any, policy_spaces: tuple[gym.Space, gym.Space], agent_spaces: tuple[gym.Space | None, gym.Space | None],
+    env_name: str,
 ) -> str | None:
-    """Why policy ``policy_id`` (its (observation, action) spaces) cannot serve ``agent``; None if it can."""
+    """Why policy ``policy_id`` (its (observation, action) spaces) cannot serve ``agent``; None if it can.
+
+    An agent space of None (the env declares none of that kind) is the policy's.
+    """
     (policy_obs, policy_act), (agent_obs, agent_act) = policy_spaces, agent_spaces
-    if not fits_within(agent_obs, policy_obs):
+    if agent_obs is not None and not fits_within(agent_obs, policy_obs):
         return (
             f"multiagent.policies.{policy_id}: agent {agent!r} of env {env_name!r} is mapped to it, but its observation "
             f"space {agent_obs} does not fit the policy's {policy_obs} (the policy must take every observation of the "
             "agent: the same kind and shape, bounds within the policy's)"
         )
-    if not fits_within(policy_act, agent_act):
+    if agent_act is not None and not fits_within(policy_act, agent_act):
         return (
             f"multiagent.policies.{policy_id}: agent {agent!r} of env {env_name!r} is mapped to it, but the policy's "
             f"action space {policy_act} does not fit the agent's {agent_act} (the agent must take every action of the "
@@ -76,13 +80,25 @@ def fit_problem(
     return None
 
 
-def agent_spaces(env: Any, agent: Any, env_name: str) -> tuple[gym.Space, gym.Space]:
-    """The (observation, action) spaces of one agent of a multi-agent ``env`` (possibly wrapped); EnvError if it has none."""
+def agent_spaces(env: Any, agent: Any, env_name: str) -> tuple[gym.Space | None, gym.Space | None]:
+    """The (observation, action) spaces of one agent of a multi-agent ``env`` (possibly wrapped).
+
+    None for a kind of space the env declares for no agent (its policies'
+    PolicySpecs give it); EnvError when the env declares that kind for
+    other agents but not for this one.
+    """
+    from rltune.env._multi_agent import declares_spaces
+
     ma_env = env if hasattr(env, "get_agent_ids") else env.unwrapped
+    obs_space, act_space = None, None
     try:
-        return ma_env.get_observation_space(agent), ma_env.get_action_space(agent)
+        if declares_spaces(ma_env, "observation"):
+            obs_space = ma_env.get_observation_space(agent)
+        if declares_spaces(ma_env, "action"):
+            act_space = ma_env.get_action_space(agent)
     except KeyError as exc:
         raise EnvError(f"env {env_name!r}: {exc.args[0]}") from None
+    return obs_space, act_space
 
 
 def check_fit(env: Any, agent: Any, policy_id: str, policy_spaces: tuple[gym.Space, gym.Space], env_name: str) -> None:

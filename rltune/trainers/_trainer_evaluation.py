@@ -82,6 +82,7 @@ class EvaluationMixin:
                 num_workers=self.cfg.num_workers,
                 num_envs=num_envs,
                 spaces=local.get_policy_spaces(),
+                multi_agent=local.multi_agent,
             )
             self._eval_workers[num_envs] = worker
         return worker

@@ -53,7 +53,9 @@ class WorkerSet:
             for worker in self.remote_workers:  # they start in parallel; wait for each
                 self._wait_started(worker)
             spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None
-            if config.observation_space is not None and config.action_space is not None and not config.multiagent.policies:
+            # The local worker has no envs when remote ones sample: they say whether the env is multi-agent.
+            multi_agent = self.remote_workers[0].call("is_multi_agent") if self.remote_workers else None
+            if config.observation_space is not None and config.action_space is not None and not (multi_agent or config.multiagent.policies):
                 spaces = {DEFAULT_POLICY_ID: (config.observation_space, config.action_space)}
             elif self.remote_workers:
                 spaces = self.remote_workers[0].call("get_policy_spaces")
@@ -66,6 +68,7 @@ class WorkerSet:
                 num_envs=0 if num_workers else config.num_envs_per_worker,
                 spaces=spaces,
                 device=device,
+                multi_agent=multi_agent,
             )
         except BaseException:
             self.stop()

@@ -229,6 +229,10 @@ CASES: list[Case] = [
     Case("api ma done agent acts again checked", "step 3: agent 'a' has an observation, but it was done",
          call=multi_agent("Respawning", lambda: {"p"})),
     # -- builder misuse: a ConfigError naming the method and the argument --------------------------------
+    Case("api ma env of unlike agents without multiagent", "the config has no 'multiagent' block, so every agent acts "
+         "with one shared 'default_policy', but the agents' spaces differ", call=multi_agent("UnlikeAgents", dict)),
+    Case("api ma env without spaces, spec without them", "multiagent.policies.p: env 'Undeclared' declares no "
+         "observation or action space for its agents", call=multi_agent("Undeclared", lambda: {"p"})),
     Case("api builder mapping fn a number", "invalid PPOConfig.multi_agent(): policy_mapping_fn: must be a function",
          call=builder(lambda c: c.multi_agent(policy_mapping_fn=5))),
     Case("api builder env a number", "invalid PPOConfig.environment(): env: must be a gymnasium id",

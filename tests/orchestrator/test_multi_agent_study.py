@@ -139,9 +139,11 @@ def test_a_mapping_that_cannot_work_exits_2_before_any_trial(tmp_path, capsys, m
     assert not list((tmp_path / "r").glob("mapped/trial_*"))
 
 
-def test_a_multi_agent_env_without_policies_is_refused_before_any_trial(tmp_path):
-    with pytest.raises(ConfigError, match="env 'TurnGame' is a MultiAgentEnv: configure its policies in 'multiagent'"):
-        tune.run("PPO", config={"env": TurnGame, **TINY}, results_dir=str(tmp_path), name="no-policies", verbose=0)
+def test_a_multi_agent_env_of_unlike_agents_without_policies_is_refused_before_any_trial(tmp_path):
+    from trainers.multi_agent_envs import UnlikeAgents
+
+    with pytest.raises(ConfigError, match="env 'UnlikeAgents' is a MultiAgentEnv and the config has no 'multiagent' block"):
+        tune.run("PPO", config={"env": UnlikeAgents, **TINY}, results_dir=str(tmp_path), name="no-policies", verbose=0)
     assert not list((tmp_path / "no-policies").glob("trial_*"))
 
 

@@ -178,3 +178,18 @@ class Bystander(_Stepping):
         self.t += 1
         obs = {"a": np.full(1, self.t, np.float32)}
         return obs, {"a": 1.0, "watcher": 10.0}, {"__all__": self.t == 3}, {"__all__": False}, {}
+
+
+class UnlikeAgents(TurnGame):
+    """TurnGame where "o" has 3 actions: its agents cannot share one policy."""
+
+    def __init__(self, config: Any = None) -> None:
+        super().__init__(config)
+        self.action_space = gym.spaces.Dict({"x": gym.spaces.Discrete(2), "o": gym.spaces.Discrete(3)})
+
+
+class Undeclared(TurnGame):
+    """TurnGame that declares no spaces (RLlib's envs whose PolicySpecs give them)."""
+
+    def __init__(self, config: Any = None) -> None:
+        self.t = 0

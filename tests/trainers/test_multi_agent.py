@@ -250,9 +250,10 @@ def test_random_policy_acts_in_its_space_and_has_no_weights():
 
 
 # -- errors -----------------------------------------------------------------------------------
-def test_a_multi_agent_env_without_multiagent_config_is_a_clear_error():
-    with pytest.raises(ConfigError, match="is a MultiAgentEnv: configure its policies in 'multiagent'"):
-        PPO(config={"env": TurnGame, **TINY})
+def test_a_multi_agent_env_of_unlike_agents_without_multiagent_config_is_a_clear_error():
+    # (agents alike share default_policy: tests/trainers/test_multi_agent_defaults.py)
+    with pytest.raises(ConfigError, match="no 'multiagent' block, so every agent acts with one shared 'default_policy'"):
+        PPO(config={"env": DifferentSpaces, **TINY})
 
 
 def test_multiagent_config_with_a_single_agent_env_is_a_clear_error():
