@@ -21,6 +21,8 @@ from typing import Any, Iterable
 from rltune._metrics import per_policy_key
 from rltune.orchestrator._search_space import as_entry
 
+SHARED_POLICY_ID = "default_policy"  # the trainers' DEFAULT_POLICY_ID (not imported: a study file is read without torch)
+
 _LEARNER_PREFIXES = ("info/learner/", "info.learner.")
 _POLICY_GROUPS = {f"{where}policy_reward_{stat}" for where in ("", "evaluation/") for stat in ("mean", "min", "max")}
 
@@ -61,11 +63,12 @@ def per_policy_key_problems(field: str, keys: Iterable[str], config: dict[str, A
         policy = _named_policy(key, ids or [])
         if policy is None:
             continue
-        if ids is None:
+        if ids is None and policy != SHARED_POLICY_ID:  # without the block, a MultiAgentEnv's agents share it
             problems.append(f"{field}: {key!r} is a per-policy result of multi-agent training, but "
                             "config.multiagent.policies is not set (a single-agent trainer reports "
-                            "episode_reward_mean and info/learner/default_policy/...)")
-        elif policy not in ids:
+                            "episode_reward_mean and info/learner/default_policy/...; a MultiAgentEnv without "
+                            f"a multiagent block, {SHARED_POLICY_ID!r} alone)")
+        elif ids is not None and policy not in ids:
             close = difflib.get_close_matches(policy, ids, n=1, cutoff=0.5)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             problems.append(f"{field}: {key!r} names policy {policy!r}, which is not one of "

@@ -101,7 +101,7 @@ def test_a_per_policy_metric_of_a_single_agent_study_says_so(tmp_path):
     assert info.value.problems == [
         "line 2: metric: 'policy_reward_mean/main' is a per-policy result of multi-agent training, but "
         "config.multiagent.policies is not set (a single-agent trainer reports episode_reward_mean and "
-        "info/learner/default_policy/...)"]
+        "info/learner/default_policy/...; a MultiAgentEnv without a multiagent block, 'default_policy' alone)"]
 
 
 # -- the env, mapped to the policies before any trial ---------------------------------------------------
@@ -180,3 +180,15 @@ def test_a_study_tunes_one_policys_lr_on_its_own_reward_reported_once_its_episod
         assert values == {2: 16.0, 3: 16.0}  # iteration 1 had no episode of pol_x: nothing reported, no error
     assert analysis.best_result["policy_reward_mean"]["pol_x"] == 16.0
     assert set(analysis.best_config["multiagent"]["policies"]) == {"pol_x", "pol_o"}
+
+
+def test_a_study_of_a_multi_agent_env_without_policies_tunes_the_shared_default_policy(tmp_path):
+    """No multiagent block: every agent acts with default_policy (as in RLlib), a metric a study can name."""
+    analysis = tune.run("PPO", name="shared", config={"env": TurnGame, **TINY, "train_batch_size": 4,
+                                                      "sgd_minibatch_size": 4, "lr": tune.grid_search([1e-3, 1e-2])},
+                        metric="policy_reward_mean/default_policy", mode="max", stop={"training_iteration": 2},
+                        results_dir=str(tmp_path), verbose=0)
+    assert [t.state for t in analysis.trials] == ["COMPLETE", "COMPLETE"]
+    for trial in analysis.trials:  # both players' returns (16 and -4) are the one policy's episodes: their mean
+        assert trial.last_result["policy_reward_mean"] == {"default_policy": 6.0}
+    assert analysis.best_value == 6.0
