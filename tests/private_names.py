@@ -1,4 +1,8 @@
-"""One scan for the private-name tests of torch, Optuna and MLflow: lines of rltune that match outside an adapter."""
+"""One scan for the private-name tests of torch, Optuna and MLflow: lines of rltune that match outside an adapter.
+
+Attribute-style uses of values the libraries hand out (``study._storage``) are found with ``ast`` by
+tests/private_attributes.py instead.
+"""
 
 from __future__ import annotations
 

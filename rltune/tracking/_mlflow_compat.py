@@ -3,7 +3,9 @@
 The rest of :mod:`rltune.tracking` uses ``mlflow.MlflowClient``,
 ``mlflow.entities``, ``mlflow.exceptions``, ``mlflow.pyfunc``,
 ``mlflow.models`` and ``mlflow.types`` only. A test greps for private
-MLflow names elsewhere (tests/tracking/test_mlflow_compat.py).
+MLflow names elsewhere (tests/tracking/test_mlflow_compat.py), another
+reads the code for attribute-style ones, such as a private class attribute
+of a ``PythonModel`` subclass (tests/test_private_attributes.py).
 """
 
 from __future__ import annotations
@@ -55,3 +57,28 @@ def artifact_repository(artifact_uri: str, tracking_uri: str) -> Any:
     from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
     return get_artifact_repository(artifact_uri, tracking_uri=tracking_uri)
+
+
+@functools.lru_cache(maxsize=1)
+def python_model_base() -> type:
+    """``mlflow.pyfunc.PythonModel`` without MLflow's type-hint validation of ``predict``: the base of rltune's model.
+
+    Why private: MLflow wraps the ``predict`` of every ``PythonModel``
+    subclass, when the class is created, to validate inputs against
+    ``predict``'s type hints, and warns ("Add type hints to the ``predict``
+    method") when there are none. rltune's model declares a tensor signature
+    instead, which MLflow checks; type hints of numpy arrays would not
+    describe its shapes. The only switch is the class attribute
+    ``_skip_type_hint_validation`` that ``PythonModel.__init_subclass__``
+    reads (MLflow's own ChatModel classes set it). It must be set before a
+    subclass is created, hence a base class and not a decorator; it is built
+    on first use so that importing this module does not import MLflow.
+    """
+    import mlflow.pyfunc
+
+    class UnhintedPythonModel(mlflow.pyfunc.PythonModel):
+        """A ``PythonModel`` whose subclasses' ``predict`` MLflow neither wraps nor warns about."""
+
+        _skip_type_hint_validation = True
+
+    return UnhintedPythonModel

@@ -41,55 +41,13 @@ from typing import Any
 import mlflow.pyfunc
 import numpy as np
 
+from rltune.tracking._mlflow_compat import python_model_base
+
 POLICY_DIR = "policy"
 SPEC_FILE = "policy.json"
 WEIGHTS_FILE = "weights.pt"
 FILTER_FILE = "observation_filter.npz"
 _UNSAVED_CONFIG_KEYS = ("callbacks", "env_task_fn", "curriculum", "observation_space", "action_space")
-
-
-# -- spaces as JSON ------------------------------------------------------------------------------
-def space_to_json(space: Any) -> dict[str, Any]:
-    """A gymnasium space as JSON (Box, Discrete, MultiDiscrete, MultiBinary, Tuple, Dict)."""
-    import gymnasium as gym
-
-    if isinstance(space, gym.spaces.Box):
-        return {"type": "Box", "low": space.low.tolist(), "high": space.high.tolist(),
-                "shape": list(space.shape), "dtype": str(space.dtype)}
-    if isinstance(space, gym.spaces.Discrete):
-        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        return {"type": "MultiDiscrete", "nvec": space.nvec.tolist(), "dtype": str(space.dtype)}
-    if isinstance(space, gym.spaces.MultiBinary):
-        return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
-    if isinstance(space, gym.spaces.Tuple):
-        return {"type": "Tuple", "spaces": [space_to_json(s) for s in space.spaces]}
-    if isinstance(space, gym.spaces.Dict):
-        return {"type": "Dict", "spaces": {k: space_to_json(s) for k, s in space.spaces.items()}}
-    raise TypeError(f"cannot export a policy for the space {space} (supported: Box, Discrete, MultiDiscrete, "
-                    "MultiBinary, Tuple, Dict)")
-
-
-def space_from_json(data: dict[str, Any]) -> Any:
-    """The space :func:`space_to_json` described."""
-    import gymnasium as gym
-
-    kind = data["type"]
-    if kind == "Box":
-        dtype = np.dtype(data["dtype"])
-        return gym.spaces.Box(np.asarray(data["low"], dtype=dtype).reshape(data["shape"]),
-                              np.asarray(data["high"], dtype=dtype).reshape(data["shape"]), dtype=dtype)
-    if kind == "Discrete":
-        return gym.spaces.Discrete(data["n"], start=data.get("start", 0))
-    if kind == "MultiDiscrete":
-        return gym.spaces.MultiDiscrete(data["nvec"], dtype=np.dtype(data.get("dtype", "int64")))
-    if kind == "MultiBinary":
-        return gym.spaces.MultiBinary(data["n"])
-    if kind == "Tuple":
-        return gym.spaces.Tuple([space_from_json(s) for s in data["spaces"]])
-    if kind == "Dict":
-        return gym.spaces.Dict({k: space_from_json(s) for k, s in data["spaces"].items()})
-    raise ValueError(f"unknown space type {kind!r} in {SPEC_FILE}")
 
 
 # -- export ----------------------------------------------------------------------------------------
@@ -140,7 +98,7 @@ def write_policy_dir(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *,
 
     from rltune.trainers import Trainer
     from rltune.trainers import _checkpoint as ckpt
-    from rltune.trainers._space_json import space_from_json as saved_space
+    from rltune.trainers._space_json import space_from_json, space_to_json
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -160,7 +118,7 @@ def write_policy_dir(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *,
         weights = tensors["policies"][policy_id]
         filter_stats = ckpt.read_observation_filters(trainer_or_checkpoint, tensors).get(policy_id)
         if policy_id in specs:  # a multi-agent checkpoint saves each policy's spaces
-            obs_space, act_space = (saved_space(specs[policy_id][k]) for k in ("observation_space", "action_space"))
+            obs_space, act_space = (space_from_json(specs[policy_id][k]) for k in ("observation_space", "action_space"))
         elif metadata.get("spaces") is not None:  # a single-agent one its policy's: no env is built
             obs_space, act_space = _saved_spaces(trainer_or_checkpoint, metadata["spaces"])
         else:
@@ -186,10 +144,10 @@ def write_policy_dir(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *,
 def _saved_spaces(checkpoint: str | os.PathLike[str], spaces: Any) -> tuple[Any, Any]:
     """The spaces a single-agent checkpoint saved as data (metadata field ``spaces``)."""
     from rltune.trainers._checkpoint import field_error
-    from rltune.trainers._space_json import space_from_json as saved_space
+    from rltune.trainers._space_json import space_from_json
 
     try:
-        return saved_space(spaces["observation_space"]), saved_space(spaces["action_space"])
+        return space_from_json(spaces["observation_space"]), space_from_json(spaces["action_space"])
     except (ValueError, KeyError, TypeError) as exc:
         raise field_error(checkpoint, "spaces", f"is not the policy's spaces ({exc})") from None
 
@@ -222,6 +180,7 @@ def load_policy(policy_dir: str | os.PathLike[str]) -> Any:
 
     from rltune.trainers import get_trainer_class
     from rltune.trainers._config import validate_config
+    from rltune.trainers._space_json import space_from_json
 
     policy_dir = Path(policy_dir)
     spec = json.loads((policy_dir / SPEC_FILE).read_text())
@@ -259,11 +218,8 @@ def load_observation_filter(policy_dir: str | os.PathLike[str]) -> Any:
 
 
 # -- the pyfunc model ------------------------------------------------------------------------------
-class PolicyModel(mlflow.pyfunc.PythonModel):
+class PolicyModel(python_model_base()):  # type: ignore[misc]  # the signature (tensors) validates inputs
     """MLflow pyfunc wrapper of a rltune policy; ``predict`` maps a batch of observations to env actions."""
-
-    # The signature (tensors) validates inputs; MLflow's type-hint validation would only warn here.
-    _skip_type_hint_validation = True
 
     def load_context(self, context: Any) -> None:
         import gymnasium as gym
@@ -347,6 +303,8 @@ def save_policy_model(trainer_or_checkpoint: Any, path: str | os.PathLike[str], 
     unless ``MLFLOW_ALLOW_PICKLE_DESERIALIZATION`` is set.
     """
     import tempfile
+
+    from rltune.trainers._space_json import space_from_json
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no progress bars in trial logs
     with tempfile.TemporaryDirectory(prefix="rltune_policy_") as tmp:
