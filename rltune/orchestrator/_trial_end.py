@@ -82,7 +82,7 @@ class TrialEnding:
             self._taken_over(a)  # shared storage: failed as stale by another worker, retried there
             return
         self.ended.append(TrialEnd(a.number, state, value, a.reason))
-        self._emit("trial_ended", a, state, value)
+        self.observers.trial_ended(a, state, value)
 
     def _tell_fail(self, a: ActiveTrial, error: str) -> None:
         self._record_progress(a)
@@ -113,9 +113,9 @@ class TrialEnding:
             return
         last = error.strip().splitlines()[-1] if error.strip() else "no space left on device"
         self.no_space = f"trial {number}: {last}"
-        self._emit("message", f"no space left on device ({self.no_space}): no new trial starts; free space, then "
-                              "continue the study with --resume (tune.run(..., resume=True)): it retries the trials "
-                              "that failed for lack of space from their last checkpoints")
+        self.observers.message(f"no space left on device ({self.no_space}): no new trial starts; free space, then "
+                               "continue the study with --resume (tune.run(..., resume=True)): it retries the trials "
+                               "that failed for lack of space from their last checkpoints")
 
     def _finish_interrupted(self, a: ActiveTrial) -> None:
         """Leave the trial RUNNING in storage, resumable from its latest checkpoint."""
@@ -125,7 +125,7 @@ class TrialEnding:
         a.ended_ms = int(time.time() * 1000)
         self._retire(a)
         self.ended.append(TrialEnd(a.number, "INTERRUPTED", None, a.reason))
-        self._emit("trial_ended", a, "INTERRUPTED", None)
+        self.observers.trial_ended(a, "INTERRUPTED", None)
 
     def _release(self, a: ActiveTrial) -> None:
         """A trial asked but never started stays RUNNING; mark it so that resume takes it."""
