@@ -53,7 +53,7 @@ from rltune._ipc import ChannelClosed, CheckpointSaved, Done, Failed, Result
 from rltune.env._shipping import collect_env_registrations
 from rltune.errors import ConfigError
 from rltune.orchestrator import _trial_host as host
-from rltune.orchestrator._decision import decide, read_result
+from rltune.orchestrator._decision import Outcome, decide, read_result
 from rltune.orchestrator._events import Observers
 from rltune.orchestrator._ownership import Heartbeats, fail_stale_trials
 from rltune.orchestrator._reporter import latest_checkpoint
@@ -257,7 +257,7 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
     def _kill_all(self) -> None:
         for a in list(self.active):
             host.kill(a)
-            a.outcome, a.reason = "interrupted", "killed"
+            a.outcome, a.reason = Outcome.INTERRUPTED, "killed"
             try:
                 self._finish_interrupted(a)
             except Exception:  # noqa: BLE001 - the storage failed: the trial stays RUNNING, resumable all the same
@@ -400,10 +400,10 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         a.trial.set_user_attr("num_failures", a.failures)
         a.trial.set_user_attr("error", error[-8000:])
         a.trial.set_user_attr(FAILURE_KIND, kind)
-        if a.outcome == "interrupted":  # it failed while checkpointing for Ctrl-C: resumable all the same
+        if a.outcome is Outcome.INTERRUPTED:  # it failed while checkpointing for Ctrl-C: resumable all the same
             self._finish_interrupted(a)
             return
-        if a.outcome in ("complete", "pruned") and self._end_as_decided(a):  # died as it stopped: not trained on
+        if a.outcome in (Outcome.COMPLETE, Outcome.PRUNED) and self._end_as_decided(a):  # died as it stopped: not trained on
             return
         if kind == NO_SPACE:
             self._out_of_space(a.number, error)

@@ -17,7 +17,7 @@ from typing import Any
 from rltune._disk import NO_SPACE, disk_error
 from rltune.errors import DiskError
 from rltune.orchestrator import _trial_host as host
-from rltune.orchestrator._decision import final_state
+from rltune.orchestrator._decision import Outcome, final_state
 from rltune.orchestrator._events import ERROR_FILE
 from rltune.orchestrator._reporter import json_safe
 from rltune.orchestrator._retry import FAILURE_KIND
@@ -32,11 +32,11 @@ class TrialEnding:
     def _done(self, a: ActiveTrial) -> None:
         """The trainable returned (or stopped when told to): record the trial's end."""
         host.reap(a)
-        if a.outcome == "interrupted":
+        if a.outcome is Outcome.INTERRUPTED:
             self._finish_interrupted(a)
             return
         end = final_state(a.outcome, a.reason, a.last_result, self.spec.metric)
-        if a.outcome != "error":
+        if a.outcome is not Outcome.ERROR:
             self._record_progress(a)
         if end.state == "FAIL":
             self._tell_fail(a, end.error)
@@ -53,7 +53,7 @@ class TrialEnding:
         iteration's checkpoint is saved: else it is restarted from its latest
         checkpoint and meets its stop again), never trained past it.
         """
-        if a.outcome == "pruned":
+        if a.outcome is Outcome.PRUNED:
             self._record_progress(a)
             self._tell(a, "PRUNED", None)
             return True

@@ -7,6 +7,7 @@ import inspect
 import pytest
 
 from rltune._contracts import methods_of
+from rltune.orchestrator._decision import Outcome
 from rltune.orchestrator._events import Observer, Observers
 from rltune.orchestrator._runner import StudyRunner
 from rltune.orchestrator._spec import make_plan
@@ -49,7 +50,7 @@ def test_observers_see_a_trial_from_start_to_end(tmp_path):
     assert recorder.events == [
         ("started", 0),
         ("result", 0, 1), ("answered", 0, None),
-        ("result", 0, 2), ("answered", 0, "complete"),  # score 4 meets stop: checkpoint_at_end is off
+        ("result", 0, 2), ("answered", 0, Outcome.COMPLETE),  # score 4 meets stop: checkpoint_at_end is off
         ("checkpoint", 0, 2),  # checkpoint_freq 2
         ("ended", 0, "COMPLETE", 4.0, "score = 4 >= 4"),
     ]
