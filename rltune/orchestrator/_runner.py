@@ -49,7 +49,7 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from rltune._disk import NO_SPACE, disk_error
-from rltune._ipc import ChannelClosed, CheckpointSaved, Done, Failed, Result
+from rltune._ipc import ChannelClosed, CheckpointSaved, Done, Failed, Result, TrialInit
 from rltune.env._shipping import collect_env_registrations
 from rltune.errors import ConfigError
 from rltune.orchestrator import _trial_host as host
@@ -323,22 +323,22 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         self.observers.trial_started(a)
 
     def _start_process(self, a: ActiveTrial) -> None:
-        host.start_process(a, {
-            "kind": self.plan.trainable.kind,
-            "ref": self.plan.trainable.ref,
-            "config": a.config,
-            "trial_dir": str(a.trial_dir),
-            "trial_number": a.number,
-            "seed": a.seed,
-            "restore": a.checkpoint,
-            "start_iteration": a.checkpoint_iteration,
-            "checkpoint_freq": self.spec.checkpoint_freq,
-            "keep_checkpoints_num": self.spec.keep_checkpoints_num,
-            "tensorboard": self.spec.tensorboard,
-            "env_registrations": collect_env_registrations(
+        host.start_process(a, TrialInit(
+            kind=self.plan.trainable.kind,
+            ref=self.plan.trainable.ref,
+            config=a.config,
+            trial_dir=str(a.trial_dir),
+            trial_number=a.number,
+            seed=a.seed,
+            restore=a.checkpoint,
+            start_iteration=a.checkpoint_iteration,
+            checkpoint_freq=self.spec.checkpoint_freq,
+            keep_checkpoints_num=self.spec.keep_checkpoints_num,
+            tensorboard=self.spec.tensorboard,
+            env_registrations=collect_env_registrations(
                 a.config.get("env"), (a.config.get("evaluation_config") or {}).get("env")
             ),
-        })
+        ))
 
     # -- messages -------------------------------------------------------------------------
     def _drain(self, a: ActiveTrial) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import cloudpickle
 
-from rltune._ipc import Channel, ChannelClosed, Continue, Stop
+from rltune._ipc import Channel, ChannelClosed, Continue, Stop, TrialInit
 from rltune.errors import ConfigError
 from rltune.orchestrator._child import send_init, spawn
 from rltune.orchestrator._decision import Outcome
@@ -70,7 +70,7 @@ class TrialEnd:
     reason: str | None
 
 
-def start_process(a: ActiveTrial, init: dict[str, Any]) -> None:
+def start_process(a: ActiveTrial, init: TrialInit) -> None:
     """Start the trial's process and send it ``init`` (its trainable, config, checkpoint to restore...).
 
     Raises ConfigError if ``init`` cannot be pickled (e.g. a register_env
