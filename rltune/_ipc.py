@@ -8,7 +8,8 @@ the user's ``__main__``):
 - a trainer and its **rollout workers** (``rltune.trainers._remote``):
   :class:`Call` / :class:`Shutdown` in, :class:`Reply` / :class:`RemoteError` out;
 - the orchestrator and a **trial process** (``rltune.orchestrator._trial_process``),
-  and the env check before a study's first trial: :class:`Result`,
+  and the env check before a study's first trial: :class:`TrialInit` first (the
+  init payload), then :class:`Result`,
   :class:`CheckpointSaved`, :class:`Done`, :class:`Failed` (and
   :class:`EnvCheckFailed`) out, :class:`Continue` / :class:`Stop` in;
 - the orchestrator and the study's **tracking process**
@@ -125,6 +126,25 @@ def remote_error(exc: BaseException, traceback_text: str) -> RemoteError:
 
 
 # -- trial processes (and the env check) ---------------------------------------------------------
+@dataclass(frozen=True)
+class TrialInit:
+    """What a trial process starts from: its init payload (cloudpickled: ``ref`` and env creators may be
+    functions of the user's ``__main__``), sent once by :func:`send_init` before any message."""
+
+    kind: str  # "trainer" (``ref``: a trainer name or class) or "function" (``ref``: a callable or "module:name")
+    ref: Any
+    config: dict[str, Any]
+    trial_dir: str
+    trial_number: int | None = 0  # None: a trial of no study (its results carry no trial_number)
+    seed: int | None = None
+    restore: str | None = None  # the checkpoint to restore, or None: from scratch
+    start_iteration: int = 0  # the restored checkpoint's iteration
+    checkpoint_freq: int = 0
+    keep_checkpoints_num: int | None = None
+    tensorboard: bool = False
+    env_registrations: dict[str, Any] = field(default_factory=dict)  # register_env creators to install first
+
+
 @dataclass(frozen=True)
 class Result:
     """One reported result of a trial; the trial then waits for :class:`Continue` or :class:`Stop`."""
@@ -451,5 +471,5 @@ __all__ = [
     "CLOUDPICKLE", "Call", "Channel", "ChannelClosed", "CheckpointSaved", "Closed", "CloseTracking", "Continue",
     "Done", "DrawPlots", "EndTrial", "EnvCheckFailed", "Failed", "LogCheckpoint", "LogCurve", "LogFiles",
     "LogLine", "LogModel", "LogResult", "OpenTrial", "PICKLE", "PICKLE_OR_CLOUDPICKLE", "Reconcile", "RemoteError", "Reply", "Result",
-    "Shutdown", "Stop", "TrackingInit", "UpdateBest", "receive_init", "remote_error", "send_init", "spawn",
+    "Shutdown", "Stop", "TrackingInit", "TrialInit", "UpdateBest", "receive_init", "remote_error", "send_init", "spawn",
 ]

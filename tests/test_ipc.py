@@ -20,7 +20,8 @@ from rltune import _ipc
 from rltune._ipc import (
     CLOUDPICKLE, Call, Channel, ChannelClosed, CheckpointSaved, Closed, CloseTracking, Continue, Done, DrawPlots,
     EndTrial, EnvCheckFailed, Failed, FinishStudy, LogCheckpoint, LogCurve, LogFiles, LogLine, LogModel, LogResult, OpenTrial,
-    PICKLE_OR_CLOUDPICKLE, Progress, Reconcile, Reconciled, RemoteError, Reply, Result, Shutdown, Stop, TrackingInit, UpdateBest,
+    PICKLE_OR_CLOUDPICKLE, Progress, Reconcile, Reconciled, RemoteError, Reply, Result, Shutdown, Stop, TrackingInit,
+    TrialInit, UpdateBest,
 )
 from rltune.orchestrator._child import spawn as spawn_trial_child
 
@@ -29,6 +30,9 @@ MESSAGES = [
     Call("sample"), Call("set_weights", ({"w": [1.0, 2.0]}, {"timestep": 3}), {"strict": True}), Shutdown(),
     Reply(None), Reply({"steps": 128}), RemoteError(ValueError("bad action"), "Traceback ...\nValueError: bad action"),
     # trial processes and the env check
+    TrialInit("function", "orchestrator.trainables:counter", {"x": 2.0}, "/t/trial_00003", 3, 7,
+              "/t/trial_00003/checkpoint_000002", 2, 1, 2, True, {"MyEnv-v0": "a creator"}),
+    TrialInit("trainer", "PPO", {"env": "CartPole-v1"}, "/t/trial_00000"),
     Result({"training_iteration": 3, "score": 1.5, "info": {"x": [1, 2]}}), CheckpointSaved("/t/checkpoint_000003", 3),
     Done(), Failed("Traceback ...\nRuntimeError: boom"), Continue(), Stop("pruned", True), Stop("score = 5 >= 5", False),
     EnvCheckFailed("ConfigError", "config.env = 'X'", ["env: unknown"]),
@@ -194,6 +198,27 @@ def test_a_child_that_raises_reports_it_as_a_message_then_closes(tmp_path):
         assert isinstance(message, Failed) and "could not be unpickled" in message.traceback
         with pytest.raises(ChannelClosed):
             channel.receive()
+        assert proc.wait(30) == 1
+    finally:
+        channel.close()
+
+
+def test_a_trial_process_takes_its_start_up_data_as_a_trial_init_only(tmp_path):
+    """The init payload is a TrialInit (frozen, pickled with the trainable by value); a dict of it is refused."""
+    init = TrialInit("function", lambda config: None, {"x": 1}, str(tmp_path), env_registrations={"E": lambda c: c})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        init.seed = 3  # type: ignore[misc]
+    again = pickle.loads(cloudpickle.dumps(init))
+    assert isinstance(again, TrialInit) and again.trial_dir == str(tmp_path) and again.env_registrations["E"](5) == 5
+    with open(tmp_path / "out.log", "wb") as out:
+        proc, channel = spawn_trial_child("rltune.orchestrator._trial_process:trial_entry", stdout=out,
+                                          env=dict(os.environ))
+    try:
+        _ipc.send_init(channel, cloudpickle.dumps(dataclasses.asdict(TrialInit("function", "m:f", {}, str(tmp_path)))))
+        assert channel.poll(60)
+        message = channel.receive()
+        assert isinstance(message, Failed) and message.traceback == (
+            "the trial's init payload is a dict, not a rltune._ipc.TrialInit")
         assert proc.wait(30) == 1
     finally:
         channel.close()

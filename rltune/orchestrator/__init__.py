@@ -16,7 +16,7 @@ The public API is :mod:`rltune.tune` (``from rltune import tune``) and the
     _trial_host     trial processes: launch, messages, kill, reap, crashes and timeouts
     _ownership      owners of RUNNING trials, their liveness, heartbeats, stale trials of lost workers
     _decision       pure: a result -> continue / stop (stop criteria, pruner, Ctrl-C); a trial's end state
-    _events         the loop's events (Observer) and the MLflow tracking observer
+    _events         the loop's events (Observer, called through Observers) and the MLflow tracking observer
     _optuna_compat  every private Optuna name rltune uses, each with why (the rest is public API)
     _trial_process  one trial in its own process (subprocess + socket), trainers run as function trainables
     _reporter       the Reporter of function trainables: results, atomic checkpoints, TrialStopped

@@ -11,6 +11,7 @@ process (:class:`rltune.orchestrator._trial.LocalDecider`).
 from __future__ import annotations
 
 import difflib
+import enum
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -20,6 +21,15 @@ from rltune.errors import ConfigError
 from rltune.orchestrator._stop import StopCriteria
 
 CONTINUE = Continue()
+
+
+class Outcome(enum.Enum):
+    """How a trial's attempt ends, once decided (a :class:`Decision` that goes on has none)."""
+
+    COMPLETE = "complete"  # a stop criterion met (or the trainable returned): COMPLETE with its metric
+    PRUNED = "pruned"  # the pruner said so
+    INTERRUPTED = "interrupted"  # Ctrl-C (or killed): left RUNNING, resumable from its latest checkpoint
+    ERROR = "error"  # the study's spec does not fit the results: FAIL, and the study stops
 
 
 @dataclass(frozen=True)
@@ -38,7 +48,7 @@ class Decision:
     stop: bool = False
     reason: str | None = None  # why it stops (sent to the trial)
     checkpoint: bool = False  # save a checkpoint before stopping
-    outcome: str | None = None  # "complete" | "pruned" | "interrupted" | "error"; None while it goes on
+    outcome: Outcome | None = None  # None while it goes on
     note: str | None = None  # the trial's reason as shown and recorded
 
     def message(self) -> Continue | Stop:
@@ -79,14 +89,14 @@ def decide(reading: Reading, *, iteration: int, stopping: bool, checkpoint_at_en
     (None: no pruner). A study error stops the trial without a checkpoint.
     """
     if reading.error is not None:
-        return Decision(True, "invalid study", False, "error", str(reading.error))
+        return Decision(True, "invalid study", False, Outcome.ERROR, str(reading.error))
     if stopping:
-        return Decision(True, "interrupted", True, "interrupted", "interrupted")
+        return Decision(True, "interrupted", True, Outcome.INTERRUPTED, "interrupted")
     if reading.stop_reason is not None:
         reason = str(reading.stop_reason)
-        return Decision(True, reason, checkpoint_at_end, "complete", reason)
+        return Decision(True, reason, checkpoint_at_end, Outcome.COMPLETE, reason)
     if should_prune is not None and reading.value is not None and should_prune():
-        return Decision(True, "pruned", True, "pruned", f"pruned at iteration {iteration}")
+        return Decision(True, "pruned", True, Outcome.PRUNED, f"pruned at iteration {iteration}")
     return Decision()
 
 
@@ -99,11 +109,11 @@ class Final:
     error: str | None = None
 
 
-def final_state(outcome: str | None, reason: str | None, last_result: dict[str, Any] | None, metric: str) -> Final:
+def final_state(outcome: Outcome | None, reason: str | None, last_result: dict[str, Any] | None, metric: str) -> Final:
     """The end of a trial whose process is done and that was not interrupted (see :class:`Decision`)."""
-    if outcome == "error":
+    if outcome is Outcome.ERROR:
         return Final("FAIL", error=reason or "invalid study")
-    if outcome == "pruned":
+    if outcome is Outcome.PRUNED:
         return Final("PRUNED")
     if last_result is None:
         return Final("FAIL", error="the trainable returned without reporting a result (call reporter(**result))")

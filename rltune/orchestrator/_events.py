@@ -1,15 +1,20 @@
 """What a study's loop tells its observers (the live display, MLflow tracking), and the tracking observer.
 
-The runner emits each event to every observer in order; an observer
-implements the events it cares about (the others are no-ops here).
+The runner tells each event to every observer in order, by calling the
+event's method on :class:`Observers` (a typo is an AttributeError where it is
+written, never a silent no-op); an observer implements the events it cares
+about (the others are no-ops in :class:`Observer`). An observer that does not
+subclass :class:`Observer` must have every event's method: it is checked when
+it is registered.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable, Iterator
 
+from rltune._contracts import require_methods
 from rltune.orchestrator._trial import PARAMS_FILE, RESULT_FILE
 
 ERROR_FILE = "error.txt"
@@ -71,6 +76,73 @@ class Observer:
         """MLflow tracking fell behind the study by over ``BEHIND_S`` (or caught up again)."""
 
 
+class Observers(Observer):
+    """The study's observers (tracking first, the display last): each event is told to every one, in order."""
+
+    def __init__(self, observers: Iterable[Observer] = ()) -> None:
+        self._observers: list[Observer] = []
+        for observer in observers:
+            self.append(observer)
+
+    def append(self, observer: Observer) -> None:
+        """Register ``observer`` last; a TypeError if it lacks an event's method."""
+        self._observers.append(require_methods(observer, Observer, "a study observer"))
+
+    def insert(self, index: int, observer: Observer) -> None:
+        """Register ``observer`` at ``index``; a TypeError if it lacks an event's method."""
+        self._observers.insert(index, require_methods(observer, Observer, "a study observer"))
+
+    def remove(self, observer: Observer) -> None:
+        """Stop telling ``observer`` the events."""
+        self._observers.remove(observer)
+
+    def __iter__(self) -> Iterator[Observer]:
+        return iter(self._observers)
+
+    def __len__(self) -> int:
+        return len(self._observers)
+
+    def message(self, text: str) -> None:
+        for observer in self._observers:
+            observer.message(text)
+
+    def trial_opened(self, a: Any) -> None:
+        for observer in self._observers:
+            observer.trial_opened(a)
+
+    def trial_started(self, a: Any) -> None:
+        for observer in self._observers:
+            observer.trial_started(a)
+
+    def result_received(self, a: Any, result: dict[str, Any]) -> None:
+        for observer in self._observers:
+            observer.result_received(a, result)
+
+    def trial_result(self, a: Any) -> None:
+        for observer in self._observers:
+            observer.trial_result(a)
+
+    def checkpoint_saved(self, a: Any) -> None:
+        for observer in self._observers:
+            observer.checkpoint_saved(a)
+
+    def trial_ended(self, a: Any, state: str, value: float | None) -> None:
+        for observer in self._observers:
+            observer.trial_ended(a, state, value)
+
+    def trial_lost(self, a: Any) -> None:
+        for observer in self._observers:
+            observer.trial_lost(a)
+
+    def refresh(self, runner: Any) -> None:
+        for observer in self._observers:
+            observer.refresh(runner)
+
+    def tracking_status(self, status: TrackingStatus) -> None:
+        for observer in self._observers:
+            observer.tracking_status(status)
+
+
 def _ms(when: Any) -> int | None:
     """An Optuna trial's ``datetime`` in ms since the epoch (MLflow's unit); None stays None."""
     return None if when is None else int(when.timestamp() * 1000)
@@ -128,4 +200,4 @@ class TrackingObserver(Observer):
         behind, now = lag.seconds > BEHIND_S, time.monotonic()
         if behind != self._behind or (behind and now - self._told >= STATUS_EVERY_S):
             self._behind, self._told = behind, now
-            runner._emit("tracking_status", TrackingStatus(lag.seconds, lag.queued, behind))
+            runner.observers.tracking_status(TrackingStatus(lag.seconds, lag.queued, behind))

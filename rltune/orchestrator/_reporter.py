@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from rltune._atomic_dir import leftover_path, recover_leftovers, replace_dir
+from rltune._contracts import require_methods
 from rltune._disk import disk_error, disk_kind, writing
 from rltune._ipc import Channel, ChannelClosed, CheckpointSaved, Continue, Result, Stop
 from rltune._trial_files import CHECKPOINT_PREFIX, RESULT_FILE, json_safe, list_checkpoints
@@ -92,8 +93,10 @@ class Reporter:
         """``decide(result)``: the answer to each result; default: the orchestrator's over ``conn``.
 
         ``trial_number`` None: a trial of no study, whose results carry no ``trial_number``.
-        ``observers`` get each result after result.json and are closed by :meth:`close`.
+        ``observers`` get each result after result.json and are closed by :meth:`close`; a TypeError
+        here if one lacks a method of :class:`ResultObserver`.
         """
+        checked = [require_methods(o, ResultObserver, "a result observer") for o in observers]  # before opening files
         self._conn = conn
         self._decide = decide if decide is not None else self._ask_orchestrator
         self.trial_dir = Path(trial_dir)
@@ -111,7 +114,7 @@ class Reporter:
             self.trial_dir.mkdir(parents=True, exist_ok=True)
             # unbuffered: a write the disk refuses leaves nothing pending that close() would fail on again
             self._results = open(self.trial_dir / RESULT_FILE, "ab", buffering=0)
-        self._observers = list(observers)
+        self._observers = checked
 
     # -- reporting ----------------------------------------------------------------------------
     def __call__(self, **result: Any) -> None:

@@ -49,12 +49,12 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from rltune._disk import NO_SPACE, disk_error
-from rltune._ipc import ChannelClosed, CheckpointSaved, Done, Failed, Result
+from rltune._ipc import ChannelClosed, CheckpointSaved, Done, Failed, Result, TrialInit
 from rltune.env._shipping import collect_env_registrations
 from rltune.errors import ConfigError
 from rltune.orchestrator import _trial_host as host
-from rltune.orchestrator._decision import decide, read_result
-from rltune.orchestrator._events import Observer
+from rltune.orchestrator._decision import Outcome, decide, read_result
+from rltune.orchestrator._events import Observers
 from rltune.orchestrator._ownership import Heartbeats, fail_stale_trials
 from rltune.orchestrator._reporter import latest_checkpoint
 from rltune.orchestrator._retry import FAILURE_KIND
@@ -81,7 +81,7 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
     :mod:`._trial_host` (trial processes), :mod:`._ownership` (heartbeats,
     stale trials) and :mod:`._decision` (what a result means). Observers
     (:class:`~rltune.orchestrator._events.Observer`: the display, MLflow
-    tracking) get the loop's events.
+    tracking) get the loop's events: ``self.observers.<event>(...)``.
     """
 
     def __init__(
@@ -99,7 +99,7 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         self.spec = plan.spec
         self.resume = resume  # True: the study must exist; "auto": continued if it exists, else started
         self.retry_failed = retry_failed  # resume: retry every FAILed trial, not only those that ran out of space
-        self.observers: list[Observer] = []  # tracking first (set by open_study), the display last
+        self.observers = Observers()  # tracking first (set by open_study), the display last
         self._display: Any = None
         self.display = display
         self.max_concurrent = max_concurrent if max_concurrent is not None else self.spec.max_concurrent
@@ -137,16 +137,12 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
 
     @display.setter
     def display(self, display: Any) -> None:
-        if self._display is not None:
-            self.observers.remove(self._display)
-        self._display = display
+        previous = self._display
         if display is not None:
-            self.observers.append(display)
-
-    def _emit(self, event: str, *args: Any) -> None:
-        """Tell every observer ``event`` (a method of :class:`~rltune.orchestrator._events.Observer`)."""
-        for observer in self.observers:
-            getattr(observer, event)(*args)
+            self.observers.append(display)  # checked first: a display that is no observer changes nothing
+        if previous is not None:
+            self.observers.remove(previous)
+        self._display = display
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> None:
@@ -193,7 +189,7 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         for active in list(self.active):
             self._guarded(active, self._check_process)
         self._heartbeat()
-        self._emit("refresh", self)
+        self.observers.refresh(self)
         return True
 
     def _close_tracking(self) -> None:
@@ -254,14 +250,14 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         self.stopping_since = time.monotonic()
         if why == "interrupted":
             self.interrupted = True
-        self._emit("message",
-                   f"{why}: {len(self.active)} running trial(s) checkpoint and stop after their current iteration "
-                   "(Ctrl-C again to stop them at once)" if self.active else f"{why}: stopping")
+        self.observers.message(
+            f"{why}: {len(self.active)} running trial(s) checkpoint and stop after their current iteration "
+            "(Ctrl-C again to stop them at once)" if self.active else f"{why}: stopping")
 
     def _kill_all(self) -> None:
         for a in list(self.active):
             host.kill(a)
-            a.outcome, a.reason = "interrupted", "killed"
+            a.outcome, a.reason = Outcome.INTERRUPTED, "killed"
             try:
                 self._finish_interrupted(a)
             except Exception:  # noqa: BLE001 - the storage failed: the trial stays RUNNING, resumable all the same
@@ -286,10 +282,10 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
     def _note_cpus(self, cpus: int) -> None:
         if not self._cpu_note:
             self._cpu_note = True
-            self._emit("message",
-                       f"n_jobs is {self._limit()}, but {self.cpu_count} CPUs hold {len(self.active)} trial(s) of "
-                       f"{cpus} CPU(s) (1 + num_workers, or resources_per_trial) at a time; --max-concurrent N overrides "
-                       "the CPU budget")
+            self.observers.message(
+                f"n_jobs is {self._limit()}, but {self.cpu_count} CPUs hold {len(self.active)} trial(s) of "
+                f"{cpus} CPU(s) (1 + num_workers, or resources_per_trial) at a time; --max-concurrent N overrides "
+                "the CPU budget")
 
     def _fill(self) -> None:
         while len(self.active) < self._limit():
@@ -324,25 +320,25 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
             return
         if a not in self.active:
             self.active.append(a)
-        self._emit("trial_started", a)
+        self.observers.trial_started(a)
 
     def _start_process(self, a: ActiveTrial) -> None:
-        host.start_process(a, {
-            "kind": self.plan.trainable.kind,
-            "ref": self.plan.trainable.ref,
-            "config": a.config,
-            "trial_dir": str(a.trial_dir),
-            "trial_number": a.number,
-            "seed": a.seed,
-            "restore": a.checkpoint,
-            "start_iteration": a.checkpoint_iteration,
-            "checkpoint_freq": self.spec.checkpoint_freq,
-            "keep_checkpoints_num": self.spec.keep_checkpoints_num,
-            "tensorboard": self.spec.tensorboard,
-            "env_registrations": collect_env_registrations(
+        host.start_process(a, TrialInit(
+            kind=self.plan.trainable.kind,
+            ref=self.plan.trainable.ref,
+            config=a.config,
+            trial_dir=str(a.trial_dir),
+            trial_number=a.number,
+            seed=a.seed,
+            restore=a.checkpoint,
+            start_iteration=a.checkpoint_iteration,
+            checkpoint_freq=self.spec.checkpoint_freq,
+            keep_checkpoints_num=self.spec.keep_checkpoints_num,
+            tensorboard=self.spec.tensorboard,
+            env_registrations=collect_env_registrations(
                 a.config.get("env"), (a.config.get("evaluation_config") or {}).get("env")
             ),
-        })
+        ))
 
     # -- messages -------------------------------------------------------------------------
     def _drain(self, a: ActiveTrial) -> None:
@@ -362,7 +358,7 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
             elif isinstance(message, CheckpointSaved):
                 a.checkpoint, a.checkpoint_iteration = message.path, message.iteration
                 a.trial.set_user_attr("checkpoint", a.checkpoint)
-                self._emit("checkpoint_saved", a)
+                self.observers.checkpoint_saved(a)
             elif isinstance(message, Done):
                 self._done(a)
             elif isinstance(message, Failed):
@@ -370,7 +366,7 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
 
     def _on_result(self, a: ActiveTrial, result: dict[str, Any]) -> None:
         """Report the result's metric to Optuna and answer the trial with :func:`._decision.decide`."""
-        self._emit("result_received", a, result)
+        self.observers.result_received(a, result)
         a.last_result = result
         self.results[a.number] = result
         a.iteration = int(result.get("training_iteration", a.iteration + 1))
@@ -388,7 +384,7 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
             if self.stopping_since is None:
                 self._begin_stop("invalid study")
             return
-        self._emit("trial_result", a)
+        self.observers.trial_result(a)
 
     # -- failures -------------------------------------------------------------------------
     def _failed(self, a: ActiveTrial, error: str, kind: str = "error") -> None:
@@ -404,17 +400,17 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         a.trial.set_user_attr("num_failures", a.failures)
         a.trial.set_user_attr("error", error[-8000:])
         a.trial.set_user_attr(FAILURE_KIND, kind)
-        if a.outcome == "interrupted":  # it failed while checkpointing for Ctrl-C: resumable all the same
+        if a.outcome is Outcome.INTERRUPTED:  # it failed while checkpointing for Ctrl-C: resumable all the same
             self._finish_interrupted(a)
             return
-        if a.outcome in ("complete", "pruned") and self._end_as_decided(a):  # died as it stopped: not trained on
+        if a.outcome in (Outcome.COMPLETE, Outcome.PRUNED) and self._end_as_decided(a):  # died as it stopped: not trained on
             return
         if kind == NO_SPACE:
             self._out_of_space(a.number, error)
         elif a.failures <= self.spec.max_failures and self.stopping_since is None:
             host.close_conn(a)
-            self._emit("message", f"trial {a.number} failed (attempt {a.failures}); restarting it "
-                                  f"from {'its last checkpoint' if latest_checkpoint(a.trial_dir) else 'scratch'}")
+            self.observers.message(f"trial {a.number} failed (attempt {a.failures}); restarting it "
+                                   f"from {'its last checkpoint' if latest_checkpoint(a.trial_dir) else 'scratch'}")
             self._launch(a)
             return
         self._tell_fail(a, error)
@@ -456,6 +452,6 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         message = (f"trial {a.number} was failed as stale by another worker (this worker's heartbeat lapsed) and "
                    "is retried there; what it did here after that is not recorded")
         logger.warning("%s", message)
-        self._emit("message", message)
+        self.observers.message(message)
         self.ended.append(TrialEnd(a.number, "FAIL", None, "stale: retried by another worker"))
-        self._emit("trial_lost", a)
+        self.observers.trial_lost(a)

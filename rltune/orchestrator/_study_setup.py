@@ -190,7 +190,7 @@ class StudySetup:
 
     def _say(self, text: str) -> None:
         logger.info("%s", text)
-        self._emit("message", text)
+        self.observers.message(text)
 
     def close(self) -> None:
         """Release the study directory's lock (the orchestrator is done with the study); idempotent."""

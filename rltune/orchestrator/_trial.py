@@ -32,7 +32,7 @@ from rltune._disk import disk_kind, ensure_dir, writing
 from rltune._results_dir import default_results_dir
 from rltune._trial_files import PARAMS_FILE, RESULT_FILE, json_safe  # noqa: F401 - others import them from here
 from rltune.errors import DiskError, RLTuneError
-from rltune.orchestrator._decision import Decision, decide, read_result
+from rltune.orchestrator._decision import Decision, Outcome, decide, read_result
 from rltune.orchestrator._reporter import Reporter, TrialStopped, latest_checkpoint
 from rltune.orchestrator._stop import StopCriteria
 
@@ -143,7 +143,7 @@ def run_local(
         kept = f"; the last checkpoint saved is {found[1]!r}" if found else "; no checkpoint was saved"
         raise DiskError(f"{exc}{kept}", path=trial_dir, kind=disk_kind(exc)) from exc
     except TrialStopped:
-        outcome.interrupted = decider.decision.outcome == "interrupted"
+        outcome.interrupted = decider.decision.outcome is Outcome.INTERRUPTED
         outcome.stop_reason = None if outcome.interrupted else decider.decision.note
     except KeyboardInterrupt:  # the second Ctrl-C
         outcome.interrupted = True

@@ -17,7 +17,7 @@ from typing import Any
 from rltune._disk import NO_SPACE, disk_error
 from rltune.errors import DiskError
 from rltune.orchestrator import _trial_host as host
-from rltune.orchestrator._decision import final_state
+from rltune.orchestrator._decision import Outcome, final_state
 from rltune.orchestrator._events import ERROR_FILE
 from rltune.orchestrator._reporter import json_safe
 from rltune.orchestrator._retry import FAILURE_KIND
@@ -32,11 +32,11 @@ class TrialEnding:
     def _done(self, a: ActiveTrial) -> None:
         """The trainable returned (or stopped when told to): record the trial's end."""
         host.reap(a)
-        if a.outcome == "interrupted":
+        if a.outcome is Outcome.INTERRUPTED:
             self._finish_interrupted(a)
             return
         end = final_state(a.outcome, a.reason, a.last_result, self.spec.metric)
-        if a.outcome != "error":
+        if a.outcome is not Outcome.ERROR:
             self._record_progress(a)
         if end.state == "FAIL":
             self._tell_fail(a, end.error)
@@ -53,7 +53,7 @@ class TrialEnding:
         iteration's checkpoint is saved: else it is restarted from its latest
         checkpoint and meets its stop again), never trained past it.
         """
-        if a.outcome == "pruned":
+        if a.outcome is Outcome.PRUNED:
             self._record_progress(a)
             self._tell(a, "PRUNED", None)
             return True
@@ -82,7 +82,7 @@ class TrialEnding:
             self._taken_over(a)  # shared storage: failed as stale by another worker, retried there
             return
         self.ended.append(TrialEnd(a.number, state, value, a.reason))
-        self._emit("trial_ended", a, state, value)
+        self.observers.trial_ended(a, state, value)
 
     def _tell_fail(self, a: ActiveTrial, error: str) -> None:
         self._record_progress(a)
@@ -113,9 +113,9 @@ class TrialEnding:
             return
         last = error.strip().splitlines()[-1] if error.strip() else "no space left on device"
         self.no_space = f"trial {number}: {last}"
-        self._emit("message", f"no space left on device ({self.no_space}): no new trial starts; free space, then "
-                              "continue the study with --resume (tune.run(..., resume=True)): it retries the trials "
-                              "that failed for lack of space from their last checkpoints")
+        self.observers.message(f"no space left on device ({self.no_space}): no new trial starts; free space, then "
+                               "continue the study with --resume (tune.run(..., resume=True)): it retries the trials "
+                               "that failed for lack of space from their last checkpoints")
 
     def _finish_interrupted(self, a: ActiveTrial) -> None:
         """Leave the trial RUNNING in storage, resumable from its latest checkpoint."""
@@ -125,7 +125,7 @@ class TrialEnding:
         a.ended_ms = int(time.time() * 1000)
         self._retire(a)
         self.ended.append(TrialEnd(a.number, "INTERRUPTED", None, a.reason))
-        self._emit("trial_ended", a, "INTERRUPTED", None)
+        self.observers.trial_ended(a, "INTERRUPTED", None)
 
     def _release(self, a: ActiveTrial) -> None:
         """A trial asked but never started stays RUNNING; mark it so that resume takes it."""

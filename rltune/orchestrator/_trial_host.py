@@ -19,9 +19,10 @@ from typing import Any
 
 import cloudpickle
 
-from rltune._ipc import Channel, ChannelClosed, Continue, Stop
+from rltune._ipc import Channel, ChannelClosed, Continue, Stop, TrialInit
 from rltune.errors import ConfigError
 from rltune.orchestrator._child import send_init, spawn
+from rltune.orchestrator._decision import Outcome
 from rltune.orchestrator._stop import StopCriteria
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class ActiveTrial:
     checkpoint_iteration: int = 0
     iteration: int = 0
     failures: int = 0
-    outcome: str | None = None  # "complete" | "pruned" | "interrupted" once decided
+    outcome: Outcome | None = None  # once decided (a stop met, pruned, interrupted, an invalid study)
     reason: str | None = None
     reported: dict[int, float] = field(default_factory=dict)  # the intermediate values Optuna holds, by step
     finished: bool = False
@@ -69,7 +70,7 @@ class TrialEnd:
     reason: str | None
 
 
-def start_process(a: ActiveTrial, init: dict[str, Any]) -> None:
+def start_process(a: ActiveTrial, init: TrialInit) -> None:
     """Start the trial's process and send it ``init`` (its trainable, config, checkpoint to restore...).
 
     Raises ConfigError if ``init`` cannot be pickled (e.g. a register_env

@@ -2,8 +2,8 @@
 
 The orchestrator (:mod:`rltune.orchestrator._trial_host`) starts
 ``python -c "...; trial_entry(fd)"`` with a connected socket, sends
-``sys.path`` and a cloudpickled init dict (the trainable, its config, the
-trial directory, the checkpoint to restore). The trial then sends, in order
+``sys.path`` and a cloudpickled :class:`~rltune._ipc.TrialInit` (the trainable,
+its config, the trial directory, the checkpoint to restore). The trial then sends, in order
 (the messages of :mod:`rltune._ipc`):
 
 - ``Result(result)`` after every iteration, and waits for
@@ -33,7 +33,7 @@ from typing import Any
 
 from rltune._disk import disk_kind
 from rltune._imports import import_object
-from rltune._ipc import Channel, ChannelClosed, Done, Failed
+from rltune._ipc import Channel, ChannelClosed, Done, Failed, TrialInit
 from rltune.env._shipping import install_env_registrations
 from rltune.orchestrator import _reporter
 from rltune.orchestrator._child import receive_init
@@ -51,45 +51,48 @@ def trial_entry(fd: int) -> None:
     except BaseException:
         _send(conn, Failed("the trial could not be unpickled:\n" + traceback.format_exc()))
         os._exit(1)
+    if not isinstance(init, TrialInit):
+        _send(conn, Failed(f"the trial's init payload is a {type(init).__name__}, not a rltune._ipc.TrialInit"))
+        os._exit(1)
     code = run(conn, init)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
 
 
-def run(conn: Channel | None, init: dict[str, Any]) -> int:
+def run(conn: Channel | None, init: TrialInit) -> int:
     """Run one trial attempt; the exit status of the process (0: done or stopped, 1: the trainable raised).
 
     A failure is sent as ``Failed`` with its traceback and, when a disk error
     caused it (a full disk, a read-only one), its kind (:func:`rltune._disk.disk_kind`).
     """
-    restore = init.get("restore")
-    start_iteration = int(init.get("start_iteration") or 0)
+    restore = init.restore
+    start_iteration = int(init.start_iteration or 0)
     try:
-        truncate_results(init["trial_dir"], start_iteration if restore else 0)
+        truncate_results(init.trial_dir, start_iteration if restore else 0)
         reporter = Reporter(
             conn,
-            trial_dir=init["trial_dir"],
-            trial_number=init.get("trial_number", 0),
-            seed=init.get("seed"),
+            trial_dir=init.trial_dir,
+            trial_number=init.trial_number,
+            seed=init.seed,
             restored_checkpoint=restore,
             start_iteration=start_iteration if restore else 0,
-            checkpoint_freq=init.get("checkpoint_freq", 0),
-            keep_checkpoints_num=init.get("keep_checkpoints_num"),
+            checkpoint_freq=init.checkpoint_freq,
+            keep_checkpoints_num=init.keep_checkpoints_num,
             observers=_observers(init),
         )
     except BaseException as exc:
         _send(conn, Failed(traceback.format_exc(), disk_kind(exc)))
         return 1
     _reporter._current = reporter
-    _seed_everything(init.get("seed"))
+    _seed_everything(init.seed)
     try:
-        install_env_registrations(init.get("env_registrations") or {})
-        if init["kind"] == "trainer":
-            run_trainer(init["ref"], init["config"], reporter)
+        install_env_registrations(init.env_registrations or {})
+        if init.kind == "trainer":
+            run_trainer(init.ref, init.config, reporter)
         else:
-            fn = import_object(init["ref"], "run") if isinstance(init["ref"], str) else init["ref"]
-            final = fn(init["config"], reporter) if _takes_reporter(fn) else fn(init["config"])
+            fn = import_object(init.ref, "run") if isinstance(init.ref, str) else init.ref
+            final = fn(init.config, reporter) if _takes_reporter(fn) else fn(init.config)
             if isinstance(final, dict):  # a returned dict is the last result (Ray's function API)
                 reporter(**final)
     except TrialStopped:
@@ -115,13 +118,13 @@ def _close(reporter: Reporter) -> None:
         pass
 
 
-def _observers(init: dict[str, Any]) -> list[Any]:
+def _observers(init: TrialInit) -> list[Any]:
     """The reporter's observers: the TensorBoard writer when asked (imported only then: it imports numpy)."""
-    if not init.get("tensorboard"):
+    if not init.tensorboard:
         return []
     from rltune.orchestrator._tensorboard import open_trial_writer
 
-    return [open_trial_writer(init["trial_dir"])]
+    return [open_trial_writer(init.trial_dir)]
 
 
 def run_trainer(ref: Any, config: dict[str, Any], reporter: Reporter) -> None:

@@ -75,7 +75,7 @@ class TrialSetup:
                      f"search space any more ({exc})")
             trial.set_user_attr("error", error)
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            self._emit("message", error)
+            self.observers.message(error)
             return None
 
     def _complete_if_stopped(self, a: ActiveTrial, when: str = "before the study was interrupted") -> bool:
@@ -140,7 +140,7 @@ class TrialSetup:
         active = ActiveTrial(trial, number, values, config, seed, trial_dir, self.plan.cpus_per_trial(config),
                              StopCriteria(self.spec.stop, where="stop"))
         active.retry_of = retried
-        self._emit("trial_opened", active)
+        self.observers.trial_opened(active)
         try:
             with writing(trial_dir, "the trial directory"):
                 trial_dir.mkdir(parents=True, exist_ok=True)
@@ -175,15 +175,15 @@ class TrialSetup:
             old_dir = Path(inherited).parent
             found = (_checkpoint_iteration(inherited), inherited)
         if found is None or old_dir is None:
-            self._emit("message", f"trial {a.number} retries trial {a.retry_of} from scratch (no checkpoint)")
+            self.observers.message(f"trial {a.number} retries trial {a.retry_of} from scratch (no checkpoint)")
             return
         a.checkpoint_iteration, a.checkpoint = found
         a.trial.set_user_attr("checkpoint", a.checkpoint)
         old_results = old_dir / "result.json"
         if old_results.exists() and not (a.trial_dir / "result.json").exists():
             (a.trial_dir / "result.json").write_bytes(old_results.read_bytes())  # truncated to the checkpoint at launch
-        self._emit("message", f"trial {a.number} retries trial {a.retry_of} from its checkpoint at iteration "
-                              f"{a.checkpoint_iteration}")
+        self.observers.message(f"trial {a.number} retries trial {a.retry_of} from its checkpoint at iteration "
+                               f"{a.checkpoint_iteration}")
 
     def _retried_attrs(self, retry: Any) -> dict[str, Any]:
         """The user attrs of the trial ``retry`` retries: copied into it by Optuna's retry callback (a stale

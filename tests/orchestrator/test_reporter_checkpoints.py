@@ -39,3 +39,15 @@ def test_checkpoint_dir_replaces_atomically_and_recovers_what_a_crash_left(tmp_p
         assert sorted(os.listdir(tmp_path)) == ["checkpoint_000001", "result.json"]
     finally:
         reporter.close()
+
+
+def test_a_result_observer_lacking_close_is_refused_when_the_reporter_is_made(tmp_path):
+    """A result observer is checked when registered, not when the trial's end first calls its close()."""
+    import pytest
+
+    class ResultOnly:
+        def result(self, result):
+            pass
+
+    with pytest.raises(TypeError, match=r"ResultOnly cannot be a result observer: it lacks close"):
+        Reporter(None, trial_dir=tmp_path, observers=[ResultOnly()])

@@ -22,6 +22,7 @@ from tensorboard.backend.event_processing import event_accumulator  # the test e
 from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
 
 from rltune import tune
+from rltune._ipc import TrialInit
 from rltune.errors import ConfigError
 from rltune.orchestrator import _trial_process
 from rltune.orchestrator._spec import FIELDS, StudySpec
@@ -199,8 +200,7 @@ def raises_at_step_3(config, reporter):
 
 def test_the_event_file_is_complete_and_closed_after_a_trial_that_raised(tmp_path):
     before = {t.ident for t in threading.enumerate()}
-    code = _trial_process.run(None, {"kind": "function", "ref": raises_at_step_3, "config": {},
-                                     "trial_dir": str(tmp_path), "tensorboard": True})
+    code = _trial_process.run(None, TrialInit("function", raises_at_step_3, {}, str(tmp_path), tensorboard=True))
     assert code == 1  # the trainable raised: Failed
     writers = [t for t in threading.enumerate() if t.ident not in before and t.name == "rltune-tensorboard"]
     assert writers == []  # joined by close()
@@ -265,8 +265,8 @@ def test_a_function_trial_opening_the_writer_does_not_import_torch(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys; from rltune.orchestrator._trial_process import _observers;"
-            "(w,) = _observers({'tensorboard': True, 'trial_dir': sys.argv[1]}); w.close();"
+    code = ("import sys; from rltune._ipc import TrialInit; from rltune.orchestrator._trial_process import _observers;"
+            "(w,) = _observers(TrialInit('function', None, {}, sys.argv[1], tensorboard=True)); w.close();"
             "before = 'torch' in sys.modules; import torch; print(before, torch.__name__)")
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert proc.stdout.split() == ["False", "torch"], proc.stderr

@@ -181,7 +181,7 @@ def test_the_lag_is_told_while_tracking_is_behind_and_the_end_wait_says_what_it_
                              plan=SimpleNamespace(total_trials=1), active=["a running trial"])
     display = PlainDisplay(runner, stream)
     display.TRACKING_BEHIND_S = 1.0  # the plain lines' own threshold (15 s)
-    runner._emit = lambda event, *args: getattr(display, event)(*args)
+    runner.observers = _events.Observers([display])
     observer = _events.TrackingObserver(tracking, runner)
     os.kill(tracking.proc.pid, signal.SIGSTOP)
     said: list[str] = []
