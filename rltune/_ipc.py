@@ -5,8 +5,9 @@ Three channels, each between a parent and a child process started with
 of a socket pair as ``fd``; never ``multiprocessing``'s spawn, which re-runs
 the user's ``__main__``):
 
-- a trainer and its **rollout workers** (``rltune.trainers._remote``):
-  :class:`Call` / :class:`Shutdown` in, :class:`Reply` / :class:`RemoteError` out;
+- a trainer and its **rollout workers** (``rltune.trainers._remote``): one
+  message class per request in (``rltune.trainers._worker_messages``, run by
+  type) and :class:`Shutdown`, :class:`Reply` / :class:`RemoteError` out;
 - the orchestrator and a **trial process** (``rltune.orchestrator._trial_process``),
   and the env check before a study's first trial: :class:`TrialInit` first (the
   init payload), then :class:`Result`,
@@ -48,7 +49,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import IO, Any, Callable, ClassVar, Mapping
+from typing import IO, Any, Callable, ClassVar
 
 from rltune._parent_death import spawn_arguments
 
@@ -86,15 +87,6 @@ class ChannelClosed(ConnectionError):
 
 
 # -- rollout workers -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Call:
-    """Run ``fn(*args, **kwargs)`` on the worker: ``fn`` a RolloutWorker method name, or ``fn(worker, ...)``."""
-
-    fn: str | Callable[..., Any]
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-
 @dataclass(frozen=True)
 class Shutdown:
     """Close your envs, answer ``Reply(None)`` and exit."""
@@ -468,7 +460,7 @@ def receive_init(fd: int, encoder: Encoder = PICKLE) -> tuple[Channel, bytes]:
 
 
 __all__ = [
-    "CLOUDPICKLE", "Call", "Channel", "ChannelClosed", "CheckpointSaved", "Closed", "CloseTracking", "Continue",
+    "CLOUDPICKLE", "Channel", "ChannelClosed", "CheckpointSaved", "Closed", "CloseTracking", "Continue",
     "Done", "DrawPlots", "EndTrial", "EnvCheckFailed", "Failed", "LogCheckpoint", "LogCurve", "LogFiles",
     "LogLine", "LogModel", "LogResult", "OpenTrial", "PICKLE", "PICKLE_OR_CLOUDPICKLE", "Reconcile", "RemoteError", "Reply", "Result",
     "Shutdown", "Stop", "TrackingInit", "TrialInit", "UpdateBest", "receive_init", "remote_error", "send_init", "spawn",

@@ -18,16 +18,26 @@ import pytest
 
 from rltune import _ipc
 from rltune._ipc import (
-    CLOUDPICKLE, Call, Channel, ChannelClosed, CheckpointSaved, Closed, CloseTracking, Continue, Done, DrawPlots,
+    CLOUDPICKLE, Channel, ChannelClosed, CheckpointSaved, Closed, CloseTracking, Continue, Done, DrawPlots,
     EndTrial, EnvCheckFailed, Failed, FinishStudy, LogCheckpoint, LogCurve, LogFiles, LogLine, LogModel, LogResult, OpenTrial,
     PICKLE_OR_CLOUDPICKLE, Progress, Reconcile, Reconciled, RemoteError, Reply, Result, Shutdown, Stop, TrackingInit,
     TrialInit, UpdateBest,
 )
 from rltune.orchestrator._child import spawn as spawn_trial_child
+from rltune.trainers import _worker_messages
+from rltune.trainers._worker_messages import (
+    AddPolicy, Apply, ApplyEnvTaskFn, ForeachEnv, ForeachEnvWithContext, GetPolicySpaces, IsMultiAgent, RemovePolicy,
+    Sample, SetEnvTasks, SetPoliciesToTrain, SetPolicyMappingFn, SetPolicySet, SetTask, SetWeights,
+)
 
 MESSAGES = [
     # rollout workers
-    Call("sample"), Call("set_weights", ({"w": [1.0, 2.0]}, {"timestep": 3}), {"strict": True}), Shutdown(),
+    Sample(), SetWeights({"default_policy": {"w": [1.0, 2.0]}}, {"timestep": 3}, {"default_policy": "stats"}),
+    SetWeights({}), IsMultiAgent(), GetPolicySpaces(), SetPolicySet({"specs": {}, "policies_to_train": None}),
+    AddPolicy("p1", "a spec", ("obs space", "act space"), {"w": [1.0]}, len, ["p1"]), RemovePolicy("p1", len, None),
+    SetPolicyMappingFn(len), SetPoliciesToTrain(["p0"]), Apply(len, (1,), {"k": 2}), ForeachEnv(len),
+    ForeachEnvWithContext(max), SetTask(3), SetEnvTasks({0: 2, 1: 3}), ApplyEnvTaskFn(max, {"episode_reward_mean": 1.0}),
+    Shutdown(),
     Reply(None), Reply({"steps": 128}), RemoteError(ValueError("bad action"), "Traceback ...\nValueError: bad action"),
     # trial processes and the env check
     TrialInit("function", "orchestrator.trainables:counter", {"x": 2.0}, "/t/trial_00003", 3, 7,
@@ -59,8 +69,10 @@ def _same(x: object, y: object) -> bool:
 
 
 def test_every_message_class_is_listed_and_frozen():
-    classes = {obj for obj in vars(_ipc).values() if dataclasses.is_dataclass(obj) and obj.__module__ == _ipc.__name__}
-    assert classes == {type(m) for m in MESSAGES}
+    classes = {obj for module in (_ipc, _worker_messages) for obj in vars(module).values()
+               if dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__}
+    assert classes - {_worker_messages.WorkerRequest} == {type(m) for m in MESSAGES}
+    assert set(_worker_messages.REQUESTS) == {type(m) for m in MESSAGES if isinstance(m, _worker_messages.WorkerRequest)}
     with pytest.raises(dataclasses.FrozenInstanceError):
         Stop("pruned", True).reason = "other"  # type: ignore[misc]
 
@@ -110,11 +122,11 @@ def test_cloudpickle_carries_functions_that_plain_pickle_cannot():
     left, right = _pair(CLOUDPICKLE)
     offset = 3
     try:
-        left.send(Call(lambda worker, x: x + offset, (4,)))
+        left.send(Apply(lambda worker, x: x + offset, (4,)))
         call = right.receive()
         assert call.fn(None, *call.args) == 7
         with pytest.raises((pickle.PicklingError, AttributeError)):
-            _ipc.PICKLE(Call(lambda w: w))
+            _ipc.PICKLE(Apply(lambda w: w))
         # a worker's replies: plain pickle where it can (the fast path of the batches), else cloudpickle
         assert PICKLE_OR_CLOUDPICKLE(Reply({"steps": 128})) == _ipc.PICKLE(Reply({"steps": 128}))
         assert pickle.loads(PICKLE_OR_CLOUDPICKLE(Reply(lambda: offset))).value() == 3
@@ -259,7 +271,7 @@ def test_calls_carry_functions_of_the_users_main_by_value():
     fn.__module__, fn.__qualname__ = "__main__", "_rltune_test_fn"
     main._rltune_test_fn = fn
     try:
-        data = CLOUDPICKLE(Call(fn))
+        data = CLOUDPICKLE(Apply(fn))
     finally:
         del main._rltune_test_fn
     assert pickle.loads(data).fn(None) == "ran"

@@ -3,10 +3,11 @@
 The process is started with ``subprocess`` (not ``multiprocessing``'s spawn,
 which re-runs the user's ``__main__`` script and so demands an
 ``if __name__ == "__main__"`` guard that RLlib users do not write), on a
-:class:`rltune._ipc.Channel`. Requests are cloudpickled :class:`~rltune._ipc.Call`
-messages (a method name or a function, so that lambdas and functions from
-``__main__`` reach the worker); replies are :class:`~rltune._ipc.Reply` or
-:class:`~rltune._ipc.RemoteError`. A worker exits
+:class:`rltune._ipc.Channel`. Requests are the typed messages of
+:mod:`rltune.trainers._worker_messages`, cloudpickled so that lambdas and
+functions from ``__main__`` reach the worker, and run by type
+(:func:`~rltune.trainers._worker_messages.handle`); replies are
+:class:`~rltune._ipc.Reply` or :class:`~rltune._ipc.RemoteError`. A worker exits
 when its pipe closes, and dies with the trainer's process even while an env
 step hangs (:mod:`rltune._parent_death`); it ignores SIGINT so that Ctrl-C is
 handled once, by the trainer. Every call is bounded by ``sample_timeout_s``
@@ -22,13 +23,14 @@ import signal
 import subprocess
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any
 
 import cloudpickle
 
-from rltune._ipc import (CLOUDPICKLE, PICKLE_OR_CLOUDPICKLE, Call, Channel, ChannelClosed, Reply, Shutdown,
-                         receive_init, remote_error, send_init, spawn)
+from rltune._ipc import (CLOUDPICKLE, PICKLE_OR_CLOUDPICKLE, Channel, ChannelClosed, Reply, Shutdown, receive_init,
+                         remote_error, send_init, spawn)
 from rltune.errors import RLTuneError, WorkerError
+from rltune.trainers._worker_messages import WorkerRequest, handle
 
 logger = logging.getLogger(__name__)
 
@@ -108,10 +110,7 @@ def _worker_main(channel: Channel, payload: bytes) -> None:
                 channel.send(Reply(None))
                 break
             try:
-                fn = message.fn
-                value = getattr(worker, fn)(*message.args, **message.kwargs) if isinstance(fn, str) \
-                    else fn(worker, *message.args, **message.kwargs)
-                reply = channel.encode(Reply(value))
+                reply = channel.encode(Reply(handle(worker, message)))
             except BaseException as exc:
                 _reply_error(channel, exc)
                 continue
@@ -127,27 +126,9 @@ def _reply_error(channel: Channel, exc: BaseException) -> None:
         pass
 
 
-# What a call to a worker is, in its message when the worker does not answer it in time.
-_CALL_NAMES = {
-    "sample": "sample()",
-    "set_weights": "the weights and filters sync",
-    "apply": "foreach_worker()",
-    "foreach_env_tracked": "foreach_env()",
-    "foreach_env_with_context_tracked": "foreach_env_with_context()",
-    "set_task_all": "set_task()",
-    "set_env_tasks": "setting its envs' tasks",
-    "apply_env_task_fn": "env_task_fn",
-}
 START = "its start (building its envs and policy)"
 START_TIMEOUT_S = 300.0  # the least a worker's start may take (it imports torch and builds every env), as the study's env check
 TERM_GRACE_S = 2.0  # a stuck worker gets SIGTERM (its env may stop a simulator of its own), then SIGKILL
-
-
-def call_name(fn: str | Callable[..., Any]) -> str:
-    """``fn`` as the user knows it: ``sample()``, ``foreach_env()``, a function's name..."""
-    if isinstance(fn, str):
-        return _CALL_NAMES.get(fn, f"{fn}()")
-    return f"{getattr(fn, '__qualname__', None) or type(fn).__name__}()"
 
 
 class RemoteWorker:
@@ -189,12 +170,12 @@ class RemoteWorker:
     def is_alive(self) -> bool:
         return self.process.poll() is None
 
-    def send(self, fn: str | Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """Ask the worker to run ``fn`` (a RolloutWorker method name, or ``fn(worker, ...)``); its answer is due
-        within ``timeout_s``."""
-        self._awaited = (call_name(fn), time.monotonic() + self.timeout_s)
+    def send(self, request: WorkerRequest) -> None:
+        """Ask the worker to run ``request``; its answer is due within ``timeout_s``."""
+        what = request.what if isinstance(request, WorkerRequest) else f"a {type(request).__name__} message"
+        self._awaited = (what, time.monotonic() + self.timeout_s)
         try:
-            self._channel.send(Call(fn, args, kwargs))
+            self._channel.send(request)
         except ChannelClosed as exc:
             raise self._died() from exc
 
@@ -224,10 +205,10 @@ class RemoteWorker:
             self._pending = False
             self.receive()
 
-    def call(self, fn: str | Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def call(self, request: WorkerRequest) -> Any:
         """``send`` then ``receive``."""
         self.wait_ready()
-        self.send(fn, *args, **kwargs)
+        self.send(request)
         return self.receive()
 
     def _where(self) -> str:

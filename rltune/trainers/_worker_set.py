@@ -16,6 +16,10 @@ from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers._remote import RemoteWorker, WorkerDiedError
 from rltune.trainers._rollout_worker import RolloutWorker
 from rltune.trainers._sample_batch import SampleResult
+from rltune.trainers._worker_messages import (AddPolicy, Apply, ApplyEnvTaskFn, ForeachEnv, ForeachEnvWithContext,
+                                              GetPolicySpaces, IsMultiAgent, RemovePolicy, Sample, SetEnvTasks,
+                                              SetPoliciesToTrain, SetPolicyMappingFn, SetPolicySet, SetTask, SetWeights,
+                                              WorkerRequest)
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +58,11 @@ class WorkerSet:
                 self._wait_started(worker)
             spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None
             # The local worker has no envs when remote ones sample: they say whether the env is multi-agent.
-            multi_agent = self.remote_workers[0].call("is_multi_agent") if self.remote_workers else None
+            multi_agent = self.remote_workers[0].call(IsMultiAgent()) if self.remote_workers else None
             if config.observation_space is not None and config.action_space is not None and not (multi_agent or config.multiagent.policies):
                 spaces = {DEFAULT_POLICY_ID: (config.observation_space, config.action_space)}
             elif self.remote_workers:
-                spaces = self.remote_workers[0].call("get_policy_spaces")
+                spaces = self.remote_workers[0].call(GetPolicySpaces())
             self.local_worker = RolloutWorker(
                 env_spec=env_spec,
                 config=config,
@@ -80,11 +84,11 @@ class WorkerSet:
         self.env_tasks: dict[tuple[int, int], Any] = {}
 
     # -- calls on every remote worker, with restarts ------------------------------------
-    def _call_remote(self, fn: str | Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
+    def _call_remote(self, request: WorkerRequest) -> list[Any]:
         for worker in self.remote_workers:
             try:
                 worker.wait_ready()
-                worker.send(fn, *args, **kwargs)
+                worker.send(request)
             except WorkerDiedError:
                 pass  # seen again in receive()
         # Read every reply before raising, so that no pipe is left holding an unread one.
@@ -97,22 +101,21 @@ class WorkerSet:
                 except WorkerDiedError as exc:
                     if error is not None:
                         raise
-                    results.append(self._call_restarted(worker, exc, fn, *args, **kwargs))
+                    results.append(self._call_restarted(worker, exc, request))
             except BaseException as exc:
                 error = error or exc
         if error is not None:
             raise error
         return results
 
-    def _call_restarted(self, worker: RemoteWorker, exc: WorkerDiedError, fn: str | Callable[..., Any], *args: Any,
-                        **kwargs: Any) -> Any:
-        """Restart the dead ``worker`` and call ``fn`` on it again; if it dies again meanwhile, again (or raise)."""
+    def _call_restarted(self, worker: RemoteWorker, exc: WorkerDiedError, request: WorkerRequest) -> Any:
+        """Restart the dead ``worker`` and send it ``request`` again; if it dies again meanwhile, again (or raise)."""
         if not self.config.recreate_failed_workers:
             raise exc
         while True:
             try:
                 self._recreate_or_raise(worker, exc)
-                return worker.call(fn, *args, **kwargs)
+                return worker.call(request)
             except WorkerDiedError as again:  # killed or crashed again while restarting or answering
                 exc = again
 
@@ -126,9 +129,9 @@ class WorkerSet:
                 if not self.config.recreate_failed_workers:
                     raise
                 if worker.restarts >= self.config.max_num_worker_restarts:
-                    raise WorkerError(f"{str(exc).split(' (set')[0]} while starting; gave up after {worker.restarts} "
+                    raise WorkerError(f"{exc.what} while starting; gave up after {worker.restarts} "
                                       "restarts (max_num_worker_restarts)") from exc
-                logger.warning("%s while starting; restarting it", str(exc).split(" (set")[0])
+                logger.warning("%s while starting; restarting it", exc.what)
                 worker.restart()
 
     def _recreate_or_raise(self, worker: RemoteWorker, exc: WorkerDiedError) -> None:
@@ -140,11 +143,11 @@ class WorkerSet:
         worker.restart()
         self._wait_started(worker)
         if self.local_worker.multi_agent:  # policies added or removed since the worker first started
-            worker.call("set_policy_set", self.local_worker.policy_set_state())
-        worker.call("set_weights", self.local_worker.get_weights(), self._global_vars, **self._filters_to_send())
+            worker.call(SetPolicySet(self.local_worker.policy_set_state()))
+        worker.call(self._weights_message())
         tasks = {v: task for (w, v), task in self.env_tasks.items() if w == worker.worker_index}
         if tasks:
-            worker.call("set_env_tasks", tasks)
+            worker.call(SetEnvTasks(tasks))
         for callback in self._on_recreate:
             callback(worker.worker_index)
 
@@ -163,7 +166,7 @@ class WorkerSet:
         steps = 0
         while steps < min_steps:
             if self.remote_workers:
-                round_results = self._call_remote("sample")
+                round_results = self._call_remote(Sample())
                 for result in round_results:  # the local worker's filters are the master: they take every delta
                     if result.filter_deltas:
                         merge_deltas(self.local_worker.filters, result.filter_deltas)
@@ -182,12 +185,12 @@ class WorkerSet:
             self._global_vars.update(global_vars)
             self.local_worker.set_weights({}, self._global_vars)
         if self.remote_workers:
-            self._call_remote("set_weights", self.local_worker.get_weights(), self._global_vars, **self._filters_to_send())
+            self._call_remote(self._weights_message())
 
-    def _filters_to_send(self) -> dict[str, Any]:
-        """``set_weights``' ``filters`` argument: the master filters' statistics (nothing for NoFilter)."""
+    def _weights_message(self) -> SetWeights:
+        """The local policies' weights, the global vars and the master filters' statistics (None for NoFilter)."""
         filters = self.local_worker.filters
-        return {"filters": filter_stats(filters)} if filters else {}
+        return SetWeights(self.local_worker.get_weights(), self._global_vars, filter_stats(filters) if filters else None)
 
     def metrics(self) -> dict[str, int]:
         """Healthy rollout worker processes, their restarts, env restarts and episodes dropped so far (for the result dict)."""
@@ -203,28 +206,28 @@ class WorkerSet:
         """Add a policy to the local worker and every remote one (remote ones get the local weights)."""
         self.local_worker.add_policy(policy_id, spec, spaces, weights, mapping_fn, to_train)
         weights = self.local_worker.policy_map[policy_id].get_weights()
-        self._call_remote("add_policy", policy_id, spec, spaces, weights, mapping_fn, to_train)
+        self._call_remote(AddPolicy(policy_id, spec, spaces, weights, mapping_fn, to_train))
 
     def remove_policy(self, policy_id: str, mapping_fn: Any, to_train: Any) -> None:
         """Remove a policy from every worker."""
         self.local_worker.remove_policy(policy_id, mapping_fn, to_train)
-        self._call_remote("remove_policy", policy_id, mapping_fn, to_train)
+        self._call_remote(RemovePolicy(policy_id, mapping_fn, to_train))
 
     def set_policy_mapping_fn(self, mapping_fn: Any) -> None:
         """A new policy mapping function on every worker (agents are mapped with it from their next episode)."""
         self.local_worker.set_policy_mapping_fn(mapping_fn)
-        self._call_remote("set_policy_mapping_fn", mapping_fn)
+        self._call_remote(SetPolicyMappingFn(mapping_fn))
 
     def set_policies_to_train(self, to_train: Any) -> None:
         """A new set of trained policies on every worker."""
         self.local_worker.set_policies_to_train(to_train)
-        self._call_remote("set_policies_to_train", to_train)
+        self._call_remote(SetPoliciesToTrain(to_train))
 
     # -- running user functions -----------------------------------------------------------
     def foreach_worker(self, fn: Callable[[RolloutWorker], Any], local: bool = True) -> list[Any]:
         """``fn(worker)`` on the local worker (first, if ``local``) and every remote worker."""
         results = [fn(self.local_worker)] if local else []
-        return results + self._call_remote("apply", fn)
+        return results + self._call_remote(Apply(fn))
 
     def _record(self, per_worker: list[tuple[list[Any], dict[int, Any]]]) -> list[Any]:
         """Flatten per-worker ``(results, tasks)`` replies (local first) and remember the tasks."""
@@ -238,18 +241,18 @@ class WorkerSet:
 
     def foreach_env(self, fn: Callable[[gym.Env], Any]) -> list[Any]:
         """``fn(env)`` on every env of every worker; one flat list ordered by (worker, vector) index."""
-        return self._record([self.local_worker.foreach_env_tracked(fn)] + self._call_remote("foreach_env_tracked", fn))
+        return self._record([self.local_worker.foreach_env_tracked(fn)] + self._call_remote(ForeachEnv(fn)))
 
     def foreach_env_with_context(self, fn: Callable[[gym.Env, EnvContext], Any]) -> list[Any]:
         """``fn(env, env_context)`` on every env of every worker, flat, ordered like :meth:`foreach_env`."""
         return self._record(
             [self.local_worker.foreach_env_with_context_tracked(fn)]
-            + self._call_remote("foreach_env_with_context_tracked", fn)
+            + self._call_remote(ForeachEnvWithContext(fn))
         )
 
     def set_task(self, task: Any) -> None:
         """Set ``task`` on every task-settable env of every worker (only where it differs)."""
-        self._record([([], self.local_worker.set_task_all(task))] + [([], t) for t in self._call_remote("set_task_all", task)])
+        self._record([([], self.local_worker.set_task_all(task))] + [([], t) for t in self._call_remote(SetTask(task))])
 
     def set_env_tasks(self, tasks: dict[tuple[int, int], Any]) -> None:
         """Set tasks by (worker_index, vector_index), e.g. from a checkpoint."""
@@ -258,14 +261,14 @@ class WorkerSet:
             by_worker.setdefault(w, {})[v] = task
         replies = [([], self.local_worker.set_env_tasks(by_worker.get(0, {})))]
         for worker in self.remote_workers:
-            replies.append(([], worker.call("set_env_tasks", by_worker.get(worker.worker_index, {}))))
+            replies.append(([], worker.call(SetEnvTasks(by_worker.get(worker.worker_index, {})))))
         self._record(replies)
 
     def apply_env_task_fn(self, env_task_fn: Callable[..., Any], result: dict[str, Any]) -> None:
         """Run ``env_task_fn(result, env, env_context)`` for every env of every worker."""
         # The result travels to every worker: keep it to plain values (no histories).
         slim = {k: v for k, v in result.items() if k not in ("hist_stats",)}
-        replies = [self.local_worker.apply_env_task_fn(env_task_fn, slim)] + self._call_remote("apply_env_task_fn", env_task_fn, slim)
+        replies = [self.local_worker.apply_env_task_fn(env_task_fn, slim)] + self._call_remote(ApplyEnvTaskFn(env_task_fn, slim))
         self._record([([], tasks) for tasks in replies])
 
     def stop(self) -> None:
