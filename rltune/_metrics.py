@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 _SEPARATORS = re.compile(r"[/.]")
 MISSING = object()  # what lookup returns for a key the result lacks
+DEFAULT_POLICY_ID = "default_policy"  # a single-agent trainer's policy, and a MultiAgentEnv's without policies
 # policy_reward_mean/<policy id> (also _min, _max, and under evaluation/): the id may hold '/' and '.'
 _PER_POLICY = re.compile(r"^(?P<group>(?:evaluation[/.])?policy_reward_(?:mean|min|max))[/.](?P<policy>.+)$")
 

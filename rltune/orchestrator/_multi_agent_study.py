@@ -18,10 +18,8 @@ from __future__ import annotations
 import difflib
 from typing import Any, Iterable
 
-from rltune._metrics import per_policy_key
+from rltune._metrics import DEFAULT_POLICY_ID, per_policy_key
 from rltune.orchestrator._search_space import as_entry
-
-SHARED_POLICY_ID = "default_policy"  # the trainers' DEFAULT_POLICY_ID (not imported: a study file is read without torch)
 
 _LEARNER_PREFIXES = ("info/learner/", "info.learner.")
 _POLICY_GROUPS = {f"{where}policy_reward_{stat}" for where in ("", "evaluation/") for stat in ("mean", "min", "max")}
@@ -63,11 +61,11 @@ def per_policy_key_problems(field: str, keys: Iterable[str], config: dict[str, A
         policy = _named_policy(key, ids or [])
         if policy is None:
             continue
-        if ids is None and policy != SHARED_POLICY_ID:  # without the block, a MultiAgentEnv's agents share it
+        if ids is None and policy != DEFAULT_POLICY_ID:  # without the block, a MultiAgentEnv's agents share it
             problems.append(f"{field}: {key!r} is a per-policy result of multi-agent training, but "
                             "config.multiagent.policies is not set (a single-agent trainer reports "
                             "episode_reward_mean and info/learner/default_policy/...; a MultiAgentEnv without "
-                            f"a multiagent block, {SHARED_POLICY_ID!r} alone)")
+                            f"a multiagent block, {DEFAULT_POLICY_ID!r} alone)")
         elif ids is not None and policy not in ids:
             close = difflib.get_close_matches(policy, ids, n=1, cutoff=0.5)
             hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -84,7 +82,7 @@ def _named_policy(key: str, ids: list[str]) -> str | None:
     for prefix in _LEARNER_PREFIXES:
         if key.startswith(prefix):
             rest = key[len(prefix):]
-            if rest.startswith("default_policy") and "default_policy" not in ids:
+            if rest.startswith(DEFAULT_POLICY_ID) and DEFAULT_POLICY_ID not in ids:
                 return None  # the single-agent learner's key
             # The longest known id the rest starts with (ids may hold '/' or '.'), else its first part.
             known = [pid for pid in ids if rest == pid or rest.startswith((pid + "/", pid + "."))]

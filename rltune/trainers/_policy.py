@@ -17,12 +17,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from rltune._metrics import DEFAULT_POLICY_ID  # re-exported: trainers import it from here
 from rltune.trainers._config import TrainerSettings
 from rltune.trainers._numpy_mlp import MAX_NUMPY_ROWS
 from rltune.trainers._sample_batch import SampleBatch, flatten_time_major
 from rltune.trainers._spaces import ObsPreprocessor
 
-DEFAULT_POLICY_ID = "default_policy"
 
 
 class Policy:
