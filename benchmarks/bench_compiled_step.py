@@ -3,7 +3,7 @@
 The step of ``bench_ppo_cartpole.py`` (a 256-sample minibatch of CartPole,
 64x64 tanh policy and value MLPs, grad clip 0.5, Adam), built three times
 over the same trainer's model and optimizer: ``adapter`` (the trace of
-``rltune/trainers/_torch_compat.py``, used on the torch release it was
+``rltune/trainers/learning/_torch_compat.py``, used on the torch release it was
 written for), ``public`` (``torch.compile(fullgraph=True, dynamic=False)``,
 what every other torch release runs) and ``eager``. Each round times 100
 calls of each, in turn, so that machine load hits all three alike; the
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ppo_cartpole import rltune_config  # noqa: E402
 
 from rltune.trainers import PPO  # noqa: E402
-from rltune.trainers._sgd_step import SGDStep  # noqa: E402
+from rltune.trainers.learning._sgd_step import SGDStep  # noqa: E402
 
 
 def main() -> None:

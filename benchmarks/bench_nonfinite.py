@@ -1,6 +1,6 @@
 """What screening for NaN costs: this checkout's samplers and learner step against a baseline checkout's, in one process.
 
-The samplers (``rltune/trainers/_sampler.py``, ``_multi_agent_sampler.py``)
+The samplers (``rltune/trainers/sampling/_sampler.py``, ``_multi_agent_sampler.py``)
 and the learner step (``_sgd_step.py``) of the ``--baseline`` checkout (one
 without the screening, e.g. a worktree of main before it) are loaded as
 standalone modules next to this checkout's rltune, so both sides run the
@@ -43,10 +43,10 @@ import _ma_env  # noqa: E402
 
 from rltune.env._registry import resolve_env  # noqa: E402
 from rltune.trainers import PPO  # noqa: E402
-from rltune.trainers import _rollout_worker  # noqa: E402
-from rltune.trainers._nonfinite import NanPolicy  # noqa: E402
-from rltune.trainers._rollout_worker import RolloutWorker  # noqa: E402
-from rltune.trainers._sgd_step import SGDStep  # noqa: E402
+from rltune.trainers.sampling import _rollout_worker  # noqa: E402
+from rltune.trainers.sampling._nonfinite import NanPolicy  # noqa: E402
+from rltune.trainers.sampling._rollout_worker import RolloutWorker  # noqa: E402
+from rltune.trainers.learning._sgd_step import SGDStep  # noqa: E402
 
 SINGLE = {"env": "CartPole-v1", "num_envs_per_worker": 8, "rollout_fragment_length": 256, "train_batch_size": 2048,
           "model": {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"}, "seed": 0}

@@ -53,7 +53,7 @@ def main() -> None:
 
     from rltune.env._registry import resolve_env
     from rltune.trainers import PPO
-    from rltune.trainers._rollout_worker import RolloutWorker
+    from rltune.trainers.sampling._rollout_worker import RolloutWorker
 
     torch.set_num_threads(1)
     info = common.machine_info()

@@ -22,12 +22,37 @@ TRUST_ENV = "RLTUNE_TRUST"  # comma-separated modules or packages whose code a c
 _MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
+# rltune.trainers' modules that moved into sub-packages (issue 25), by sub-package: import strings saved before
+# the move (a checkpoint's policy classes, a study file) still name the same object.
+_MOVED_TRAINER_MODULES = {
+    "algorithms": "_algorithm _ppo _dqn _replay_buffer",
+    "policies": "_policy _policy_spec _default_policy _models _activations _distributions _exploration _q_exploration "
+                "_q_model _numpy_mlp _spaces _space_fit _space_json _filters",
+    "learning": "_learner _sgd_step _flat_params _compile_auto _torch_compat _postprocessing",
+    "sampling": "_sample_source _sample_batch _sampler _multi_agent_sampler _multi_agent_screen _agent_transitions "
+                "_complete_episodes _nonfinite _rollout_worker _worker_set _remote _worker_messages",
+    "checkpoints": "_checkpoint _checkpoint_config _checkpoint_fields _checkpoint_signature _checkpoint_trust _trainer_checkpoints",
+    "rllib": "_rllib_names _rllib_keys _builder_calls _builder_keys _builder_values _config_builder",
+}
+_MOVED = {f"rltune.trainers.{m}": f"rltune.trainers.{pkg}.{m}" for pkg, mods in _MOVED_TRAINER_MODULES.items()
+          for m in mods.split()}
+
+
 def split_import_string(path: str) -> tuple[str, str]:
-    """``(module, attribute)`` of ``"pkg.module:attr"`` or ``"pkg.module.attr"``; empty strings where absent."""
+    """``(module, attribute)`` of ``"pkg.module:attr"`` or ``"pkg.module.attr"``; empty strings where absent.
+
+    A module of rltune's that moved is given under its current name.
+    """
     module_name, sep, attr = path.partition(":")
     if not sep:
         module_name, _, attr = path.rpartition(".")
-    return module_name, attr
+    return _MOVED.get(module_name, module_name), attr
+
+
+def current_import_string(path: str) -> str:
+    """``path`` with a moved rltune module renamed to where it is now (``"pkg.module:attr"`` form kept)."""
+    module_name, sep, attr = path.partition(":")
+    return f"{_MOVED.get(module_name, module_name)}{sep}{attr}" if sep else path
 
 
 def import_object(path: str, what: str) -> Any:

@@ -5,8 +5,8 @@ Three channels, each between a parent and a child process started with
 of a socket pair as ``fd``; never ``multiprocessing``'s spawn, which re-runs
 the user's ``__main__``):
 
-- a trainer and its **rollout workers** (``rltune.trainers._remote``): one
-  message class per request in (``rltune.trainers._worker_messages``, run by
+- a trainer and its **rollout workers** (``rltune.trainers.sampling._remote``): one
+  message class per request in (``rltune.trainers.sampling._worker_messages``, run by
   type) and :class:`Shutdown`, :class:`Reply` / :class:`RemoteError` out;
 - the orchestrator and a **trial process** (``rltune.orchestrator._trial_process``),
   and the env check before a study's first trial: :class:`TrialInit` first (the

@@ -26,7 +26,7 @@ DEFAULT_POLICY_ID = "default_policy"  # a single-agent trainer's policy, and a M
 # policy_reward_mean/<policy id> (also _min, _max, and under evaluation/): the id may hold '/' and '.'
 _PER_POLICY = re.compile(r"^(?P<group>(?:evaluation[/.])?policy_reward_(?:mean|min|max))[/.](?P<policy>.+)$")
 
-# RLlib's other spellings of a trainer result's episode stats (rltune.trainers._rllib_names.add_result_spellings):
+# RLlib's other spellings of a trainer result's episode stats (rltune.trainers.rllib._rllib_names.add_result_spellings):
 # copies of values the result has under its classic names (episode_reward_mean, ...). MLflow logs each value
 # once, under the classic name, so these keys are left out of it wherever a result also has episode_reward_mean.
 RESULT_SPELLINGS = frozenset({

@@ -148,7 +148,7 @@ def _from_builder(run: Any, config: Any) -> tuple[Any, Any]:
 
     A builder of another algorithm than ``run`` is an error naming both.
     """
-    builders = sys.modules.get("rltune.trainers._config_builder")  # a builder exists only if it was imported
+    builders = sys.modules.get("rltune.trainers.rllib._config_builder")  # a builder exists only if it was imported
     if builders is None or not isinstance(config, builders.AlgorithmConfig):
         return run, config
     algo = config.algo_class

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 ADAPTERS = {
-    "torch": "rltune/trainers/_torch_compat.py",
+    "torch": "rltune/trainers/learning/_torch_compat.py",
     "optuna": "rltune/orchestrator/_optuna_compat.py",
     "mlflow": "rltune/tracking/_mlflow_compat.py",
 }

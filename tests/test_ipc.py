@@ -24,8 +24,8 @@ from rltune._ipc import (
     TrialInit, UpdateBest,
 )
 from rltune.orchestrator._child import spawn as spawn_trial_child
-from rltune.trainers import _worker_messages
-from rltune.trainers._worker_messages import (
+from rltune.trainers.sampling import _worker_messages
+from rltune.trainers.sampling._worker_messages import (
     AddPolicy, Apply, ApplyEnvTaskFn, ForeachEnv, ForeachEnvWithContext, GetPolicySpaces, IsMultiAgent, RemovePolicy,
     Sample, SetEnvTasks, SetPoliciesToTrain, SetPolicyMappingFn, SetPolicySet, SetTask, SetWeights,
 )
@@ -237,7 +237,7 @@ def test_a_trial_process_takes_its_start_up_data_as_a_trial_init_only(tmp_path):
 
 
 def test_a_rollout_worker_that_raises_replies_remote_error():
-    proc, channel = _ipc.spawn("rltune.trainers._remote:worker_entry", encoder=CLOUDPICKLE)
+    proc, channel = _ipc.spawn("rltune.trainers.sampling._remote:worker_entry", encoder=CLOUDPICKLE)
     try:
         # RolloutWorker(config=...) without its other arguments raises TypeError in the worker
         _ipc.send_init(channel, cloudpickle.dumps({"config": SimpleNamespace(log_level="WARN", torch_num_threads=None)}))

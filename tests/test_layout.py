@@ -143,3 +143,16 @@ def test_no_module_or_function_is_oversized():
     """Issue 15: no module over ~500 lines, no function over ~80 (split them by job)."""
     too_big = oversized()
     assert not too_big, "split these by job:\n" + "\n".join(f"  {entry}" for entry in too_big)
+
+
+MAX_TRAINERS_TOP_MODULES = 12
+TRAINERS_SUBPACKAGES = {"algorithms", "policies", "learning", "sampling", "checkpoints", "rllib", "ppo", "dqn"}
+
+
+def test_trainers_is_split_into_subpackages_by_role():
+    """Issue 25: rltune/trainers/ keeps a handful of modules at its top; the rest live in sub-packages by role."""
+    trainers = PACKAGE_DIR / "trainers"
+    top = sorted(p.name for p in trainers.glob("*.py"))
+    assert len(top) <= MAX_TRAINERS_TOP_MODULES, f"{len(top)} modules at rltune/trainers/'s top: {top}"
+    packages = {p.parent.name for p in trainers.glob("*/__init__.py")}
+    assert packages == TRAINERS_SUBPACKAGES, f"sub-packages of rltune/trainers: {sorted(packages)}"

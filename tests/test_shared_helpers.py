@@ -8,7 +8,7 @@ import rltune
 from rltune._json import json_safe
 from rltune._results_dir import DEFAULT_RESULTS_DIR, default_results_dir
 from rltune.orchestrator import _reporter
-from rltune.trainers import _checkpoint
+from rltune.trainers.checkpoints import _checkpoint
 
 
 def test_one_json_safe():

@@ -117,7 +117,7 @@ def _rollout(args: argparse.Namespace) -> int:
 def _check_run(run: str, path: str) -> None:
     """RLlib's ``--run``: the checkpoint must be of that algorithm."""
     from rltune.trainers import get_trainer_class
-    from rltune.trainers._checkpoint import read_metadata
+    from rltune.trainers.checkpoints._checkpoint import read_metadata
 
     try:
         wanted = get_trainer_class(run).name
@@ -198,7 +198,7 @@ def _find_checkpoint(path: str) -> str:
     from pathlib import Path
 
     from rltune._atomic_dir import recover_leftovers
-    from rltune.trainers._checkpoint import METADATA_FILE
+    from rltune.trainers.checkpoints._checkpoint import METADATA_FILE
 
     directory = Path(path)
     if directory.is_dir() and not (directory / METADATA_FILE).exists():

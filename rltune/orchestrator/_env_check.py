@@ -181,8 +181,8 @@ def _build_one(candidate: dict[str, Any]) -> tuple[str, list[str]] | tuple[str, 
 
 def _check_agents(env: Any, name: str, multiagent: dict[str, Any]) -> tuple[str, list[str], str] | None:
     """The env's kind and agents against the ``multiagent`` block, with the rollout worker's own checks."""
-    from rltune.trainers._default_policy import default_policy_specs, runs_multi_agent, shared_spaces_problem
-    from rltune.trainers._policy_spec import PolicyMapping, env_kind_problem, parse_policies, policy_spaces_from_env
+    from rltune.trainers.policies._default_policy import default_policy_specs, runs_multi_agent, shared_spaces_problem
+    from rltune.trainers.policies._policy_spec import PolicyMapping, env_kind_problem, parse_policies, policy_spaces_from_env
 
     try:
         specs = parse_policies(multiagent["policies"])

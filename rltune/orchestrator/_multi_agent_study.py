@@ -27,7 +27,7 @@ _POLICY_GROUPS = {f"{where}policy_reward_{stat}" for where in ("", "evaluation/"
 
 def plain_multiagent(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` with its ``multiagent.policies`` as dicts (a new top-level dict; the given one is not changed)."""
-    from rltune.trainers._policy_spec import plain_policies
+    from rltune.trainers.policies._policy_spec import plain_policies
 
     block = config.get("multiagent")
     if not isinstance(block, dict) or as_entry(block) is not None:

@@ -1,6 +1,6 @@
 """RLlib's and Tune's names in a study: Tune's experiment fields, a trainer's config translated for the trials.
 
-The translation itself is :mod:`rltune.trainers._rllib_names`; here the
+The translation itself is :mod:`rltune.trainers.rllib._rllib_names`; here the
 study planner (:func:`rltune.orchestrator._spec.make_plan`) applies it.
 """
 
@@ -13,7 +13,7 @@ from rltune.orchestrator._search_space import SearchSpace, parse_space
 
 def tune_field_names(fields: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The fields with Tune's ``local_dir`` / ``storage_path`` as ``results_dir``; and the problems found."""
-    from rltune.trainers._rllib_names import translate_fields
+    from rltune.trainers.rllib._rllib_names import translate_fields
 
     return translate_fields(fields)
 
@@ -31,7 +31,7 @@ def in_rltune_names(trainable: Any, config: dict[str, Any], space: SearchSpace,
     if trainable is None or trainable.kind != "trainer":
         return space, space, config
     from rltune.trainers import get_trainer_class
-    from rltune.trainers._rllib_names import translate_config
+    from rltune.trainers.rllib._rllib_names import translate_config
 
     translated = translate_config(config, get_trainer_class(trainable.ref).config_class).config
     return space, (space if space_invalid else parse_space(translated)[0]), translated

@@ -107,7 +107,7 @@ def study_problem(config: Any, num_samples: Any, command: str) -> str | None:
 
 def validate_train_fields(fields: dict[str, Any], *, where: str, root: yaml.Node | None = None) -> TrainSpec:
     """A :class:`TrainSpec` of ``fields``, or one :class:`ConfigError` naming every bad field (and its line)."""
-    from rltune.trainers._rllib_names import translate_fields
+    from rltune.trainers.rllib._rllib_names import translate_fields
 
     fields, problems = translate_fields(fields)
     try:

@@ -73,7 +73,7 @@ def exported_policy_ids(trainer_or_checkpoint: Any) -> list[str]:
 def _config_and_policy_specs(trainer_or_checkpoint: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """The trainer config (JSON) and the multi-agent policy specs as a checkpoint saves them (empty: single-agent)."""
     from rltune.trainers import Trainer
-    from rltune.trainers import _checkpoint as ckpt
+    from rltune.trainers.checkpoints import _checkpoint as ckpt
 
     if isinstance(trainer_or_checkpoint, Trainer):
         return ckpt.json_safe(trainer_or_checkpoint.config), trainer_or_checkpoint.policy_specs_state()
@@ -83,7 +83,7 @@ def _config_and_policy_specs(trainer_or_checkpoint: Any) -> tuple[dict[str, Any]
 
 def _policy_export_config(config: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """One policy's config: the trainer's with the policy's overrides (as training merges them), no ``multiagent``."""
-    from rltune.trainers._policy_spec import merge_overrides
+    from rltune.trainers.policies._policy_spec import merge_overrides
 
     return merge_overrides({k: v for k, v in config.items() if k != "multiagent"}, overrides)
 
@@ -97,8 +97,8 @@ def write_policy_dir(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *,
     import torch
 
     from rltune.trainers import Trainer
-    from rltune.trainers import _checkpoint as ckpt
-    from rltune.trainers._space_json import space_from_json, space_to_json
+    from rltune.trainers.checkpoints import _checkpoint as ckpt
+    from rltune.trainers.policies._space_json import space_from_json, space_to_json
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -143,8 +143,8 @@ def write_policy_dir(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *,
 
 def _saved_spaces(checkpoint: str | os.PathLike[str], spaces: Any) -> tuple[Any, Any]:
     """The spaces a single-agent checkpoint saved as data (metadata field ``spaces``)."""
-    from rltune.trainers._checkpoint import field_error
-    from rltune.trainers._space_json import space_from_json
+    from rltune.trainers.checkpoints._checkpoint import field_error
+    from rltune.trainers.policies._space_json import space_from_json
 
     try:
         return space_from_json(spaces["observation_space"]), space_from_json(spaces["action_space"])
@@ -156,7 +156,7 @@ def _spaces_of_env(checkpoint: str | os.PathLike[str], config: dict[str, Any]) -
     """A checkpoint of an older rltune saves its spaces as text only: build one env of its config to get them."""
     from rltune.errors import CheckpointError
     from rltune.trainers import EnvContext
-    from rltune.trainers._checkpoint import field_error, saved_env_problem
+    from rltune.trainers.checkpoints._checkpoint import field_error, saved_env_problem
     from rltune.env._build import build_env
     from rltune.env._registry import resolve_env
 
@@ -180,7 +180,7 @@ def load_policy(policy_dir: str | os.PathLike[str]) -> Any:
 
     from rltune.trainers import get_trainer_class
     from rltune.trainers._config import validate_config
-    from rltune.trainers._space_json import space_from_json
+    from rltune.trainers.policies._space_json import space_from_json
 
     policy_dir = Path(policy_dir)
     spec = json.loads((policy_dir / SPEC_FILE).read_text())
@@ -201,7 +201,7 @@ def load_policy(policy_dir: str | os.PathLike[str]) -> Any:
 
 def load_observation_filter(policy_dir: str | os.PathLike[str]) -> Any:
     """The exported policy's observation filter (a frozen MeanStdFilter), or None if it was trained without one."""
-    from rltune.trainers._filters import MeanStdFilter, RunningStats
+    from rltune.trainers.policies._filters import MeanStdFilter, RunningStats
 
     policy_dir = Path(policy_dir)
     name = json.loads((policy_dir / SPEC_FILE).read_text())["config"].get("observation_filter", "NoFilter")
@@ -304,7 +304,7 @@ def save_policy_model(trainer_or_checkpoint: Any, path: str | os.PathLike[str], 
     """
     import tempfile
 
-    from rltune.trainers._space_json import space_from_json
+    from rltune.trainers.policies._space_json import space_from_json
 
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no progress bars in trial logs
     with tempfile.TemporaryDirectory(prefix="rltune_policy_") as tmp:

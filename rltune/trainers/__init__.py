@@ -24,18 +24,18 @@ from rltune._pretty_print import pretty_print
 from rltune.env import EnvContext, register_env, registered_envs
 from rltune.errors import ConfigError
 from rltune.env import MultiAgentEnv
-from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy, RandomPolicy
-from rltune.trainers._config_builder import AlgorithmConfig, DQNConfig, PPOConfig
-from rltune.trainers._policy_spec import PolicySpec
+from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy, RandomPolicy
+from rltune.trainers.rllib._config_builder import AlgorithmConfig, DQNConfig, PPOConfig
+from rltune.trainers.policies._policy_spec import PolicySpec
 from rltune.trainers._trainer import Trainer
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers and the API reference (docs/api/trainers.md)
-    from rltune.trainers._dqn import DQN, DQNPolicy
-    from rltune.trainers._ppo import PPO, PPOPolicy
+    from rltune.trainers.algorithms._dqn import DQN, DQNPolicy
+    from rltune.trainers.algorithms._ppo import PPO, PPOPolicy
 
 _TRAINERS = {
-    "PPO": "rltune.trainers._ppo:PPO",
-    "DQN": "rltune.trainers._dqn:DQN",
+    "PPO": "rltune.trainers.algorithms._ppo:PPO",
+    "DQN": "rltune.trainers.algorithms._dqn:DQN",
 }
 _POLICIES = {name: f"{_TRAINERS[name].partition(':')[0]}:{name}Policy" for name in _TRAINERS}  # PPOPolicy, DQNPolicy
 

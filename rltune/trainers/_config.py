@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serial
 
 from rltune._validation import MAX_SEED, UserInput, error_text
 from rltune.errors import ConfigError
-from rltune.trainers._rllib_names import rllib_key_problem
-from rltune.trainers._filters import filter_name_problem
+from rltune.trainers.rllib._rllib_names import rllib_key_problem
+from rltune.trainers.policies._filters import filter_name_problem
 
 
 class _Strict(UserInput):
@@ -69,7 +69,7 @@ class MultiAgentConfig(_Strict):
     @field_validator("policies", mode="before")
     @classmethod
     def _specs(cls, value: Any) -> dict[str, Any]:
-        from rltune.trainers._policy_spec import parse_policies
+        from rltune.trainers.policies._policy_spec import parse_policies
 
         return parse_policies(value)
 

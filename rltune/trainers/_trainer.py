@@ -34,22 +34,22 @@ from rltune._results_dir import default_results_dir
 from rltune.env._context import EnvContext
 from rltune.env._registry import resolve_env
 from rltune.errors import ConfigError, RLTuneError
-from rltune.trainers._algorithm import Algorithm, StepOutcome
+from rltune.trainers.algorithms._algorithm import Algorithm, StepOutcome
 from rltune.trainers._config import TrainerSettings, default_config, describe_config, validate_config
-from rltune.trainers._config_builder import AlgorithmConfig, config_for_trainer
-from rltune.trainers._learner import Learner
-from rltune.trainers._nonfinite import NonFiniteWarnings
-from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
-from rltune.trainers._policy_spec import multi_agent_problems
-from rltune.trainers._remote import set_compute_threads, setup_logging
-from rltune.trainers._rllib_names import add_result_spellings, translate_config
-from rltune.trainers._rollout_worker import RolloutWorker
-from rltune.trainers._sample_batch import EpisodeMetrics
-from rltune.trainers._sample_source import SampleSource
-from rltune.trainers._trainer_checkpoints import CheckpointMixin, _state_dict_mismatch
+from rltune.trainers.rllib._config_builder import AlgorithmConfig, config_for_trainer
+from rltune.trainers.learning._learner import Learner
+from rltune.trainers.sampling._nonfinite import NonFiniteWarnings
+from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
+from rltune.trainers.policies._policy_spec import multi_agent_problems
+from rltune.trainers.sampling._remote import set_compute_threads, setup_logging
+from rltune.trainers.rllib._rllib_names import add_result_spellings, translate_config
+from rltune.trainers.sampling._rollout_worker import RolloutWorker
+from rltune.trainers.sampling._sample_batch import EpisodeMetrics
+from rltune.trainers.sampling._sample_source import SampleSource
+from rltune.trainers.checkpoints._trainer_checkpoints import CheckpointMixin, _state_dict_mismatch
 from rltune.trainers._trainer_evaluation import EvaluationMixin, _mean_or_nan
 from rltune.trainers._trainer_policies import PoliciesMixin
-from rltune.trainers._worker_set import WorkerSet
+from rltune.trainers.sampling._worker_set import WorkerSet
 
 logger = logging.getLogger(__name__)
 

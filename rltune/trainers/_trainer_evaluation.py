@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from rltune.trainers._rllib_names import add_result_spellings
-from rltune.trainers._rollout_worker import RolloutWorker
-from rltune.trainers._sample_batch import EpisodeMetrics
+from rltune.trainers.rllib._rllib_names import add_result_spellings
+from rltune.trainers.sampling._rollout_worker import RolloutWorker
+from rltune.trainers.sampling._sample_batch import EpisodeMetrics
 
 
 def _mean_or_nan(values: list[float]) -> float:

@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
+from rltune._imports import current_import_string
 from rltune.errors import CheckpointError, ConfigError
-from rltune.trainers._policy import DEFAULT_POLICY_ID, Policy
-from rltune.trainers._policy_spec import PolicySpec, parse_policies, policy_config, policy_overrides_problems
-from rltune.trainers._space_json import space_from_json, space_to_json
+from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
+from rltune.trainers.policies._policy_spec import PolicySpec, parse_policies, policy_config, policy_overrides_problems
+from rltune.trainers.policies._space_json import space_from_json, space_to_json
 
 if TYPE_CHECKING:
     from rltune.trainers._trainer import Trainer
@@ -165,6 +166,7 @@ class PoliciesMixin:
             field = f"policy_specs.{pid}"
             try:
                 cls_name = entry.get("policy_class")
+                cls_name = current_import_string(cls_name) if isinstance(cls_name, str) else cls_name
                 if cls_name is not None and cls_name not in known:
                     raise ValueError(f"names the policy class {cls_name!r}, which this trainer's config does not use")
                 spec = PolicySpec(

@@ -61,7 +61,7 @@ def _edited(name: str, edit: Callable[[dict], None], *, reseal: bool = True,
     checksum recomputed to match."""
 
     def setup(ctx: Context) -> None:
-        from rltune.trainers import _checkpoint as ckpt
+        from rltune.trainers.checkpoints import _checkpoint as ckpt
 
         _copy(ctx, name, source)
         meta_file = ctx.tmp / name / "rltune_checkpoint.json"
@@ -170,7 +170,7 @@ def _nan_weights(ctx: Context) -> None:
     """A NaN in a weight tensor of state.pt, checksums recomputed as whoever edits the files would."""
     import torch
 
-    from rltune.trainers import _checkpoint as ckpt
+    from rltune.trainers.checkpoints import _checkpoint as ckpt
 
     path = Path(_copy(ctx, "nanweights"))
     state = torch.load(path / "state.pt", weights_only=True)

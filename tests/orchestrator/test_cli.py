@@ -327,7 +327,7 @@ def touch_marker(*args, **kwargs):
 
 def _crafted(trained: Path, dst: Path, **config) -> Path:
     """A copy of the trained checkpoint whose saved config has ``config`` set, its checksum made consistent."""
-    from rltune.trainers import _checkpoint as ckpt
+    from rltune.trainers.checkpoints import _checkpoint as ckpt
 
     src = trained / "checkpoint_000002"
     dst.mkdir()

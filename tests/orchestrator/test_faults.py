@@ -127,7 +127,7 @@ def _descendants(root: int, marker: str) -> list[int]:
     return sorted(out)
 
 
-MARKERS = {"worker": "rltune.trainers._remote", "trial": "rltune.orchestrator._trial_process"}
+MARKERS = {"worker": "rltune.trainers.sampling._remote", "trial": "rltune.orchestrator._trial_process"}
 
 
 # -- the study as processes ---------------------------------------------------------------------
@@ -263,7 +263,7 @@ def _check_optuna(trials: list[optuna.trial.FrozenTrial]) -> None:
 
 def _check_trial_dirs(study_dir: Path, trials: list[optuna.trial.FrozenTrial]) -> None:
     from rltune._trial_files import list_checkpoints
-    from rltune.trainers._checkpoint import read_trainer_state
+    from rltune.trainers.checkpoints._checkpoint import read_trainer_state
 
     assert sorted(p.name for p in study_dir.glob("trial_*")) == [f"trial_{t.number:05d}" for t in trials]
     for t in trials:

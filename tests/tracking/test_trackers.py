@@ -331,7 +331,7 @@ def test_a_policy_model_from_a_checkpoint_builds_only_an_env_the_checkpoint_may_
     from rltune.errors import CheckpointError
     from rltune.tracking._mlflow_model import SPEC_FILE, write_policy_dir
     from rltune.trainers import PPO
-    from rltune.trainers import _checkpoint as ckpt
+    from rltune.trainers.checkpoints import _checkpoint as ckpt
 
     config = {"train_batch_size": 64, "rollout_fragment_length": 32, "sgd_minibatch_size": 32, "model": {"fcnet_hiddens": [8]}}
     with PPO(config=config, env="CartPole-v1") as trainer:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rltune.trainers import _checkpoint as ckpt
+from rltune.trainers.checkpoints import _checkpoint as ckpt
 
 
 def reseal(path: Path) -> None:

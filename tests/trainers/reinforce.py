@@ -7,12 +7,12 @@ import torch
 from torch import nn
 
 from rltune.trainers import Trainer
-from rltune.trainers._algorithm import OnPolicyAlgorithm
-from rltune.trainers._distributions import Categorical, log_softmax, sample_categorical
-from rltune.trainers._learner import Learner
-from rltune.trainers._policy import Policy
-from rltune.trainers._postprocessing import compute_gae
-from rltune.trainers._sample_batch import ACTIONS, ADVANTAGES, OBS, REWARDS, TERMINATEDS, TRUNCATEDS, flatten_time_major
+from rltune.trainers.algorithms._algorithm import OnPolicyAlgorithm
+from rltune.trainers.policies._distributions import Categorical, log_softmax, sample_categorical
+from rltune.trainers.learning._learner import Learner
+from rltune.trainers.policies._policy import Policy
+from rltune.trainers.learning._postprocessing import compute_gae
+from rltune.trainers.sampling._sample_batch import ACTIONS, ADVANTAGES, OBS, REWARDS, TERMINATEDS, TRUNCATEDS, flatten_time_major
 
 
 class REINFORCEPolicy(Policy):

@@ -18,7 +18,7 @@ from rltune.callbacks import DefaultCallbacks
 from rltune.errors import CheckpointError
 from rltune.trainers import PPO, Trainer
 from trainer_params import iteration_config, steps_per_iteration
-from rltune.trainers import _checkpoint as ckpt
+from rltune.trainers.checkpoints import _checkpoint as ckpt
 
 from .checkpoints import reseal
 from .envs import ContextEnv

@@ -22,7 +22,7 @@ import torch
 
 from rltune.errors import CheckpointError, ConfigError
 from rltune.trainers import PPO, Trainer
-from rltune.trainers import _checkpoint as ckpt
+from rltune.trainers.checkpoints import _checkpoint as ckpt
 
 from .checkpoints import reseal
 
@@ -236,7 +236,7 @@ def test_the_algorithm_a_checkpoint_names_is_in_the_trust_set_too(trained, tmp_p
 
 
 def test_the_trust_set_decides_without_importing():
-    from rltune.trainers._checkpoint_trust import CheckpointTrust
+    from rltune.trainers.checkpoints._checkpoint_trust import CheckpointTrust
 
     trust = CheckpointTrust(trusted=("mypkg",), given=frozenset({"given.module:fn"}))
     assert trust.import_problem("mypkg.envs:Env") is None  # a package trusts its submodules

@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from rltune.errors import ConfigError
-from rltune.trainers import PPO, _compile_auto
-from rltune.trainers._flat_params import FlatParameters
-from rltune.trainers._models import make_adam
-from rltune.trainers._sgd_step import SGDStep
+from rltune.trainers import PPO
+from rltune.trainers.learning import _compile_auto
+from rltune.trainers.learning._flat_params import FlatParameters
+from rltune.trainers.policies._models import make_adam
+from rltune.trainers.learning._sgd_step import SGDStep
 
 CONFIG = {
     "num_envs_per_worker": 2,

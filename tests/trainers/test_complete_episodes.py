@@ -9,8 +9,8 @@ import pytest
 
 from rltune.callbacks import DefaultCallbacks
 from rltune.trainers import DQN, PPO
-from rltune.trainers._postprocessing import compute_gae
-from rltune.trainers._sample_batch import ADVANTAGES, OBS, REWARDS, TERMINATEDS, TRUNCATEDS, VF_PREDS
+from rltune.trainers.learning._postprocessing import compute_gae
+from rltune.trainers.sampling._sample_batch import ADVANTAGES, OBS, REWARDS, TERMINATEDS, TRUNCATEDS, VF_PREDS
 from trainers.envs import CountingEnv
 from trainers.multi_agent_envs import TurnGame
 

@@ -125,7 +125,7 @@ def test_num_gpus_without_cuda_is_a_clear_config_error(trainer_cls):
 
 
 def test_config_errors_are_raised_before_any_worker_starts(trainer_cls, monkeypatch):
-    from rltune.trainers import _worker_set
+    from rltune.trainers.sampling import _worker_set
 
     def no_workers(*args, **kwargs):
         raise AssertionError("a WorkerSet was built for an invalid config")
@@ -208,7 +208,7 @@ def test_trainer_config_reflects_user_values_with_rllib_names():
 # --- algorithm names -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["PPO", "ppo", "Ppo", "rltune.trainers._ppo:PPO"])
+@pytest.mark.parametrize("name", ["PPO", "ppo", "Ppo", "rltune.trainers.algorithms._ppo:PPO"])
 def test_get_trainer_class_resolves_names(name):
     assert get_trainer_class(name) is PPO
 

@@ -230,7 +230,7 @@ def test_checks_across_keys_wait_for_build_so_the_order_of_calls_does_not_matter
 
 
 def test_api_stack_switches_are_accepted_with_a_warning(caplog):
-    with caplog.at_level(logging.WARNING, logger="rltune.trainers._config_builder"):
+    with caplog.at_level(logging.WARNING, logger="rltune.trainers.rllib._config_builder"):
         config = PPOConfig().api_stack(enable_rl_module_and_learner=True).experimental(_enable_new_api_stack=False)
     assert config.overrides_dict() == {}
     assert "changes nothing" in caplog.text

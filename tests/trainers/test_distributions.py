@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from rltune.trainers._distributions import Categorical, DiagGaussian, sample_categorical, sample_diag_gaussian
+from rltune.trainers.policies._distributions import Categorical, DiagGaussian, sample_categorical, sample_diag_gaussian
 
 
 def test_categorical_draws_follow_the_probabilities_and_report_their_logp():

@@ -11,8 +11,8 @@ import torch
 
 from rltune.errors import CheckpointError, SpaceError
 from rltune.trainers import DQN
-from rltune.trainers._dqn import DISCOUNTS, DQNSettings, DQNPolicy
-from rltune.trainers._sample_batch import ACTIONS, NEW_OBS, OBS, REWARDS, TERMINATEDS, TRUNCATEDS
+from rltune.trainers.algorithms._dqn import DISCOUNTS, DQNSettings, DQNPolicy
+from rltune.trainers.sampling._sample_batch import ACTIONS, NEW_OBS, OBS, REWARDS, TERMINATEDS, TRUNCATEDS
 
 from .checkpoints import reseal
 
@@ -276,7 +276,7 @@ def test_a_corrupt_replay_buffer_file_is_refused_and_the_trainer_keeps_its_own(t
 
 def test_multi_agent_replay_buffer_is_accepted_as_the_same_buffer_with_a_warning(caplog):
     """RLlib's DQN default and older rltune configs name it; rltune keeps one buffer per policy id anyway."""
-    with caplog.at_level("WARNING", logger="rltune.trainers._dqn"):
+    with caplog.at_level("WARNING", logger="rltune.trainers.algorithms._dqn"):
         cfg = DQNSettings.model_validate({"replay_buffer_config": {"type": "MultiAgentReplayBuffer", "capacity": 10}})
     assert cfg.replay_buffer_config.type == "ReplayBuffer"
     assert "MultiAgentReplayBuffer" in caplog.text and "ignored" in caplog.text

@@ -90,7 +90,7 @@ def test_the_joint_policy_acts_in_the_product_space_and_sends_tuples():
     import gymnasium as gym
 
     from examples.multi_agent_groups import JointPolicy
-    from rltune.trainers._ppo import PPOSettings
+    from rltune.trainers.algorithms._ppo import PPOSettings
 
     space = gym.spaces.Tuple([gym.spaces.Discrete(3), gym.spaces.Discrete(2)])
     policy = JointPolicy(gym.spaces.Box(0.0, 1.0, (2,), np.float32), space, PPOSettings())
@@ -184,7 +184,7 @@ def test_self_play_snapshots_join_the_league_frozen_and_main_learns(examples, tm
 def test_the_central_critic_sees_the_partners_observation_and_action(examples, tmp_path):
     from examples.centralized_critic import CONFIG, TARGETS, CentralCriticPolicy, same_policy
     from rltune.trainers import PolicySpec
-    from rltune.trainers._sample_batch import ACTIONS, OBS
+    from rltune.trainers.sampling._sample_batch import ACTIONS, OBS
 
     config = {**CONFIG, "seed": 0, "num_envs_per_worker": 1, "rollout_fragment_length": 5,
               "multiagent": {"policies": {"shared": PolicySpec(policy_class=CentralCriticPolicy)},

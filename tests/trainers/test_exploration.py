@@ -11,9 +11,9 @@ import torch
 
 from rltune.errors import ConfigError
 from rltune.trainers import DQN, PPO
-from rltune.trainers._dqn import DQNSettings, DQNLearner, DQNPolicy
-from rltune.trainers._ppo import PPOSettings, PPOPolicy
-from rltune.trainers._sample_batch import ACTIONS, NEW_OBS, OBS, REWARDS, TERMINATEDS, TRUNCATEDS
+from rltune.trainers.algorithms._dqn import DQNSettings, DQNLearner, DQNPolicy
+from rltune.trainers.algorithms._ppo import PPOSettings, PPOPolicy
+from rltune.trainers.sampling._sample_batch import ACTIONS, NEW_OBS, OBS, REWARDS, TERMINATEDS, TRUNCATEDS
 from trainers.multi_agent_envs import TurnGame
 
 OBS_SPACE = gym.spaces.Box(-1, 1, (2,), np.float32)
@@ -228,7 +228,7 @@ def test_dqn_refuses_distributional_atoms_and_noisy_with_parameter_noise():
 
 
 def test_rllibs_old_exploration_keys_map_onto_exploration_config_with_a_note(caplog):
-    with caplog.at_level(logging.WARNING, logger="rltune.trainers._exploration"):
+    with caplog.at_level(logging.WARNING, logger="rltune.trainers.policies._exploration"):
         cfg = DQN.validate({"exploration_fraction": 0.1, "schedule_max_timesteps": 50_000, "exploration_final_eps": 0.01})
     assert cfg.exploration_config.model_dump() == {"type": "EpsilonGreedy", "initial_epsilon": 1.0, "final_epsilon": 0.01,
                                                    "epsilon_timesteps": 5000, "warmup_timesteps": 0}

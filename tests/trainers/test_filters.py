@@ -11,8 +11,8 @@ import pytest
 
 from rltune.errors import CheckpointError, ConfigError
 from rltune.trainers import DQN, PPO, register_env
-from rltune.trainers._filters import CLIP, EPSILON, MeanStdFilter, RunningStats
-from rltune.trainers._sample_batch import NEW_OBS, OBS, TERMINATEDS
+from rltune.trainers.policies._filters import CLIP, EPSILON, MeanStdFilter, RunningStats
+from rltune.trainers.sampling._sample_batch import NEW_OBS, OBS, TERMINATEDS
 from processes import wait_gone
 from trainer_params import iteration_config
 from trainers.multi_agent_envs import TurnGame

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from rltune.trainers._config import ModelConfig
-from rltune.trainers._flat_params import FlatParameters
-from rltune.trainers._models import ActorCriticModel, make_adam
+from rltune.trainers.learning._flat_params import FlatParameters
+from rltune.trainers.policies._models import ActorCriticModel, make_adam
 
 
 def _model() -> ActorCriticModel:

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from rltune.trainers._config import ModelConfig
-from rltune.trainers._models import ActorCriticModel
-from rltune.trainers._q_model import QModel
+from rltune.trainers.policies._models import ActorCriticModel
+from rltune.trainers.policies._q_model import QModel
 
 
 def _obs(rows: int, size: int) -> np.ndarray:
@@ -67,7 +67,7 @@ def test_the_numpy_path_sees_new_weights_after_invalidation():
 @pytest.mark.parametrize("algo", ["PPO", "DQN"])
 def test_a_policy_acts_alike_on_few_rows_numpy_and_many_rows_torch(algo):
     from rltune.trainers import DQN, PPO
-    from rltune.trainers._numpy_mlp import MAX_NUMPY_ROWS
+    from rltune.trainers.policies._numpy_mlp import MAX_NUMPY_ROWS
 
     trainer = (PPO if algo == "PPO" else DQN)(config={"num_envs_per_worker": 1, "seed": 0}, env="CartPole-v1")
     try:
@@ -87,7 +87,7 @@ def test_a_policy_acts_alike_on_few_rows_numpy_and_many_rows_torch(algo):
 def test_one_activation_table_serves_the_config_and_every_path():
     from typing import get_args
 
-    from rltune.trainers._activations import ACTIVATIONS
+    from rltune.trainers.policies._activations import ACTIVATIONS
     from rltune.trainers._config import ModelConfig as Config
 
     assert set(get_args(Config.model_fields["fcnet_activation"].annotation)) == set(ACTIVATIONS)

@@ -7,7 +7,7 @@ import pytest
 
 from rltune.errors import ConfigError, EnvError
 from rltune.trainers import DQN, PPO, Policy, PolicySpec, RandomPolicy
-from rltune.trainers._sample_batch import NEW_OBS, OBS, REWARDS, TERMINATEDS, TRUNCATEDS
+from rltune.trainers.sampling._sample_batch import NEW_OBS, OBS, REWARDS, TERMINATEDS, TRUNCATEDS
 from trainer_params import iteration_config
 from trainers.multi_agent_envs import (
     Bystander,
@@ -352,7 +352,7 @@ def only_a(agent_id, episode=None, worker=None, **kwargs):
 
 def test_rewards_of_an_agent_that_never_observes_count_for_the_episode_and_no_policy(caplog):
     cfg = ma_config(PPO, Bystander, {"p"}, only_a, fragment=6)
-    with PPO(config=cfg) as trainer, caplog.at_level("WARNING", logger="rltune.trainers._multi_agent_sampler"):
+    with PPO(config=cfg) as trainer, caplog.at_level("WARNING", logger="rltune.trainers.sampling._multi_agent_sampler"):
         result = trainer.workers.local_worker.sample()
         assert [e.episode_reward for e in result.episodes] == [33.0, 33.0]  # a's 3 and watcher's 30
         assert [e.agent_rewards for e in result.episodes] == [[("a", "p", 3.0)]] * 2

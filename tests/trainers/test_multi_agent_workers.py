@@ -11,8 +11,8 @@ from rltune.callbacks import DefaultCallbacks
 from rltune.env import TaskSettableEnv
 from rltune.errors import CheckpointError, ConfigError
 from rltune.trainers import PPO, PolicySpec, Trainer
-from rltune.trainers._ppo import PPOPolicy
-from rltune.trainers._sample_batch import REWARDS
+from rltune.trainers.algorithms._ppo import PPOPolicy
+from rltune.trainers.sampling._sample_batch import REWARDS
 from trainer_params import iteration_config
 from trainers.multi_agent_envs import TurnGame
 

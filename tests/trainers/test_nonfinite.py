@@ -19,9 +19,9 @@ import torch
 
 from rltune.errors import CheckpointError, ConfigError, EnvError
 from rltune.trainers import DQN, PPO
-from rltune.trainers import _checkpoint as ckpt
-from rltune.trainers._dqn import DISCOUNTS
-from rltune.trainers._sample_batch import (
+from rltune.trainers.checkpoints import _checkpoint as ckpt
+from rltune.trainers.algorithms._dqn import DISCOUNTS
+from rltune.trainers.sampling._sample_batch import (
     ACTION_LOGP, ACTIONS, ADVANTAGES, NEW_OBS, OBS, REWARDS, TERMINATEDS, VALUE_TARGETS, VF_PREDS,
 )
 
@@ -162,7 +162,7 @@ def test_drop_episode_trains_on_with_finite_weights_and_counts(algo, obs_filter,
     trainer = _trainer(algo, env, multi=multi, nan_policy="drop_episode", observation_filter=obs_filter, num_envs_per_worker=2,
                        env_config={"bad": "obs", "every": 3})
     try:
-        with caplog.at_level(logging.WARNING, logger="rltune.trainers._nonfinite"):
+        with caplog.at_level(logging.WARNING, logger="rltune.trainers.sampling._nonfinite"):
             results = [trainer.train() for _ in range(2)]
         last = results[-1]
         assert last["num_dropped_episodes_nonfinite"] == sum(trainer.foreach_env(lambda e: e.num_bad)) > 0

@@ -7,9 +7,9 @@ import pytest
 from gymnasium import spaces
 
 from rltune.trainers import PPO
-from rltune.trainers._postprocessing import compute_gae, compute_n_step
-from rltune.trainers._ppo import PPOPolicy
-from rltune.trainers._sample_batch import (
+from rltune.trainers.learning._postprocessing import compute_gae, compute_n_step
+from rltune.trainers.algorithms._ppo import PPOPolicy
+from rltune.trainers.sampling._sample_batch import (
     ACTION_LOGP,
     ACTIONS,
     ADVANTAGES,

@@ -10,8 +10,8 @@ from torch import nn
 
 from rltune.trainers import DQN
 from rltune.trainers._config import ModelConfig
-from rltune.trainers._dqn import DQNSettings, DQNPolicy
-from rltune.trainers._q_model import NoisyLinear, QModel, scaled_noise
+from rltune.trainers.algorithms._dqn import DQNSettings, DQNPolicy
+from rltune.trainers.policies._q_model import NoisyLinear, QModel, scaled_noise
 
 RLLIB_CARTPOLE = {"model": {"fcnet_hiddens": [64], "fcnet_activation": "linear"}, "n_step": 3}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rltune.trainers._replay_buffer import ReplayBuffer
+from rltune.trainers.algorithms._replay_buffer import ReplayBuffer
 
 
 def _rows(start: int, n: int) -> dict[str, np.ndarray]:

@@ -12,13 +12,13 @@ from rltune._metrics import lookup
 from rltune.errors import ConfigError
 from rltune.orchestrator._stop import StopCriteria
 from rltune.tracking import flatten_metrics
-from rltune.trainers import _rllib_names
+from rltune.trainers.rllib import _rllib_names
 from rltune.trainers import get_trainer_class
-from rltune.trainers._rllib_names import gymnasium_id
+from rltune.trainers.rllib._rllib_names import gymnasium_id
 
 PPO = get_trainer_class("PPO")
 DQN = get_trainer_class("DQN")
-NOTES = "rltune.trainers._rllib_names"
+NOTES = "rltune.trainers.rllib._rllib_names"
 
 
 @pytest.fixture(autouse=True)

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from rltune.trainers import DQN, PPO, Trainer
-from rltune.trainers._algorithm import StepOutcome
+from rltune.trainers.algorithms._algorithm import StepOutcome
 from rltune.trainers._config import TrainerSettings
-from rltune.trainers._sample_batch import SampleResult
-from rltune.trainers._sample_source import SampleSource
+from rltune.trainers.sampling._sample_batch import SampleResult
+from rltune.trainers.sampling._sample_source import SampleSource
 from .reinforce import REINFORCE, REINFORCEAlgorithm, REINFORCEPolicy
 
 TINY = {"num_workers": 0, "rollout_fragment_length": 50, "train_batch_size": 100, "seed": 0, "lr": 1e-2,
@@ -170,7 +170,7 @@ def test_a_dqn_checkpoint_written_before_the_roles_restores_its_learner_and_buff
 
 def test_the_off_policy_base_takes_its_numbers_from_the_algorithm_not_dqn_keys():
     """An off-policy algorithm with config keys of its own (none of DQN's) runs on the base's replay and target syncs."""
-    from rltune.trainers._algorithm import OffPolicyAlgorithm, OffPolicyLearner, ReplaySettings
+    from rltune.trainers.algorithms._algorithm import OffPolicyAlgorithm, OffPolicyLearner, ReplaySettings
 
     from .reinforce import REINFORCELearner
 

@@ -12,8 +12,8 @@ import torch
 
 from rltune.errors import ConfigError
 from rltune.trainers import DQN, PPO
-from rltune.trainers._sample_batch import ACTIONS, NEW_OBS, OBS, REWARDS, TERMINATEDS
-from rltune.trainers._dqn import DISCOUNTS
+from rltune.trainers.sampling._sample_batch import ACTIONS, NEW_OBS, OBS, REWARDS, TERMINATEDS
+from rltune.trainers.algorithms._dqn import DISCOUNTS
 
 PPO_CONFIG = {
     "num_envs_per_worker": 4,
@@ -128,7 +128,7 @@ def test_compiled_dqn_updates_as_the_eager_one(double_q):
 def test_the_public_torch_compile_path_updates_as_the_eager_one(monkeypatch):
     # The tests above run the adapter's trace (_torch_compat.py) on the torch release it was written
     # for; this is the path any other release takes: torch.compile with inductor, PPO's and DQN's losses.
-    from rltune.trainers._sgd_step import SGDStep
+    from rltune.trainers.learning._sgd_step import SGDStep
 
     monkeypatch.setattr(SGDStep, "private_trace", False)
 
@@ -232,9 +232,9 @@ class _Scale(torch.nn.Module):
 
 
 def _tiny_step(compile_backend, holder, frozen):
-    from rltune.trainers._flat_params import FlatParameters
-    from rltune.trainers._models import make_adam
-    from rltune.trainers._sgd_step import SGDStep
+    from rltune.trainers.learning._flat_params import FlatParameters
+    from rltune.trainers.policies._models import make_adam
+    from rltune.trainers.learning._sgd_step import SGDStep
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(_Scale(3), torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))

@@ -9,7 +9,7 @@ import pytest
 from rltune.env import make_multi_agent
 from rltune.errors import ConfigError
 from rltune.trainers import PPO, PolicySpec
-from rltune.trainers._space_fit import fits_within
+from rltune.trainers.policies._space_fit import fits_within
 from trainer_params import iteration_config
 from trainers.multi_agent_envs import RockPaperScissors, TurnGame
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from rltune.trainers._space_json import space_from_json, space_to_json
+from rltune.trainers.policies._space_json import space_from_json, space_to_json
 
 SPACES = {
     "box": spaces.Box(-1.0, 1.0, (4,), np.float32),

@@ -13,7 +13,7 @@ from gymnasium import spaces
 from rltune.errors import SpaceError
 from rltune.trainers import PPO
 from trainer_params import iteration_config
-from rltune.trainers._spaces import ObsPreprocessor
+from rltune.trainers.policies._spaces import ObsPreprocessor
 
 from .envs import BoxActionEnv, GridWorld, SpaceEnv, make_space
 

@@ -1,4 +1,4 @@
-"""torch outside its public API only in rltune/trainers/_torch_compat.py, and only on the torch release it was written for."""
+"""torch outside its public API only in rltune/trainers/learning/_torch_compat.py, and only on the torch release it was written for."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 from private_names import private_uses
 
 import rltune
-from rltune.trainers import _torch_compat
+from rltune.trainers.learning import _torch_compat
 
-ADAPTER = "rltune/trainers/_torch_compat.py"
+ADAPTER = "rltune/trainers/learning/_torch_compat.py"
 # a private torch module or name, dunders aside (torch._dynamo, torch.fx.experimental, from torch import _x, from torch.x import _y)
 PRIVATE = re.compile(
     r"\btorch(\.\w+)*\._[A-Za-z0-9]|\btorch\.fx\.experimental\b|from torch[\w.]* import \(?\s*_\w"

@@ -7,12 +7,12 @@ import pytest
 import torch
 from torch import nn
 
-import rltune.trainers._models as models
-import rltune.trainers._q_model as q_model
+import rltune.trainers.policies._models as models
+import rltune.trainers.policies._q_model as q_model
 from rltune.trainers import DQN, PPO
-from rltune.trainers._dqn import DQNPolicy
-from rltune.trainers._numpy_mlp import MAX_NUMPY_ROWS
-from rltune.trainers._ppo import PPOPolicy
+from rltune.trainers.algorithms._dqn import DQNPolicy
+from rltune.trainers.policies._numpy_mlp import MAX_NUMPY_ROWS
+from rltune.trainers.algorithms._ppo import PPOPolicy
 
 TINY = {"num_workers": 0, "num_envs_per_worker": 2, "rollout_fragment_length": 25, "train_batch_size": 50,
         "seed": 0, "lr": 0.05, "model": {"fcnet_hiddens": [16]}}

@@ -13,7 +13,7 @@ from rltune._ipc import Continue
 from rltune.env import register_env
 from rltune.errors import WorkerError
 from rltune.trainers import PPO
-from rltune.trainers._worker_messages import GetPolicySpaces, IsMultiAgent
+from rltune.trainers.sampling._worker_messages import GetPolicySpaces, IsMultiAgent
 
 from .test_worker_restarts import DiesWhileStarting
 
@@ -58,7 +58,7 @@ def _string_addressed_calls(source: str) -> list[int]:
 def test_no_worker_call_is_addressed_by_a_method_name_string():
     hits = [f"{path.relative_to(TRAINERS.parent)}:{line}" for path in sorted(TRAINERS.rglob("*.py"))
             for line in _string_addressed_calls(path.read_text())]
-    assert not hits, "worker calls by method-name string (send a message of rltune.trainers._worker_messages):\n" + \
+    assert not hits, "worker calls by method-name string (send a message of rltune.trainers.sampling._worker_messages):\n" + \
         "\n".join(hits)
     assert _string_addressed_calls('w.call("sample")\nws._call_remote("set_weights", 1)\ngetattr(worker, fn)()\n') \
         == [1, 2, 3]

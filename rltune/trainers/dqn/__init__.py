@@ -11,8 +11,8 @@
 
 from __future__ import annotations
 
-from rltune.trainers._config_builder import DQNConfig
-from rltune.trainers._dqn import DQN
+from rltune.trainers.rllib._config_builder import DQNConfig
+from rltune.trainers.algorithms._dqn import DQN
 
 DQNTrainer = DQN
 DEFAULT_CONFIG = DQN.get_default_config()

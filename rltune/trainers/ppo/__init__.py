@@ -11,8 +11,8 @@
 
 from __future__ import annotations
 
-from rltune.trainers._config_builder import PPOConfig
-from rltune.trainers._ppo import PPO
+from rltune.trainers.rllib._config_builder import PPOConfig
+from rltune.trainers.algorithms._ppo import PPO
 
 PPOTrainer = PPO
 DEFAULT_CONFIG = PPO.get_default_config()

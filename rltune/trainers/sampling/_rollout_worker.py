@@ -1,0 +1,446 @@
+"""RolloutWorker: the envs of one process and the policies acting in them.
+
+The same class runs as the local worker (worker_index 0, in the trainer's
+process) and inside every rollout worker process (worker_index 1..N); a
+remote worker is this object driven through a pipe (see ``_remote.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+
+from rltune.callbacks._callbacks import DefaultCallbacks, call_hook, make_callbacks
+from rltune.env._build import build_env
+from rltune.env._context import EnvContext
+from rltune.env._registry import EnvSpec
+from rltune.env._task import task_env
+from rltune.errors import ConfigError, EnvError
+from rltune.trainers._config import TrainerSettings
+from rltune.trainers.policies._default_policy import default_policy_specs, runs_multi_agent, shared_spaces_problem
+from rltune.trainers.policies._filters import Filters, RunningStats, filter_stats, flush_deltas, make_filter, set_filter_stats
+from rltune.trainers.sampling._multi_agent_sampler import MultiAgentSampler
+from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
+from rltune.trainers.policies._policy_spec import (
+    PolicyMapping,
+    PolicySpec,
+    TrainingSelection,
+    env_kind_problem,
+    policy_config,
+    policy_spaces_from_env,
+)
+from rltune.trainers.sampling._sample_batch import EpisodeMetrics, SampleResult
+from rltune.trainers.sampling._sampler import VectorSampler
+
+logger = logging.getLogger(__name__)
+
+
+class RolloutWorker:
+    """Builds ``num_envs`` envs and a policy map; samples, runs functions on envs, takes weights."""
+
+    def __init__(
+        self,
+        *,
+        env_spec: EnvSpec,
+        config: TrainerSettings,
+        policy_class: type[Policy],
+        worker_index: int,
+        num_workers: int,
+        num_envs: int,
+        spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None,
+        device: str = "cpu",
+        env_config: dict[str, Any] | None = None,
+        multi_agent: bool | None = None,
+    ) -> None:
+        self.env_spec = env_spec
+        self.config = config
+        self.worker_index = worker_index
+        self.num_workers = num_workers
+        self._env_config = config.env_config if env_config is None else env_config
+        self.env_contexts = [
+            EnvContext(self._env_config, worker_index=worker_index, vector_index=v, num_workers=num_workers)
+            for v in range(num_envs)
+        ]
+        self.callbacks: DefaultCallbacks = make_callbacks(config.callbacks)
+        # Last known task of each env (by vector index), re-applied to an env rebuilt after a failure.
+        self.env_tasks: dict[int, Any] = {}
+        self.envs: list[gym.Env] = []
+        for ctx in self.env_contexts:
+            check = ctx.vector_index == 0 and not config.disable_env_checking
+            self.envs.append(self._build_env(ctx, check))
+
+        self.policy_class = policy_class
+        self.device = device
+        # Multi-agent with a multiagent block, or (one shared default_policy) for a MultiAgentEnv without one;
+        # ``multi_agent`` tells a worker without envs (the local worker of remote ones) which.
+        configured = bool(config.multiagent.policies)
+        if multi_agent is None:
+            multi_agent = runs_multi_agent(self.envs[0] if self.envs else None, configured)
+        self.multi_agent = multi_agent
+        self.policy_specs: dict[str, PolicySpec] = dict(config.multiagent.policies) or default_policy_specs()
+        self.mapping = PolicyMapping(config.multiagent.policy_mapping_fn, list(self.policy_specs)) if self.multi_agent else None
+        if self.envs:
+            self._check_env_kind(self.envs[0])
+        if spaces is None:
+            spaces = self._policy_spaces()
+        self.policy_map: dict[str, Policy] = {}
+        # Observation filters by policy id (none for NoFilter); the local worker's are the trainer's master
+        # filters, which take the other workers' deltas, so only remote workers keep deltas (see _filters.py).
+        self.filters: Filters = {}
+        # The spaces each policy was built with (a Policy subclass may act in another space internally): its agents must fit them.
+        self.policy_spaces: dict[str, tuple[gym.Space, gym.Space]] = {}
+        for pid, spec in self.policy_specs.items():
+            self.policy_map[pid] = self._make_policy(pid, spec, *spaces[pid])
+            self.policy_spaces[pid] = spaces[pid]
+            self._make_filter(pid)
+        self.training = TrainingSelection(config.multiagent.policies_to_train, self._trainable_ids())
+        self.observation_space, self.action_space = next(iter(spaces.values()))
+        self.sampler: VectorSampler | MultiAgentSampler | None = None
+        self._env_restarts_reported = 0
+        self._dropped_reported = 0  # episodes the sampler dropped (nan_policy), as reported so far
+        if self.envs:
+            self.sampler = self._make_sampler()
+
+    # -- policies ------------------------------------------------------------------------
+    def _make_policy(self, pid: str, spec: PolicySpec, obs_space: gym.Space, act_space: gym.Space) -> Policy:
+        cls = spec.policy_class or self.policy_class
+        seed = None if self.config.seed is None else self.config.seed + 7919 * self.worker_index + 104729 * len(self.policy_map)
+        return cls(obs_space, act_space, policy_config(self.config, spec.config), device=self.device, seed=seed)
+
+    def _make_filter(self, pid: str) -> None:
+        obs_filter = make_filter(
+            self.config.observation_filter, self.policy_map[pid].preprocessor.size, track_delta=self.worker_index != 0
+        )
+        if obs_filter is not None:
+            self.filters[pid] = obs_filter
+
+    def _trainable_ids(self) -> set[str]:
+        """Policies of the algorithm's own class (or a subclass): those a learner can train."""
+        return {
+            pid for pid, spec in self.policy_specs.items()
+            if spec.policy_class is None or issubclass(spec.policy_class, self.policy_class)
+        }
+
+    def _make_sampler(self) -> VectorSampler | MultiAgentSampler:
+        common = dict(
+            env_name=self.env_spec.name,
+            seed=self.config.seed,
+            restart_failed=self.config.restart_failed_sub_environments,
+            rebuild_env=self._rebuild_env,
+            callbacks=self.callbacks,
+            worker=self,
+            complete_episodes=self.config.batch_mode == "complete_episodes",
+            nan_policy=self.config.nan_policy,
+        )
+        if self.multi_agent:
+            return MultiAgentSampler(
+                self.envs, self.env_contexts, self.policy_map, self.mapping, batched=self.training.candidates,
+                filters=self.filters, policy_spaces=self.policy_spaces, **common,
+            )
+        self._check_spaces_match()
+        return VectorSampler(
+            self.envs, self.env_contexts, self.policy_map[DEFAULT_POLICY_ID], obs_filter=self.filters.get(DEFAULT_POLICY_ID), **common
+        )
+
+    def _check_env_kind(self, env: gym.Env) -> None:
+        problem = env_kind_problem(env, self.multi_agent, self.env_spec.name)
+        if problem:
+            raise ConfigError(problem)
+
+    def _policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+        """Each policy's (observation, action) spaces: from its spec, the config, or the env's agents."""
+        if not self.multi_agent:
+            return {DEFAULT_POLICY_ID: self._spaces_from_config_or_env()}
+        env, temporary = self._an_env()
+        try:
+            problem = None if self.config.multiagent.policies else shared_spaces_problem(env, self.env_spec.name)
+            if problem:
+                raise ConfigError(problem)
+            return policy_spaces_from_env(env, self.policy_specs, self.mapping, self, self.env_spec.name)
+        finally:
+            if temporary:
+                env.close()
+
+    def _an_env(self) -> tuple[gym.Env, bool]:
+        """An env to read spaces from: the first of this worker's, else a temporary one (closed by the caller)."""
+        if self.envs:
+            return self.envs[0], False
+        ctx = EnvContext(self._env_config, worker_index=self.worker_index, num_workers=self.num_workers)
+        env = build_env(self.env_spec, ctx, check=not self.config.disable_env_checking)
+        self._check_env_kind(env)
+        return env, True
+
+    def _spaces_from_config_or_env(self) -> tuple[gym.Space, gym.Space]:
+        obs_space, act_space = self.config.observation_space, self.config.action_space
+        if obs_space is not None and act_space is not None:
+            return obs_space, act_space
+        env, temporary = self._an_env()
+        spaces = (env.observation_space, env.action_space)
+        if temporary:
+            env.close()
+        return (obs_space or spaces[0], act_space or spaces[1])
+
+    def _check_spaces_match(self) -> None:
+        env = self.envs[0]
+        if env.observation_space != self.observation_space:
+            raise EnvError(
+                f"env {self.env_spec.name!r} (worker {self.worker_index}): its observation space "
+                f"{env.observation_space} differs from the configured {self.observation_space}"
+            )
+        if env.action_space != self.action_space:
+            raise EnvError(
+                f"env {self.env_spec.name!r} (worker {self.worker_index}): its action space "
+                f"{env.action_space} differs from the configured {self.action_space}"
+            )
+
+    def _build_env(self, ctx: EnvContext, check: bool) -> gym.Env:
+        env = build_env(self.env_spec, ctx, check=check)
+        if self.callbacks.overrides("on_environment_created"):
+            call_hook(
+                self.callbacks, "on_environment_created", f"worker {self.worker_index}, env {ctx.vector_index}",
+                env=env, env_context=ctx, worker=self,
+            )
+        return env
+
+    def _rebuild_env(self, vector_index: int) -> gym.Env:
+        ctx = self.env_contexts[vector_index].copy_with_overrides(recreated=True)
+        self.env_contexts[vector_index] = ctx
+        env = self._build_env(ctx, check=False)
+        target = task_env(env)
+        if vector_index in self.env_tasks and target is not None:
+            target.set_task(self.env_tasks[vector_index])
+        self.envs[vector_index] = env
+        return env
+
+    # -- the worker's API (also called through the pipe of a remote worker) -------------
+    def get_spaces(self) -> tuple[gym.Space, gym.Space]:
+        """The observation and action spaces of this worker's first policy (the only one of a single-agent env)."""
+        return self.observation_space, self.action_space
+
+    def is_multi_agent(self) -> bool:
+        """Whether this worker samples a multi-agent env (a ``multiagent`` block, or a MultiAgentEnv without one)."""
+        return self.multi_agent
+
+    def get_policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+        """The (observation, action) spaces of every policy, by policy id."""
+        return {pid: (p.observation_space, p.action_space) for pid, p in self.policy_map.items()}
+
+    def add_policy(
+        self,
+        policy_id: str,
+        spec: PolicySpec,
+        spaces: tuple[gym.Space, gym.Space],
+        weights: dict[str, np.ndarray] | None = None,
+        policy_mapping_fn: Any = None,
+        policies_to_train: Any = None,
+    ) -> None:
+        """Build a new policy (and optionally load its weights), and the mapping and training set that go with it."""
+        if policy_id in self.policy_map:
+            raise ConfigError(f"add_policy: a policy {policy_id!r} exists already")
+        policy = self._make_policy(policy_id, spec, *spaces)
+        if weights is not None:
+            policy.set_weights(weights)
+        self.policy_specs[policy_id] = spec
+        self.policy_map[policy_id] = policy
+        self.policy_spaces[policy_id] = spaces
+        self._make_filter(policy_id)
+        self._update_selection(policy_mapping_fn, policies_to_train)
+
+    def remove_policy(self, policy_id: str, policy_mapping_fn: Any = None, policies_to_train: Any = None) -> None:
+        """Drop a policy; running episodes with an agent mapped to it are dropped (their envs reset)."""
+        self.policy_map.pop(policy_id)
+        self.policy_specs.pop(policy_id)
+        self.policy_spaces.pop(policy_id)
+        self.filters.pop(policy_id, None)
+        self._update_selection(policy_mapping_fn, policies_to_train)
+        if isinstance(self.sampler, MultiAgentSampler) and self.sampler.uses_policy(policy_id):
+            self.sampler.reset_all()
+
+    def _update_selection(self, policy_mapping_fn: Any, policies_to_train: Any) -> None:
+        fn = self.mapping.fn if policy_mapping_fn is None else policy_mapping_fn
+        self.mapping = PolicyMapping(fn, list(self.policy_specs))
+        if isinstance(self.sampler, MultiAgentSampler):
+            self.sampler.mapping = self.mapping
+        to_train = self.training.value if policies_to_train is None else policies_to_train
+        if isinstance(to_train, list):
+            to_train = [pid for pid in to_train if pid in self.policy_map]
+        self.training = TrainingSelection(to_train, self._trainable_ids())
+        if isinstance(self.sampler, MultiAgentSampler):
+            self.sampler.batched = self.training.candidates
+
+    def policy_set_state(self) -> dict[str, Any]:
+        """The policies (specs and spaces), mapping and training set, for another worker to match (:meth:`set_policy_set`)."""
+        return {
+            "specs": {pid: (self.policy_specs[pid], (p.observation_space, p.action_space)) for pid, p in self.policy_map.items()},
+            "mapping_fn": self.mapping.fn if self.mapping is not None else None,
+            "policies_to_train": self.training.value,
+        }
+
+    def set_policy_set(self, state: dict[str, Any]) -> None:
+        """Add and remove policies to match another worker's (a restarted worker, an evaluation worker)."""
+        if not self.multi_agent:
+            return
+        for pid in [pid for pid in self.policy_map if pid not in state["specs"]]:
+            self.remove_policy(pid, state["mapping_fn"], state["policies_to_train"])
+        for pid, (spec, spaces) in state["specs"].items():
+            if pid not in self.policy_map:
+                self.add_policy(pid, spec, spaces, None, state["mapping_fn"], state["policies_to_train"])
+        self._update_selection(state["mapping_fn"], state["policies_to_train"])
+
+    def set_policy_mapping_fn(self, policy_mapping_fn: Any) -> None:
+        """Map agents with this function from their next episode on."""
+        self._update_selection(policy_mapping_fn, None)
+
+    def set_policies_to_train(self, policies_to_train: Any) -> None:
+        """Train these policies (a list of ids, or fn(policy_id, batch) -> bool) from now on."""
+        self._update_selection(None, policies_to_train)
+
+    def sample(self, num_steps: int | None = None, explore: bool | None = None) -> SampleResult:
+        """One fragment of ``rollout_fragment_length`` steps from every env, postprocessed."""
+        if self.sampler is None:
+            raise EnvError(f"worker {self.worker_index} has no envs to sample from")
+        steps = self.config.rollout_fragment_length if num_steps is None else num_steps
+        result = self.sampler.sample(steps, explore=self.config.explore if explore is None else explore)
+        if self.filters:
+            result.filter_deltas = flush_deltas(self.filters)
+        restarts = self.sampler.num_env_restarts  # since the last sample, reset_all's rebuilds included
+        result.num_env_restarts, self._env_restarts_reported = restarts - self._env_restarts_reported, restarts
+        dropped = self.sampler.nan.num_dropped
+        result.num_dropped_episodes, self._dropped_reported = dropped - self._dropped_reported, dropped
+        if self.callbacks.overrides("on_sample_end"):
+            call_hook(self.callbacks, "on_sample_end", f"worker {self.worker_index}", samples=result, worker=self)
+        return result
+
+    def run_episodes(self, num_episodes: int, explore: bool = False, max_steps: int = 10_000_000) -> list[EpisodeMetrics]:
+        """Reset the envs and run ``num_episodes`` whole episodes across them (used by evaluation).
+
+        The observation filters are applied frozen (their statistics do not change).
+
+        Env ``i`` of the vector contributes its first ``num_episodes // n``
+        episodes (one more for the first ``num_episodes % n`` envs). Fixing
+        each env's share up front keeps the sample unbiased: taking the first
+        ``num_episodes`` to end would favour short episodes.
+        """
+        if self.sampler is None:
+            raise EnvError(f"worker {self.worker_index} has no envs to run episodes in")
+        n = self.sampler.num_envs
+        quota = [num_episodes // n + (i < num_episodes % n) for i in range(n)]
+        kept: list[list[EpisodeMetrics]] = [[] for _ in range(n)]
+        self.sampler.reset_all(update_filter=False)
+        steps = 0
+        while any(len(k) < q for k, q in zip(kept, quota)) and steps < max_steps:
+            result = self.sampler.sample(32, explore=explore, postprocess=False, update_filter=False)
+            for episode in result.episodes:
+                mine = kept[episode.vector_index]
+                if len(mine) < quota[episode.vector_index]:
+                    mine.append(episode)
+            steps += result.env_steps
+        self.sampler.reset_all(update_filter=False)
+        return [episode for mine in kept for episode in mine]
+
+    def set_weights(
+        self,
+        weights: dict[str, dict[str, np.ndarray]],
+        global_vars: dict[str, Any] | None = None,
+        filters: dict[str, RunningStats] | None = None,
+    ) -> None:
+        """Load policy weights (by policy id), the trainer's global vars (``timestep``) and its observation filters.
+
+        ``filters``: the trainer's master statistics by policy id (they come
+        with the weights, so that syncing them costs no message of its own).
+        """
+        for policy_id, policy_weights in weights.items():
+            if policy_id in self.policy_map:  # a policy removed meanwhile is skipped
+                self.policy_map[policy_id].set_weights(policy_weights)
+        if global_vars:
+            for policy in self.policy_map.values():
+                policy.set_global_timestep(global_vars.get("timestep", 0))
+        if filters:
+            set_filter_stats(self.filters, filters)
+
+    def get_filters(self, flush_after: bool = False) -> dict[str, RunningStats]:
+        """The observation filters' statistics by policy id (copies); ``flush_after``: start the deltas afresh (RLlib's name)."""
+        stats = filter_stats(self.filters)
+        if flush_after:
+            flush_deltas(self.filters)
+        return stats
+
+    def sync_filters(self, new_filters: dict[str, RunningStats]) -> None:
+        """Filter with these statistics by policy id from now on (plus what is not reported yet; RLlib's name)."""
+        set_filter_stats(self.filters, new_filters)
+
+    def get_weights(self) -> dict[str, dict[str, np.ndarray]]:
+        """Weights of every policy, by policy id."""
+        return {pid: p.get_weights() for pid, p in self.policy_map.items()}
+
+    def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy:
+        """The policy with this id."""
+        return self.policy_map[policy_id]
+
+    def foreach_env(self, fn: Callable[[gym.Env], Any]) -> list[Any]:
+        """``fn(env)`` for every env of this worker, in vector order."""
+        return [fn(env) for env in self.envs]
+
+    def foreach_env_with_context(self, fn: Callable[[gym.Env, EnvContext], Any]) -> list[Any]:
+        """``fn(env, env_context)`` for every env of this worker, in vector order."""
+        return [fn(env, ctx) for env, ctx in zip(self.envs, self.env_contexts)]
+
+    # -- tasks (curriculum) ------------------------------------------------------------
+    def _record_tasks(self) -> dict[int, Any]:
+        for i, env in enumerate(self.envs):
+            target = task_env(env)
+            if target is not None:
+                self.env_tasks[i] = target.get_task()
+        return dict(self.env_tasks)
+
+    def foreach_env_tracked(self, fn: Callable[[gym.Env], Any]) -> tuple[list[Any], dict[int, Any]]:
+        """``fn(env)`` for every env, plus the envs' tasks afterwards (for task-settable envs)."""
+        results = self.foreach_env(fn)
+        return results, self._record_tasks()
+
+    def foreach_env_with_context_tracked(
+        self, fn: Callable[[gym.Env, EnvContext], Any]
+    ) -> tuple[list[Any], dict[int, Any]]:
+        """``fn(env, env_context)`` for every env, plus the envs' tasks afterwards."""
+        results = self.foreach_env_with_context(fn)
+        return results, self._record_tasks()
+
+    def set_env_tasks(self, tasks: dict[int, Any]) -> dict[int, Any]:
+        """Set the task of the envs named by vector index, where it differs; return every env's task."""
+        for i, task in tasks.items():
+            target = task_env(self.envs[i]) if i < len(self.envs) else None
+            if target is not None and target.get_task() != task:
+                target.set_task(task)
+        return self._record_tasks()
+
+    def set_task_all(self, task: Any) -> dict[int, Any]:
+        """Set ``task`` on every env of this worker (where it differs); return every env's task."""
+        return self.set_env_tasks({i: task for i in range(len(self.envs))})
+
+    def apply_env_task_fn(self, env_task_fn: Callable[..., Any], result: dict[str, Any]) -> dict[int, Any]:
+        """``env_task_fn(result, env, env_context)`` per env; ``set_task`` only where the task changes."""
+        tasks = {}
+        for i, (env, ctx) in enumerate(zip(self.envs, self.env_contexts)):
+            target = task_env(env)
+            if target is not None:
+                tasks[i] = env_task_fn(result, target, ctx)
+        return self.set_env_tasks(tasks)
+
+    def apply(self, fn: Callable[["RolloutWorker"], Any]) -> Any:
+        """``fn(self)``; how ``foreach_worker`` reaches local and remote workers alike."""
+        return fn(self)
+
+    def num_env_restarts(self) -> int:
+        """How many envs of this worker were rebuilt after raising."""
+        return 0 if self.sampler is None else self.sampler.num_env_restarts
+
+    def stop(self) -> None:
+        """Close every env."""
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception as exc:  # closing must not hide the reason the worker stops
+                logger.warning("closing env of worker %d failed: %s", self.worker_index, exc)
