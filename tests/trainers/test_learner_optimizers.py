@@ -272,7 +272,7 @@ def test_compiling_an_optimizer_the_compiled_step_cannot_run_is_a_config_error_n
 
 
 @pytest.mark.parametrize("trainer_cls, config", [
-    (PPO, {"train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 1, "lr_schedule": [[0, 1e-3], [64, 5e-4]]}),
+    (PPO, {"train_batch_size": 64, "sgd_minibatch_size": 32, "num_sgd_iter": 1, "lr_schedule": [[0, 1e-3], [128, 0.0]]}),
     (DQN, {"train_batch_size": 8, "learning_starts": 0, "min_sample_timesteps_per_iteration": 8, "lr": 1e-3}),
 ], ids=["PPO", "DQN"])
 def test_ppo_and_dqn_have_one_default_optimizer_on_the_flat_step_checkpointed_by_name(trainer_cls, config, tmp_path):

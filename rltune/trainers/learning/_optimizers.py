@@ -65,8 +65,8 @@ class OptimizerSpec:
             out.append(f"optimizers.{name}.grad_clip: must be a finite number > 0 or None, but got {self.grad_clip!r}")
         if self.lr_schedule is not None:
             steps = [p[0] for p in self.lr_schedule]
-            if not steps or steps != sorted(steps) or not all(_positive(p[1]) for p in self.lr_schedule):
-                out.append(f"optimizers.{name}.lr_schedule: must be [[timestep, lr > 0], ...] with increasing "
+            if not steps or steps != sorted(steps) or not all(p[1] == 0 or _positive(p[1]) for p in self.lr_schedule):
+                out.append(f"optimizers.{name}.lr_schedule: must be [[timestep, lr >= 0], ...] with increasing "
                            f"timesteps, but got {self.lr_schedule!r}")
         if self.params is not None:
             params = list(self.params)
