@@ -172,6 +172,19 @@ def test_the_polyak_target_moves_by_exactly_tau_toward_the_online_weights():
         torch.testing.assert_close(value, _weights(learner.policy.model)[key], rtol=0, atol=0)
 
 
+def test_an_optimizer_whose_loss_is_not_finite_skips_its_step_and_the_others_step():
+    learner = _learner()
+    batch = _batch(0)
+    batch["rewards"][3] = np.nan  # the critic's loss only
+    initial = _weights(learner.policy.model)
+    stats = learner.update(batch)
+    assert stats["num_nonfinite_updates"] == 1 and np.isnan(stats["critic_loss"]) and np.isfinite(stats["actor_loss"])
+    after = _weights(learner.policy.model)
+    assert all(torch.equal(after[k], v) for k, v in initial.items() if k.startswith("critic"))
+    assert any(not torch.equal(after[k], v) for k, v in initial.items() if k.startswith("actor"))
+    assert not learner.optimizers["critic"].state  # Adam never stepped: no moments, no step count
+
+
 def test_a_checkpoint_round_trip_restores_both_optimizers_and_the_target():
     learner = _learner(seed=0)
     for i in range(2):
