@@ -144,7 +144,7 @@ class OnPolicyAlgorithm(Algorithm):
 
 
 class OffPolicyLearner(Learner):
-    """A learner with a target network: a frozen copy of the model, moved toward it by :meth:`sync_target`."""
+    """A learner with a target network: a frozen copy of the model that :meth:`sync_target` moves toward the model."""
 
     def __init__(self, policy: Policy, cfg: TrainerSettings, rng: np.random.Generator) -> None:
         self.target_model = copy.deepcopy(policy.model)
