@@ -79,6 +79,7 @@ class Learner:
         params = resolve_params(specs, policy.model, where=where)  # checks the specs first
         self.specs: dict[str, OptimizerSpec] = dict(specs)
         self.flat_params: Optional[FlatParameters] = None
+        self.optimizers: dict[str, torch.optim.Optimizer]
         self.sgd_step: Union[SGDStep, OptimizerStep]
         if len(self.specs) == 1 and next(iter(self.specs.values())).params is None:
             (name, spec), = self.specs.items()
