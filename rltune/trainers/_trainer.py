@@ -394,7 +394,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
             raise ConfigError(f"no policy {policy_id!r}; the policies are {known}") from None
 
     def get_learner(self, policy_id: str = DEFAULT_POLICY_ID) -> Learner:
-        """The learner (optimizer and update step) of the policy with this id."""
+        """The learner (named optimizers and update step) of the policy with this id."""
         try:
             return self.algorithm.learners[policy_id]
         except KeyError:

@@ -120,11 +120,11 @@ def ppo_in(results_dir: str):
     return call
 
 
-def ppo(config):
+def ppo(config, algorithm="PPO"):
     def call(ctx: Context) -> None:
         from rltune.trainers import get_trainer_class
 
-        get_trainer_class("PPO")(config=config, env="CartPole-v1", results_dir=str(ctx.results))
+        get_trainer_class(algorithm)(config=config, env="CartPole-v1", results_dir=str(ctx.results))
     return call
 
 
@@ -183,6 +183,7 @@ CASES: list[Case] = [
     Case("api trainer lr nan", "lr: Input should be a finite number", call=ppo({"lr": math.nan})),
     Case("api trainer batch bool", "train_batch_size: a bool is not a number", call=ppo({"train_batch_size": True})),
     Case("api trainer seed huge", "seed: Input should be less than or equal to", call=ppo({"seed": 10**30})),
+    Case("api dqn tau zero", "invalid DQN config: tau: Input should be greater than 0", call=ppo({"tau": 0}, "DQN")),
     Case("api trainer hiddens bool", "model.fcnet_hiddens", call=ppo({"model": {"fcnet_hiddens": [True]}})),
     Case("api trainer sample_timeout_s negative", "sample_timeout_s: Input should be greater than 0",
          call=ppo({"sample_timeout_s": -1})),

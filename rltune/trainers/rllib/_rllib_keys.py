@@ -163,7 +163,6 @@ _UNSUPPORTED_BY_HINT: dict[str, tuple[str, ...]] = {
         "torch_compile_learner_what_to_compile",
     ),
     "lr and grad_clip (Adam with torch's defaults)": ("optimizer", "adam_epsilon"),
-    "target_network_update_freq (a hard copy every so many steps)": ("tau",),
     "callbacks (a DefaultCallbacks subclass with on_* hooks)": (
         "custom_eval_function", "custom_evaluation_function", "before_learn_on_batch", "callbacks_on_algorithm_init",
         "callbacks_on_environment_created", "callbacks_on_episode_created", "callbacks_on_episode_start",
