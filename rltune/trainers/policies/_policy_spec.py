@@ -186,10 +186,31 @@ def merge_overrides(config: dict[str, Any], overrides: dict[str, Any]) -> dict[s
     return merged
 
 
-def policy_config(cfg: Any, overrides: dict[str, Any]) -> Any:
-    """The trainer config ``cfg`` with one policy's overrides (:func:`merge_overrides`), validated."""
+def hosted_config_class(cfg: Any, policy_class: Any) -> Any:
+    """The config class of ``policy_class`` when it is a policy of another algorithm than ``cfg``'s; else None.
+
+    A policy's ``config_class`` is its algorithm's settings (``DQNSettings``
+    for a ``DQNPolicy``); a trainer config that is not one of those (a PPO
+    trainer's) cannot build it, so the policy gets a config of its own class.
+    """
+    own = getattr(policy_class, "config_class", None)
+    return None if own is None or isinstance(cfg, own) else own
+
+
+def policy_config(cfg: Any, overrides: dict[str, Any], policy_class: Any = None) -> Any:
+    """The config one policy is built with, validated.
+
+    The trainer config ``cfg`` with the policy's overrides
+    (:func:`merge_overrides`); for a policy of another algorithm
+    (:func:`hosted_config_class`), that algorithm's defaults with the
+    overrides, so that a PPO trainer can host (act with, never train) a
+    ``DQNPolicy`` whose weights come from a DQN trainer.
+    """
     from rltune.trainers._config import validate_config
 
+    own = hosted_config_class(cfg, policy_class)
+    if own is not None:
+        return validate_config(own, merge_overrides({}, overrides), where="policy config")
     if not overrides:
         return cfg
     merged = merge_overrides(cfg.model_dump(by_alias=True), overrides)
@@ -358,10 +379,11 @@ def multi_agent_problems(cfg: Any, algorithm_policy_class: type) -> list[str]:
         return []
     problems = []
     for pid, spec in ma.policies.items():
-        problems.extend(policy_overrides_problems(type(cfg), pid, spec.config))
-        if spec.config and not problems:
+        hosted = hosted_config_class(cfg, spec.policy_class)
+        problems.extend(policy_overrides_problems(hosted or type(cfg), pid, spec.config))
+        if (spec.config or hosted) and not problems:
             try:
-                policy_config(cfg, spec.config)
+                policy_config(cfg, spec.config, spec.policy_class)
             except ConfigError as exc:
                 problems.extend(f"multiagent.policies.{pid}.config: {p}" for p in exc.problems)
     try:
@@ -381,6 +403,15 @@ def multi_agent_problems(cfg: Any, algorithm_policy_class: type) -> list[str]:
         if unknown:
             problems.append(f"multiagent.policies_to_train: {unknown} are not policy ids (the policies are {sorted(ma.policies)})")
         untrainable = sorted((selection.ids & set(ma.policies)) - trainable)
+        hosted = [pid for pid in untrainable if hosted_config_class(cfg, ma.policies[pid].policy_class)]
+        if hosted:
+            problems.append(
+                f"multiagent.policies_to_train: {hosted} are policies of another algorithm "
+                f"({', '.join(sorted({ma.policies[p].policy_class.__name__ for p in hosted}))}): this trainer acts with "
+                f"them but only trains {algorithm_policy_class.__name__} policies; train them in a trainer of their "
+                "algorithm and copy their weights over (set_weights), as in examples/multi_agent_two_trainers.py"
+            )
+        untrainable = [pid for pid in untrainable if pid not in hosted]
         if untrainable:
             problems.append(
                 f"multiagent.policies_to_train: {untrainable} have a policy_class that is not "

@@ -108,7 +108,7 @@ class RolloutWorker:
     def _make_policy(self, pid: str, spec: PolicySpec, obs_space: gym.Space, act_space: gym.Space) -> Policy:
         cls = spec.policy_class or self.policy_class
         seed = None if self.config.seed is None else self.config.seed + 7919 * self.worker_index + 104729 * len(self.policy_map)
-        return cls(obs_space, act_space, policy_config(self.config, spec.config), device=self.device, seed=seed)
+        return cls(obs_space, act_space, policy_config(self.config, spec.config, cls), device=self.device, seed=seed)
 
     def _make_filter(self, pid: str) -> None:
         obs_filter = make_filter(
