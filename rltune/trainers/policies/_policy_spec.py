@@ -305,7 +305,7 @@ def env_kind_problem(env: Any, multi_agent: bool, env_name: str) -> str | None:
 
 
 def policy_spaces_from_env(
-    env: Any, specs: dict[str, PolicySpec], mapping: PolicyMapping, worker: Any, env_name: str
+    env: Any, specs: dict[str, PolicySpec], mapping: PolicyMapping, worker: Any, env_name: str, *, observations: bool = True
 ) -> dict[str, tuple[gym.Space, gym.Space]]:
     """Each policy's (observation, action) spaces: its spec's, else those of an agent mapped to it.
 
@@ -314,7 +314,9 @@ def policy_spaces_from_env(
     env's agents share; if they differ, its spec must give them. Every agent
     mapped here must fit its policy's spaces (:mod:`rltune.trainers.policies._space_fit`),
     else :class:`ConfigError` naming both; agents mapped only once an episode
-    runs are checked by the sampler when they first appear.
+    runs are checked by the sampler when they first appear. ``observations``
+    False: a ``multiagent.observation_fn`` rewrites the agents' observations,
+    so only the action spaces must fit (its results are checked instead).
     """
     from rltune.callbacks._episode import MultiAgentEpisode
     from rltune.trainers.policies._space_fit import agent_spaces, fit_problem
@@ -353,7 +355,7 @@ def policy_spaces_from_env(
         missing = [kind for kind, space in zip(("observation", "action"), out[pid]) if space is None]
         if missing:
             raise ConfigError(_undeclared_spaces(pid, missing, env_name))
-    problems = [fit_problem(pid, agent, out[pid], agent_spaces(ma_env, agent, env_name), env_name)
+    problems = [fit_problem(pid, agent, out[pid], agent_spaces(ma_env, agent, env_name), env_name, observations=observations)
                 for agent, pid in mapped.items() if pid in out]
     if any(problems):
         raise ConfigError([p for p in problems if p])
