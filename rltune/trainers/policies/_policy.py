@@ -1,9 +1,11 @@
 """Policy: one policy id's model, batched action computation, trajectory postprocessing, weights.
 
-A Policy lives in every process that samples (the trainer and each rollout
-worker); the algorithm (the trainer subclass) owns the optimizers and the
-update. Each algorithm subclasses Policy for its action computation and
-postprocessing (GAE for PPO, n-step for DQN).
+A Policy acts: it lives in every process that samples (the trainer's local
+worker and each rollout worker process). It never updates itself: its
+:class:`~rltune.trainers.learning._learner.Learner` owns the optimizer and
+the update step, and the algorithm (``algorithms/``) owns the learners of
+the policies it trains. Each algorithm subclasses Policy for its action
+computation and postprocessing (GAE for PPO, n-step for DQN).
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ of the spec's fields, as a YAML file writes it, or None), or a set/list of
 ids. A spec's ``config`` overrides the trainer's keys for that policy alone
 (``lr``, ``gamma``, ``model``, the algorithm's own keys); run-level keys
 (``env``, ``num_workers``, ``train_batch_size``...) cannot differ by policy.
+A policy of another algorithm (a ``DQNPolicy`` in a PPO trainer) is hosted:
+built from its own algorithm's defaults and its spec's ``config``
+(:func:`policy_config`), it acts and takes weights, and never trains.
 """
 
 from __future__ import annotations
