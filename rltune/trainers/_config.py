@@ -13,7 +13,7 @@ from typing import Any, Literal, Optional, Union
 
 import numpy as np
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_serializer, field_validator
 
 from rltune._validation import MAX_SEED, UserInput, error_text
 from rltune.errors import ConfigError
@@ -65,6 +65,10 @@ class MultiAgentConfig(_Strict):
     policies_to_train: Optional[Any] = Field(
         None, description="Policy ids updated by their learners (a list, or fn(policy_id, batch) -> bool); all if unset."
     )
+    observation_fn: Optional[Any] = Field(
+        None, description="fn(agent_obs, worker, base_env, policies, episode, **kwargs) -> agent_obs: rewrites the "
+        "observations of each env step's agents (a dict by agent id) before their policies see them (RLlib's)."
+    )
 
     @field_validator("policies", mode="before")
     @classmethod
@@ -73,14 +77,15 @@ class MultiAgentConfig(_Strict):
 
         return parse_policies(value)
 
-    @field_validator("policy_mapping_fn", mode="before")
+    @field_validator("policy_mapping_fn", "observation_fn", mode="before")
     @classmethod
-    def _mapping(cls, value: Any) -> Any:
+    def _function(cls, value: Any, info: ValidationInfo) -> Any:
         # The kind only (importing an import string waits for the trainer): a wrong one fails at the call that gave it.
         if value is None or callable(value) or (isinstance(value, str) and value.strip(":.") and (":" in value or "." in value)):
             return value
-        raise ValueError("must be a function fn(agent_id, episode, worker, **kwargs) -> policy id, or its import "
-                         "string 'pkg.module:fn'")
+        signature = "(agent_id, episode, worker, **kwargs) -> policy id" if info.field_name == "policy_mapping_fn" \
+            else "(agent_obs, worker, base_env, policies, episode, **kwargs) -> agent_obs"
+        raise ValueError(f"must be a function fn{signature}, or its import string 'pkg.module:fn'")
 
     @field_validator("policies_to_train", mode="before")
     @classmethod

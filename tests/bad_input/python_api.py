@@ -93,6 +93,17 @@ def wide_actions():
     return {"p": PolicySpec(action_space=gym.spaces.Discrete(5))}
 
 
+def hosted_dqn_policies():
+    from rltune.trainers import DQNPolicy, PolicySpec
+
+    return {"p": None, "q": PolicySpec(DQNPolicy)}
+
+
+def shrunk_observations(agent_obs, **kwargs):
+    """An observation_fn whose observations do not fit the policy's space (Box(2,) in TurnGame)."""
+    return {agent: [0.0] * 3 for agent in agent_obs}
+
+
 def on_the_class(ctx: Context) -> None:
     from rltune.trainers import PPOConfig
 
@@ -229,6 +240,17 @@ CASES: list[Case] = [
          call=multi_agent("Respawning", lambda: {"p"}, train=True, disable_env_checking=True)),
     Case("api ma done agent acts again checked", "step 3: agent 'a' has an observation, but it was done",
          call=multi_agent("Respawning", lambda: {"p"})),
+    Case("api ma hosted policy in policies_to_train", "multiagent.policies_to_train: ['q'] are policies of another "
+         "algorithm (DQNPolicy): this trainer acts with them but only trains PPOPolicy policies",
+         call=multi_agent("TurnGame", hosted_dqn_policies, policies_to_train=["p", "q"])),
+    Case("api ma hosted policy's unknown key", "multiagent.policies.q.config: dueling: Input should "
+         "be a valid boolean", call=multi_agent("TurnGame", lambda: {"q": {"policy_class": "rltune.trainers:DQNPolicy", "config": {"dueling": "x"}}})),
+    Case("api ma observation_fn result of another shape", "multiagent.observation_fn shrunk_observations returned for "
+         "agent 'x' an observation that does not fit the observation space Box(0.0, 1.0, (2,), float32) of its policy 'p'",
+         call=multi_agent("TurnGame", lambda: {"p"}, train=True,
+                          multiagent={"policies": {"p"}, "observation_fn": shrunk_observations})),
+    Case("api ma observation_fn a number", "multiagent.observation_fn: must be a function fn(agent_obs, worker, base_env",
+         call=multi_agent("TurnGame", lambda: {"p"}, multiagent={"policies": {"p"}, "observation_fn": 5})),
     # -- builder misuse: a ConfigError naming the method and the argument --------------------------------
     Case("api ma env of unlike agents without multiagent", "the config has no 'multiagent' block, so every agent acts "
          "with one shared 'default_policy', but the agents' spaces differ", call=multi_agent("UnlikeAgents", dict)),

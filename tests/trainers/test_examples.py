@@ -108,6 +108,18 @@ def test_grouped_agents_find_the_best_pair_of_the_climbing_game(examples, tmp_pa
     assert run["result"]["custom_metrics"]["left_payoff_mean"] > 10.0  # the members' own rewards, from infos
 
 
+# -- two trainers -------------------------------------------------------------------------------
+def test_two_trainers_of_two_algorithms_train_their_own_policy_and_share_both(examples, tmp_path):
+    from examples import multi_agent_two_trainers as two
+
+    run = two.train(iterations=2, verbose=False, results_dir=str(tmp_path))
+    assert set(run["ppo_result"]["info"]["learner"]) == {"ppo_policy"}
+    assert set(run["dqn_result"]["info"]["learner"]) == {"dqn_policy"}
+    for pid in ("ppo_policy", "dqn_policy"):  # each trainer holds the other's latest weights
+        assert same_weights(run["weights"]["ppo"][pid], run["weights"]["dqn"][pid])
+    assert {"ppo_policy", "dqn_policy"} <= set(run["ppo_result"]["policy_reward_mean"])
+
+
 # -- hierarchical -------------------------------------------------------------------------------
 def test_two_rooms_creates_a_low_level_agent_per_pick_and_rewards_progress(examples):
     from examples.hierarchical import LANDMARKS, TwoRooms

@@ -157,6 +157,7 @@ class DQNPolicy(Policy):
     """Q-network policy: actions from its ``exploration_config`` while exploring, greedy otherwise; n-step postprocessing."""
 
     config: DQNSettings
+    config_class = DQNSettings
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -112,6 +112,7 @@ class PPOPolicy(Policy):
     """Actor-critic policy: samples actions with their log-probs and values; postprocesses with GAE."""
 
     config: PPOSettings
+    config_class = PPOSettings
 
     def make_model(self) -> ActorCriticModel:
         check_action_space(self.action_space, "PPO", (gym.spaces.Discrete, gym.spaces.Box))

@@ -114,7 +114,7 @@ def _check_code_keys(path: str | os.PathLike[str], config: dict[str, Any], trust
               "--config '{\"env_task_fn\": ...}', or null")
     multiagent = config.get("multiagent")
     if isinstance(multiagent, dict):
-        for key in ("policy_mapping_fn", "policies_to_train"):
+        for key in ("policy_mapping_fn", "policies_to_train", "observation_fn"):
             value = multiagent.get(key)
             if value is not None and not isinstance(value, list):
                 given = json.dumps(value) if isinstance(value, str) and ":" in value else "..."  # the import string, to pass on

@@ -1,16 +1,18 @@
 """Policy: one policy id's model, batched action computation, trajectory postprocessing, weights.
 
-A Policy lives in every process that samples (the trainer and each rollout
-worker); the algorithm (the trainer subclass) owns the optimizers and the
-update. Each algorithm subclasses Policy for its action computation and
-postprocessing (GAE for PPO, n-step for DQN).
+A Policy acts: it lives in every process that samples (the trainer's local
+worker and each rollout worker process). It never updates itself: its
+:class:`~rltune.trainers.learning._learner.Learner` owns the optimizer and
+the update step, and the algorithm (``algorithms/``) owns the learners of
+the policies it trains. Each algorithm subclasses Policy for its action
+computation and postprocessing (GAE for PPO, n-step for DQN).
 """
 
 from __future__ import annotations
 
 import inspect
 import weakref
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -40,7 +42,15 @@ class Policy:
     calls). It may opt in to faster rollouts with ``forward_inference``
     (torch, same outputs) and ``numpy_forward`` (numpy rows), whose caches of
     the weights ``invalidate_fused`` drops (see ``_models.py``).
+
+    ``config_class`` is the settings model of the algorithm the policy
+    belongs to: a trainer whose config is not one of these (a PPO trainer
+    hosting a ``DQNPolicy``) acts with the policy but builds it with a
+    config of that class, never trains it (see
+    :func:`~rltune.trainers.policies._policy_spec.policy_config`).
     """
+
+    config_class: ClassVar[type[TrainerSettings]] = TrainerSettings
 
     def __init__(
         self,
