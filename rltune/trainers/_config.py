@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_serializer, field_validator
 
 from rltune._validation import MAX_SEED, UserInput, error_text
-from rltune.errors import ConfigError
+from rltune.errors import UNKNOWN_KEY, ConfigError, Problem
 from rltune.trainers.rllib._rllib_names import rllib_key_problem
 from rltune.trainers.policies._filters import filter_name_problem
 
@@ -273,21 +273,20 @@ def validate_config(config_cls: type[_Strict], config: dict[str, Any] | None, *,
         raise ConfigError([_describe_error(config_cls, err) for err in exc.errors()], where=where) from None
 
 
-def _describe_error(config_cls: type[_Strict], err: dict[str, Any]) -> str:
-    path = ".".join(str(p) for p in err["loc"])
+def _describe_error(config_cls: type[_Strict], err: dict[str, Any]) -> Problem:
+    loc = tuple(str(p) for p in err["loc"])
     if err["type"] == "extra_forbidden":
-        rllib = rllib_key_problem(config_cls, tuple(str(p) for p in err["loc"]))
+        rllib = rllib_key_problem(config_cls, loc)
         if rllib:
             return rllib
         valid = _valid_keys(config_cls, err["loc"][:-1])
         close = difflib.get_close_matches(str(err["loc"][-1]), valid, n=1, cutoff=0.5)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        return f"{path}: unknown key{hint}"
+        return Problem(loc, UNKNOWN_KEY, f"did you mean {close[0]!r}?" if close else "", kind=UNKNOWN_KEY)
     value = err.get("input")
     shown = repr(value)
     if len(shown) > 60:
         shown = shown[:57] + "..."
-    return f"{path}: {error_text(err)} (got {shown})"
+    return Problem(loc, f"{error_text(err)} (got {shown})")
 
 
 def _valid_keys(config_cls: type[_Strict], loc: tuple[Any, ...]) -> list[str]:

@@ -42,7 +42,7 @@ from rltune.trainers.sampling._nonfinite import NonFiniteWarnings
 from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers.policies._policy_spec import multi_agent_problems
 from rltune.trainers.sampling._remote import set_compute_threads, setup_logging
-from rltune.trainers.rllib._rllib_names import add_result_spellings, translate_config
+from rltune.trainers.rllib._rllib_names import add_result_spellings, copy_config, env_in_rltune_names, translate_config
 from rltune.trainers.sampling._rollout_worker import RolloutWorker
 from rltune.trainers.sampling._sample_batch import EpisodeMetrics
 from rltune.trainers.sampling._sample_source import SampleSource
@@ -109,14 +109,17 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         """Validate a user config dict; raise one :class:`ConfigError` with every problem.
 
         RLlib's other names of its keys (``num_env_runners``, ``num_epochs``,
-        ``framework: tf``...) are translated first (:mod:`._rllib_names`).
+        ``framework: tf``...) are translated first (:mod:`._rllib_names`),
+        once: a config translated already (a ``Translated`` one, such as
+        :meth:`from_checkpoint`'s) is validated as it is, its problems named
+        as the user wrote them.
         """
         where = f"{cls.name} config"
         translation = translate_config(config, cls.config_class)
         try:
             cfg = validate_config(cls.config_class, translation.config, where=where)
         except ConfigError as exc:
-            raise ConfigError(translation.problems + translation.name_problems(exc.problems), where=where) from None
+            raise ConfigError(translation.problems + translation.name_problems(exc.details), where=where) from None
         if translation.problems:
             raise ConfigError(translation.problems, where=where)
         problems = cls.check_config(cfg)
@@ -169,11 +172,11 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         *,
         results_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        config = dict(config_for_trainer(config, type(self)) or {})
+        config = copy_config(config_for_trainer(config, type(self)) or {})
         if results_dir is not None and not isinstance(results_dir, (str, os.PathLike)):
             raise ConfigError(f"results_dir: must be a path, but got {results_dir!r:.60}", where=f"{self.name}()")
         if env is not None:
-            config["env"] = env
+            config["env"] = env_in_rltune_names(env)
         self.cfg = self.validate(config)
         self.config: dict[str, Any] = self.cfg.model_dump(by_alias=True)
         self.env_spec = resolve_env(self.cfg.env)

@@ -39,6 +39,15 @@ def builder(chain):
     return call
 
 
+def from_checkpoint_overriding(overrides):
+    """``Trainer.from_checkpoint`` of the recorded PPO checkpoint with ``config_overrides``."""
+    def call(ctx: Context) -> None:
+        from rltune.trainers import Trainer
+
+        Trainer.from_checkpoint(ctx.checkpoint, config_overrides=overrides, results_dir=str(ctx.tmp)).stop()
+    return call
+
+
 def dqn_of_a_ppo_builder(ctx: Context) -> None:
     from rltune.trainers import DQN, PPOConfig
 
@@ -217,6 +226,11 @@ CASES: list[Case] = [
     Case("api builder grid then build", "search-space entries make a study",
          call=builder(lambda c: c.training(lr={"grid_search": [0.1, 0.01]}).environment("CartPole-v1").build())),
     Case("api builder other algorithm", "got a PPOConfig, which configures PPO, not DQN", call=dqn_of_a_ppo_builder),
+    Case("api builder evaluation key with a colon", "invalid PPOConfig.evaluation(): evaluation_config.my:key: unknown key",
+         call=builder(lambda c: c.evaluation(evaluation_config={"my:key": 1}))),
+    Case("api from_checkpoint override by RLlib's name",
+         "num_env_runners (num_workers in rltune): Input should be greater than or equal to 0",
+         call=from_checkpoint_overriding({"num_env_runners": -1})),
     Case("api run resources unknown", "resources_per_trial.memory: unknown field",
          call=run(resources_per_trial={"cpu": 1, "memory": 2})),
     Case("api run local_dir and results_dir", "local_dir is", call=run(local_dir="{tmp}/a")),
