@@ -128,3 +128,13 @@ def test_dqn_refuses_every_action_space_but_discrete_by_name(name, kind):
         DQN(config={"env_config": {"space": "box", "action_space": name}, "model": {"fcnet_hiddens": [16]}}, env=SpaceEnv)
     message = str(info.value)
     assert "DQN needs a Discrete action space" in message and kind in message
+
+
+def test_a_random_policy_acts_in_structured_spaces_too():
+    from rltune.trainers import RandomPolicy
+    from rltune.trainers.algorithms._ppo import PPOSettings
+
+    policy = RandomPolicy(spaces.Box(-1.0, 1.0, (2,), np.float32), DICT, PPOSettings())
+    actions, _ = policy.compute_actions(np.zeros((5, 2), np.float32))
+    assert actions.shape == (5, policy.action_dist.width)
+    assert all(DICT.contains(a) for a in policy.to_env_actions(actions))

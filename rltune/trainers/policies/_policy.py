@@ -30,7 +30,10 @@ class Policy:
     """Base class of the per-algorithm policies.
 
     Invariants: ``compute_actions`` takes preprocessed observations ``[B, obs_size]``
-    and returns actions ``[B, *action_shape]`` plus extra columns of length B;
+    (the preprocessor catalog's rows, ``_preprocessors.py``) and returns actions
+    ``[B, *action_shape]`` plus extra columns of length B (an action of a space
+    other than Discrete or Box is one flat row that the distribution catalog,
+    ``_action_dists.py``, decodes in ``to_env_actions``);
     ``get_weights`` returns CPU numpy arrays that ``set_weights`` of the same
     policy class in any process accepts; ``weights_version`` grows whenever the
     model's weights change (a learner update, ``set_weights``, any
