@@ -71,6 +71,10 @@ class PolicyModel(python_model_base()):  # type: ignore[misc]  # the signature (
         explore = bool((params or {}).get("explore", False))
         actions, _ = policy.compute_actions(batch, explore=explore)
         env_actions = policy.to_env_actions(actions)
+        if getattr(policy, "is_structured", False):  # as the signature says: gymnasium's flatten of each action
+            from gymnasium.spaces import utils as space_utils
+
+            return np.stack([space_utils.flatten(policy.action_space, a) for a in env_actions]).astype(np.float32)
         return np.asarray(env_actions, dtype=policy.action_dtype if not policy.is_continuous else np.float32)
 
 
@@ -89,8 +93,10 @@ def signature_of(obs_space: Any, act_space: Any) -> Any:
         inputs = TensorSpec(np.dtype(np.float32), (-1, int(space_utils.flatdim(obs_space))))
     if isinstance(act_space, gym.spaces.Box):
         outputs = TensorSpec(np.dtype(np.float32), (-1, *act_space.shape))
-    else:
+    elif isinstance(act_space, gym.spaces.Discrete):
         outputs = TensorSpec(np.dtype(np.int64), (-1,))
+    else:  # MultiDiscrete, MultiBinary, Tuple, Dict: gymnasium's flatten of the action (one-hot discrete parts)
+        outputs = TensorSpec(np.dtype(np.float32), (-1, int(space_utils.flatdim(act_space))))
     return ModelSignature(inputs=Schema([inputs]), outputs=Schema([outputs]),
                           params=ParamSchema([ParamSpec("explore", "boolean", False)]))
 

@@ -54,6 +54,16 @@ def dqn_of_a_ppo_builder(ctx: Context) -> None:
     DQN(config=PPOConfig().environment("CartPole-v1"))
 
 
+def space_env(algorithm: str, action_space: str):
+    """``algorithm`` on ``tests/trainers/envs.py``'s SpaceEnv with a Box observation and the named action space."""
+    def call(ctx: Context) -> None:
+        from rltune.trainers import get_trainer_class
+
+        get_trainer_class(algorithm)(config={"env_config": {"space": "box", "action_space": action_space}},
+                                     env="trainers.envs:SpaceEnv", results_dir=str(ctx.results))
+    return call
+
+
 def nonfinite_env(multi: bool, **env_config):
     """PPO on an env that emits NaN (``tests/trainers/nonfinite_envs.py``), trained until it raises."""
     def call(ctx: Context) -> None:
@@ -245,6 +255,9 @@ CASES: list[Case] = [
     Case("api save NaN weights", "policy 'default_policy', weight tensor 'pi_head.bias' holds NaN or inf",
          call=save_nan_weights),
     Case("api stop negative time_total_s", "stop.time_total_s: must be > 0, but got -5", call=run(stop={"time_total_s": -5})),
+    Case("api dqn tuple action space", "DQN needs a Discrete action space, but the action space is Tuple: Tuple(",
+         call=space_env("DQN", "tuple")),
+    Case("api ppo text action space", "PPO: action space Text(", call=space_env("PPO", "text")),
     # -- multi-agent envs and policies ---------------------------------------------------------------
     Case("api ma policy actions the agents lack", "the policy's action space Discrete(5) does not fit the agent's Discrete(2)",
          call=multi_agent("TurnGame", wide_actions)),

@@ -164,7 +164,8 @@ class DQNPolicy(Policy):
         self.exploration: QExploration = make_q_exploration(self.config.exploration_config, self)
 
     def make_model(self) -> QModel:
-        check_action_space(self.action_space, "DQN", (gym.spaces.Discrete,))
+        check_action_space(self.action_space, "DQN", (gym.spaces.Discrete,), hint="Q-values score the actions of one "
+                           "Discrete space; PPO takes MultiDiscrete, MultiBinary, Box, Tuple and Dict actions")
         cfg = self.config
         return QModel(
             self.preprocessor.size, int(self.action_space.n), cfg.model, dueling=cfg.dueling, hiddens=cfg.hiddens,
