@@ -1,7 +1,8 @@
 """DQN (Mnih et al. 2015) with double Q (van Hasselt et al. 2016), dueling heads, noisy nets and n-step returns.
 
-The Q-network is RLlib's (``_q_model.py``): the ``model`` block's fcnet
-layers, then ``hiddens`` ReLU layers per stream (advantages; with
+The Q-network is RLlib's (``_q_model.py``): the model catalog's encoder
+for the observations (``_encoders.py``; the ``model`` block's fcnet layers
+by default), then ``hiddens`` ReLU layers per stream (advantages; with
 ``dueling`` a value stream too), noisy layers with ``noisy``. Actions while
 sampling come from ``exploration_config`` (``_exploration.py``).
 
@@ -166,10 +167,11 @@ class DQNPolicy(Policy):
     def make_model(self) -> QModel:
         check_action_space(self.action_space, "DQN", (gym.spaces.Discrete,), hint="Q-values score the actions of one "
                            "Discrete space; PPO takes MultiDiscrete, MultiBinary, Box, Tuple and Dict actions")
-        cfg = self.config
+        cfg, pre = self.config, self.preprocessor
         return QModel(
-            self.preprocessor.size, int(self.action_space.n), cfg.model, dueling=cfg.dueling, hiddens=cfg.hiddens,
+            pre.size, int(self.action_space.n), cfg.model, dueling=cfg.dueling, hiddens=cfg.hiddens,
             noisy=cfg.noisy, sigma0=cfg.sigma0, layer_norm=isinstance(cfg.exploration_config, ParameterNoiseConfig),
+            obs_kind=pre.kind, obs_shape=pre.shape,
         )
 
     @property
@@ -180,7 +182,7 @@ class DQNPolicy(Policy):
     def q_values(self, obs: np.ndarray, *, noise: bool = False) -> np.ndarray:
         """Q-values ``[B, num_actions]`` of preprocessed observations; ``noise``: noisy layers sample their noise."""
         noise = noise and self.config.noisy and isinstance(self.model, QModel)
-        if isinstance(self.model, QModel) and self.device.type == "cpu" and len(obs) <= MAX_NUMPY_ROWS:
+        if isinstance(self.model, QModel) and self.device.type == "cpu" and len(obs) <= MAX_NUMPY_ROWS and self.model.fusable:
             self._sync_fast_paths()
             return self.model.numpy_forward(np.ascontiguousarray(obs, dtype=np.float32), self.rng if noise else None)
         if not isinstance(self.model, QModel):

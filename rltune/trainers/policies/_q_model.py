@@ -1,8 +1,9 @@
-"""DQN's Q-network as RLlib builds it: the ``model`` block's fcnet layers, then a Q head per stream.
+"""DQN's Q-network as RLlib builds it: the ``model`` block's encoder (fcnet layers), then a Q head per stream.
 
 Layout (RLlib's classic DQN model)::
 
-    features  = fcnet body (fcnet_hiddens, fcnet_activation after every layer)
+    features  = encoder (the model catalog's for the observations' kind, ``_encoders.py``:
+                the fcnet body, fcnet_hiddens with fcnet_activation after every layer, by default)
     advantage = [Linear(h) -> ReLU (-> LayerNorm)] for h in hiddens -> Linear(num_actions)
     value     = [Linear(h) -> ReLU (-> LayerNorm)] for h in hiddens -> Linear(1)      (dueling only)
     Q         = value + advantage - mean(advantage)    (dueling)   |   advantage   (otherwise)
@@ -15,7 +16,10 @@ empty is the head-less net: the output layers read the body's features.
 Rollout inference runs in numpy (see ``_numpy_mlp.py``): without noise and
 layer norms as one fused chain of affine layers (the streams stacked, then
 block-diagonal), else layer by layer (:class:`NumpyQNet`), which also
-serves parameter-noise copies of the weights.
+serves parameter-noise copies of the weights. Over an encoder other than
+the MLP (a CNN registered for images, say) the model runs in torch:
+:meth:`QModel.numpy_forward` returns None and parameter-noise copies are
+the model run with other parameters (:class:`TorchQNet`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rltune.trainers._config import ModelConfig
-from rltune.trainers.policies._models import _linear, mlp
+from rltune.trainers.policies._encoders import _linear, build_encoder, is_mlp
 from rltune.trainers.policies._numpy_mlp import NumpyMLP
 
 
@@ -89,7 +93,11 @@ class _HeadLayer(nn.Module):
 
 
 class QModel(nn.Module):
-    """Q-values ``[B, num_actions]``: fcnet body, then ``hiddens`` head layers per stream (dueling: value + advantages).
+    """Q-values ``[B, num_actions]``: encoder, then ``hiddens`` head layers per stream (dueling: value + advantages).
+
+    The encoder (``body``) comes from the model catalog by the observations'
+    ``obs_kind`` and ``obs_shape`` (the fcnet MLP by default); the numpy
+    rollout paths run only over an MLP encoder (``fusable``).
 
     Parameter names: ``body.*``, ``advantage_hidden.<i>.*``,
     ``advantage_head.*``, ``value_hidden.<i>.*``, ``value_head.*`` (with
@@ -107,9 +115,12 @@ class QModel(nn.Module):
         noisy: bool = False,
         sigma0: float = 0.5,
         layer_norm: bool = False,
+        obs_kind: str = "flat",
+        obs_shape: Optional[tuple[int, ...]] = None,
     ) -> None:
         super().__init__()
-        self.body, size = mlp(obs_size, cfg.fcnet_hiddens, cfg.fcnet_activation)
+        self.body, size = build_encoder(obs_kind, obs_shape or (obs_size,), obs_size, cfg)
+        self.fusable = is_mlp(self.body)
         self.activation = cfg.fcnet_activation
         self.dueling, self.noisy, self.layer_norm = dueling, noisy, layer_norm
         self.num_actions = num_actions
@@ -154,8 +165,13 @@ class QModel(nn.Module):
         return [f"{name}.{p}" for name, m in self.named_modules() if type(m) is nn.Linear for p in ("weight", "bias")]
 
     # -- numpy rollout paths ---------------------------------------------------------------
-    def numpy_forward(self, obs: np.ndarray, noise_rng: Optional[np.random.Generator] = None) -> np.ndarray:
-        """:meth:`forward` on float32 numpy rows, in numpy; noisy layers draw their noise from ``noise_rng`` (None: off)."""
+    def numpy_forward(self, obs: np.ndarray, noise_rng: Optional[np.random.Generator] = None) -> Optional[np.ndarray]:
+        """:meth:`forward` on float32 numpy rows, in numpy; noisy layers draw their noise from ``noise_rng`` (None: off).
+
+        None over a non-MLP encoder (run :meth:`forward` instead).
+        """
+        if not self.fusable:
+            return None
         if noise_rng is not None and self.noisy:
             if self._numpy_layers is None:
                 self._numpy_layers = self.numpy_net()
@@ -169,11 +185,14 @@ class QModel(nn.Module):
         self._numpy: Optional[NumpyMLP | NumpyQNet] = None
         self._numpy_layers: Optional[NumpyQNet] = None
 
-    def numpy_net(self, params: Optional[Mapping[str, np.ndarray]] = None) -> NumpyQNet:
-        """This model layer by layer in numpy, with ``params`` (name -> array, e.g. perturbed weights) or its own."""
+    def numpy_net(self, params: Optional[Mapping[str, np.ndarray]] = None) -> NumpyQNet | TorchQNet:
+        """This model layer by layer in numpy, with ``params`` (name -> array, e.g. perturbed weights) or its own.
+
+        Over a non-MLP encoder: the model itself run in torch with ``params`` (:class:`TorchQNet`).
+        """
         if params is None:
             params = {k: v.detach().cpu().numpy() for k, v in self.state_dict().items()}
-        return NumpyQNet(self, params)
+        return NumpyQNet(self, params) if self.fusable else TorchQNet(self, params)
 
     def _fused_numpy(self) -> NumpyMLP | NumpyQNet:
         """One chain of affine layers whose output is ``[advantages | value]`` (noisy layers at their means)."""
@@ -271,6 +290,21 @@ class NumpyQNet:
             return outputs[0]
         advantages, values = outputs
         return values + advantages - advantages.mean(axis=1, keepdims=True)
+
+
+class TorchQNet:
+    """A :class:`QModel` over a non-MLP encoder run in torch with given parameters (e.g. perturbed weights), noise off."""
+
+    def __init__(self, model: QModel, params: Mapping[str, np.ndarray]) -> None:
+        self.model = model
+        self.device = next(model.parameters()).device
+        self.params = {name: torch.from_numpy(np.asarray(value)).to(self.device) for name, value in params.items()}
+
+    def __call__(self, obs: np.ndarray, noise_rng: Optional[np.random.Generator] = None) -> np.ndarray:
+        """Q-values of ``obs`` rows (noisy layers at their means: parameter noise and noisy layers do not mix)."""
+        with torch.no_grad():
+            rows = torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32)).to(self.device)
+            return torch.func.functional_call(self.model, self.params, (rows,), {"noise": False}).cpu().numpy()
 
 
 def _affine(x: np.ndarray, layer: tuple[np.ndarray, ...], noise: Optional[np.ndarray], at: int) -> tuple[np.ndarray, int]:
