@@ -1,9 +1,10 @@
 """Policy: one policy id's model, batched action computation, trajectory postprocessing, weights.
 
 A Policy lives in every process that samples (the trainer and each rollout
-worker); the algorithm (the trainer subclass) owns the optimizers and the
-update. Each algorithm subclasses Policy for its action computation and
-postprocessing (GAE for PPO, n-step for DQN).
+worker); the algorithm owns the optimizers, the update and the learning-side
+postprocessing, which runs on its own (learner's) policies. Each algorithm
+subclasses Policy for its action computation and postprocessing (GAE for
+PPO, n-step for DQN).
 """
 
 from __future__ import annotations
@@ -87,8 +88,18 @@ class Policy:
         raise NotImplementedError
 
     def postprocess_trajectory(self, batch: SampleBatch) -> SampleBatch:
-        """Turn a time-major ``[T, N]`` batch into a flat training batch (default: just flatten)."""
+        """Turn a time-major ``[T, N]`` batch into a flat training batch (default: just flatten).
+
+        Runs where the learner is (the algorithm's postprocessing of the
+        fragments a sample source handed over), on the learner's policy.
+        """
         return flatten_time_major(batch)
+
+    def on_fragment(self, batch: SampleBatch) -> None:
+        """The acting side's look at each raw ``[T, N]`` fragment it collected, before it is handed over (default: nothing).
+
+        Runs where the policy acted (a rollout worker), e.g. to adapt exploration noise.
+        """
 
     # -- shared ----------------------------------------------------------------------
     def obs_tensor(self, obs: np.ndarray) -> torch.Tensor:
