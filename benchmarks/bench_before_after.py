@@ -21,6 +21,8 @@ Measures (a short run each; the long runs are the other scripts' job):
 - ``dqn``: DQN on CartPole-v1, env steps per second (``bench_dqn_cartpole.py``).
 - ``sampling``: rollout workers' env steps per second, local and 1 worker x 8
   envs (``bench_sampling.py``).
+- ``ma-sampling``: multi-agent sampling, agent steps per second of a local
+  worker on 4 envs of 8 cart-poles each (``bench_multi_agent_sampling.py``).
 - ``orchestrator``: a study of trivial function trials, and ``rltune tune``
   to its first result (``bench_orchestrator_overhead.py``), seconds.
 - ``tracking``: a study's wall time with MLflow tracking on, and the extra
@@ -68,6 +70,15 @@ def _sampling_rate(variant: str) -> Extractor:
     return get
 
 
+def _multi_agent_rate(num_agents: int) -> Extractor:
+    def get(record: dict, _stdout: str) -> Optional[float]:
+        runs = [r for r in record.get("runs", []) if r.get("variant") == "rltune" and r.get("num_agents") == num_agents
+                and r.get("agent_steps_per_s")]
+        return statistics.median(r["agent_steps_per_s"] for r in runs) if runs else None
+
+    return get
+
+
 def _last_json(key: str) -> Extractor:
     def get(_record: dict, stdout: str) -> Optional[float]:
         for line in reversed(stdout.strip().splitlines()):
@@ -100,6 +111,9 @@ MEASURES: dict[str, tuple[str, list[str], dict[str, tuple[Extractor, bool]]]] = 
     "sampling": ("bench_sampling.py", ["--steps", "20000", "--repeats", "2", "--variants", "rltune-local,rltune-1x8"],
                  {"sampling env steps/s, local worker": (_sampling_rate("rltune-local"), True),
                   "sampling env steps/s, 1 worker x 8 envs": (_sampling_rate("rltune-1x8"), True)}),
+    "ma-sampling": ("bench_multi_agent_sampling.py", ["--agents", "8", "--variants", "rltune", "--rounds", "1",
+                                                      "--repeats", "3", "--seconds", "1"],
+                    {"multi-agent sampling agent steps/s, 8 agents x 4 envs": (_multi_agent_rate(8), True)}),
     "orchestrator": ("bench_orchestrator_overhead.py", ["--repeats", "1", "--trials", "10"],
                      {"study of 10 trivial trials, s": (_last_json("study_s"), False),
                       "rltune tune to first result, s": (_last_json("first_result_s"), False)}),
@@ -117,7 +131,7 @@ def run_one(checkout: Path, name: str, eager_variant: bool) -> dict[str, Optiona
         args[args.index("rltune-eager")] = "rltune"  # a checkout without the switch trains eagerly by default
     with tempfile.TemporaryDirectory(prefix="rltune_ab_") as tmp:
         json_path = Path(tmp) / "record.json"
-        extra = ["--json", str(json_path)] if name in ("ppo", "ppo-eager", "dqn", "sampling") else []
+        extra = ["--json", str(json_path)] if name in ("ppo", "ppo-eager", "dqn", "sampling", "ma-sampling") else []
         env = {**os.environ, "PYTHONPATH": str(checkout)}
         proc = subprocess.run([sys.executable, str(checkout / "benchmarks" / script), *args, *extra],
                               cwd=checkout, env=env, capture_output=True, text=True, timeout=1800)

@@ -59,8 +59,13 @@ MULTI = {"env": _ma_env.RltuneMultiCartPoles, "env_config": {"num_agents": 8}, "
 
 
 def load_module(checkout: Path, name: str) -> Any:
-    """``rltune/trainers/<name>.py`` of ``checkout`` as a standalone module (its imports are this rltune's)."""
-    spec = importlib.util.spec_from_file_location(f"baseline_{name}", checkout / "rltune" / "trainers" / f"{name}.py")
+    """``rltune/trainers/[sampling/]<name>.py`` of ``checkout`` as a standalone module (its imports are this rltune's).
+
+    (The samplers moved into ``trainers/sampling/`` in issue 25; an older checkout has them at ``trainers/``.)
+    """
+    trainers = checkout / "rltune" / "trainers"
+    path = next(p for p in (trainers / "sampling" / f"{name}.py", trainers / f"{name}.py") if p.exists())
+    spec = importlib.util.spec_from_file_location(f"baseline_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,27 +1,17 @@
-"""Agent groups: two agents that must coordinate, grouped so that one policy picks their joint action.
+"""Agent groups: two agents that each see what the other needs, grouped so that one policy acts for both.
 
-The climbing game (Claus & Boutilier, 1998) is a one-shot cooperative game:
-two agents each pick a, b or c and both get the payoff of the pair::
-
-              other: a     b     c
-    me: a           11   -30     0
-        b          -30     7     6
-        c            0     0     5
-
-The best pair, (a, a), is next to the worst ones: an agent that tries a while
-its partner still explores mostly meets -30, so two independent learners
-tend to settle on (b, b) or (c, c). Grouped with
-``with_agent_groups(env, {"team": ["left", "right"]})``, the two act as one
-agent "team": its observation is the tuple of theirs, its action a tuple of
-theirs (a ``Tuple`` space), its reward the sum of theirs, and each member's
-own reward stays in its info as ``individual_rewards``.
-
-rltune's PPO acts in Discrete and Box spaces; :class:`JointPolicy` (a
-PPOPolicy subclass, so PPO trains it) turns a Tuple of Discrete spaces into
-one categorical over the joint actions (3 x 3 = 9 here), a centralized
-controller, and gives the env the tuple. It finds (a, a). The same PPO
-settings on the ungrouped agents, one policy each, are run first for
-comparison. Run it (about 15 s)::
+The card swap is a one-shot cooperative game: "left" and "right" each draw
+a card (0, 1 or 2) and see only their own; each must name its partner's
+card and earns 1 if it does. On its own an agent can only guess (1/3 of the
+time). Grouped with ``with_agent_groups(env, {"team": ["left", "right"]})``,
+the two act as one agent "team": its observation is the tuple of theirs (a
+``Tuple`` of ``Discrete`` spaces, one-hot encoded for the model), its action
+a tuple of theirs (a ``Tuple`` action space, which PPO samples as a product
+of one categorical per member), its reward the sum of theirs, and each
+member's own reward stays in its info as ``individual_rewards``. The team
+sees both cards and learns to name them crosswise. The same PPO settings on
+the ungrouped agents, one policy each, are run first for comparison. Run it
+(about 15 s)::
 
     python examples/multi_agent_groups.py
 """
@@ -37,54 +27,41 @@ import numpy as np
 
 from rltune.callbacks import DefaultCallbacks
 from rltune.env import MultiAgentEnv, register_env, with_agent_groups
-from rltune.trainers import PPO, PolicySpec, PPOPolicy
+from rltune.trainers import PPO
 
-MOVES = "abc"
-PAYOFF = np.array([[11.0, -30.0, 0.0], [-30.0, 7.0, 6.0], [0.0, 0.0, 5.0]])
+CARDS = 3
 
 
-class ClimbingGame(MultiAgentEnv):
-    """Agents "left" and "right" pick a move (0: a, 1: b, 2: c) once; each gets ``PAYOFF[left, right]``."""
+class CardSwap(MultiAgentEnv):
+    """Agents "left" and "right" see their own card (``Discrete(3)``), name the other's (``Discrete(3)``) once; 1 if right."""
 
     possible_agents = ["left", "right"]
 
     def __init__(self, env_config: dict[str, Any] | None = None) -> None:
-        self.observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
-        self.action_space = gym.spaces.Discrete(3)
+        self.observation_space = gym.spaces.Discrete(CARDS)
+        self.action_space = gym.spaces.Discrete(CARDS)
+        self.rng = np.random.default_rng()
+        self.cards: dict[str, int] = {}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
-        return {agent: np.ones(1, np.float32) for agent in self.possible_agents}, {}
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.cards = {agent: int(self.rng.integers(CARDS)) for agent in self.possible_agents}
+        return dict(self.cards), {}
 
     def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:
-        payoff = float(PAYOFF[int(action_dict["left"]), int(action_dict["right"])])
-        obs = {agent: np.ones(1, np.float32) for agent in self.possible_agents}
-        rewards = {agent: payoff for agent in self.possible_agents}
-        return obs, rewards, {"__all__": True}, {"__all__": False}, {agent: {} for agent in self.possible_agents}
+        partner = {"left": "right", "right": "left"}
+        rewards = {agent: float(int(action_dict[agent]) == self.cards[partner[agent]]) for agent in self.possible_agents}
+        return dict(self.cards), rewards, {"__all__": True}, {"__all__": False}, {agent: {} for agent in self.possible_agents}
 
 
 def make_team(env_config: dict[str, Any]) -> MultiAgentEnv:
     """The env creator given to ``register_env``: the game with both agents in one group, "team"."""
-    return with_agent_groups(ClimbingGame(env_config), {"team": ["left", "right"]})
-
-
-class JointPolicy(PPOPolicy):
-    """PPO over a Tuple of Discrete action spaces: one categorical over the joint actions, tuples to the env."""
-
-    def __init__(self, observation_space: gym.Space, action_space: gym.Space, config: Any, **kwargs: Any) -> None:
-        if not (isinstance(action_space, gym.spaces.Tuple)
-                and all(isinstance(s, gym.spaces.Discrete) for s in action_space.spaces)):
-            raise ValueError(f"JointPolicy acts in a Tuple of Discrete spaces, not {action_space}")
-        self.member_sizes = [int(s.n) for s in action_space.spaces]
-        self.group_action_space = action_space
-        super().__init__(observation_space, gym.spaces.Discrete(int(np.prod(self.member_sizes))), config, **kwargs)
-
-    def to_env_actions(self, actions: np.ndarray) -> list[Any]:
-        """Each joint action as the tuple of the members' actions."""
-        return [tuple(int(a) for a in np.unravel_index(int(joint), self.member_sizes)) for joint in actions]
+    return with_agent_groups(CardSwap(env_config), {"team": ["left", "right"]})
 
 
 class IndividualRewards(DefaultCallbacks):
-    """Reports the left agent's own payoff (``individual_rewards`` of the team's info) as custom metric ``left_payoff``."""
+    """Reports the left agent's own reward (``individual_rewards`` of the team's info) as custom metric ``left_payoff``."""
 
     def on_episode_end(self, *, episode: Any, **kwargs: Any) -> None:
         info = episode.last_info_for("team")
@@ -100,44 +77,46 @@ COMMON = {
     "sgd_minibatch_size": 64,
     "num_sgd_iter": 8,
     "lr": 3e-3,
-    "entropy_coeff": 0.01,
-    "model": {"fcnet_hiddens": [16]},
+    "model": {"fcnet_hiddens": [32]},
     "metrics_num_episodes_for_smoothing": 64,
 }
 INDEPENDENT = {
     **COMMON,
-    "env": ClimbingGame,
+    "env": CardSwap,
     "multiagent": {"policies": {"left", "right"}, "policy_mapping_fn": lambda agent_id, *args, **kwargs: agent_id},
 }
 GROUPED = {
     **COMMON,
-    "env": "climbing_team",
+    "env": "card_swap_team",
     "callbacks": IndividualRewards,
-    "multiagent": {"policies": {"team": PolicySpec(policy_class=JointPolicy)}},  # one policy: no mapping needed
+    "multiagent": {"policies": {"team"}},  # one policy, spaces from the env (Tuple observations and actions)
 }
 
 
 def train(config: dict[str, Any], iterations: int = 25, seed: int = 0, *, results_dir: str | None = None) -> dict[str, Any]:
-    """Train PPO on ``config`` for ``iterations``; the last result, the greedy moves and the time."""
-    register_env("climbing_team", make_team)
+    """Train PPO on ``config`` for ``iterations``; the last result, the greedy calls for every pair of cards and the time."""
+    register_env("card_swap_team", make_team)
     start = time.perf_counter()
+    calls: dict[tuple[int, int], tuple[int, int]] = {}
     with PPO(config={**config, "seed": seed}, results_dir=results_dir or "/tmp/rltune_examples") as trainer:
         for _ in range(iterations):
             result = trainer.train()
-        obs = np.ones(1, np.float32)
-        if "team" in trainer.workers.local_worker.policy_map:
-            moves = trainer.compute_single_action((obs, obs), policy_id="team")
-        else:
-            moves = tuple(trainer.compute_single_action(obs, policy_id=pid) for pid in ("left", "right"))
-    return {"result": result, "moves": "".join(MOVES[int(m)] for m in moves), "seconds": time.perf_counter() - start}
+        for left in range(CARDS):
+            for right in range(CARDS):
+                if "team" in trainer.workers.local_worker.policy_map:
+                    named = trainer.compute_single_action((left, right), policy_id="team")
+                else:
+                    named = (trainer.compute_single_action(left, policy_id="left"),
+                             trainer.compute_single_action(right, policy_id="right"))
+                calls[(left, right)] = tuple(int(card) for card in named)
+    return {"result": result, "calls": calls, "seconds": time.perf_counter() - start}
 
 
 def describe(run: dict[str, Any]) -> str:
-    """``greedy pair (a, a), payoff 11 ...``: what a trained run plays."""
-    left, right = run["moves"]
-    payoff = PAYOFF[MOVES.index(left), MOVES.index(right)]
-    return (f"greedy pair ({left}, {right}), payoff {payoff:g} each; mean episode reward (both agents) "
-            f"{run['result']['episode_reward_mean']:.1f} while training ({run['seconds']:.1f} s)")
+    """``names both cards right for 9 of 9 deals ...``: what a trained run plays."""
+    right = sum(named == (cards[1], cards[0]) for cards, named in run["calls"].items())
+    return (f"names both cards right for {right} of {CARDS * CARDS} deals; mean episode reward (both agents, best 2) "
+            f"{run['result']['episode_reward_mean']:.2f} while training ({run['seconds']:.1f} s)")
 
 
 if __name__ == "__main__":
@@ -146,6 +125,6 @@ if __name__ == "__main__":
     args = parser.parse_args()
     print("independent learners:", describe(train(INDEPENDENT, seed=args.seed)))
     grouped = train(GROUPED, seed=args.seed)
-    print("grouped (one joint policy):", describe(grouped))
-    print(f"left agent's own payoff (individual_rewards), mean of the last 64 games: "
-          f"{grouped['result']['custom_metrics']['left_payoff_mean']:.1f}")
+    print("grouped (one policy, Tuple actions):", describe(grouped))
+    print(f"left agent's own reward (individual_rewards), mean of the last 64 games: "
+          f"{grouped['result']['custom_metrics']['left_payoff_mean']:.2f}")

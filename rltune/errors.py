@@ -7,16 +7,62 @@ any of them into one message on stderr and exit status 2.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Sequence
+
+UNKNOWN_KEY = "unknown key"  # Problem.kind of a key the settings lack (other kinds: "invalid", "unsupported", "conflict")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem of a config, structured: where (``path``, the keys to it), what is wrong, and a ``hint``.
+
+    ``kind`` lets a caller decide without reading the text (:data:`UNKNOWN_KEY`,
+    "invalid", "unsupported", "conflict"); ``shown`` is the path as the user
+    wrote it when it differs (RLlib's name of a key, a builder keyword).
+    ``str(problem)`` is the line a :class:`ConfigError` shows.
+    """
+
+    path: tuple[str, ...]
+    what: str
+    hint: str = ""
+    kind: str = "invalid"
+    shown: str | None = None
+
+    def __str__(self) -> str:
+        where = self.where()
+        text = f"{where}: {self.what}" if where else self.what
+        return f"{text}; {self.hint}" if self.hint else text
+
+    def where(self) -> str:
+        """The path as the user reads it (``shown``, else the keys joined by dots)."""
+        return self.shown if self.shown is not None else ".".join(self.path)
+
+    def under(self, *prefix: str) -> "Problem":
+        """The same problem one block deeper (``evaluation_config.<path>``)."""
+        shown = None if self.shown is None else ".".join((*prefix, self.shown))
+        return Problem((*prefix, *self.path), self.what, self.hint, self.kind, shown)
+
+    def shown_as(self, shown: str) -> "Problem":
+        """The same problem with its path written as ``shown``."""
+        return Problem(self.path, self.what, self.hint, self.kind, shown)
+
 
 class RLTuneError(Exception):
     """Base class of the errors rltune raises for bad input or a failed component."""
 
 
 class ConfigError(RLTuneError, ValueError):
-    """A config (dict, JSON, YAML) is invalid; ``problems`` lists every error found, by path."""
+    """A config (dict, JSON, YAML) is invalid; ``problems`` lists every error found, by path, as text.
 
-    def __init__(self, problems: list[str] | str, *, where: str = "config") -> None:
-        self.problems = [problems] if isinstance(problems, str) else list(problems)
+    ``details`` holds the same problems as :class:`Problem` records (a
+    problem given as text has an empty path and ``kind`` "text").
+    """
+
+    def __init__(self, problems: Sequence[str | Problem] | str | Problem, *, where: str = "config") -> None:
+        given = [problems] if isinstance(problems, (str, Problem)) else list(problems)
+        self.details = [p if isinstance(p, Problem) else Problem((), str(p), kind="text") for p in given]
+        self.problems = [str(p) for p in given]
         self.where = where
         if len(self.problems) == 1:
             message = f"invalid {where}: {self.problems[0]}"

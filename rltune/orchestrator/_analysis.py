@@ -109,7 +109,7 @@ def build_analysis(runner: Any) -> Analysis:
         if frozen.state == TrialState.WAITING:
             continue
         attrs = frozen.user_attrs
-        config = runner.configs.get(frozen.number)
+        config = runner.state.configs.get(frozen.number)
         if config is None:
             try:
                 config = decode_trial_config(plan, frozen)
@@ -124,7 +124,7 @@ def build_analysis(runner: Any) -> Analysis:
             config=config,
             params=dict(frozen.params),
             value=frozen.value if frozen.state == TrialState.COMPLETE else (frozen.value if frozen.values else None),
-            last_result=runner.results.get(frozen.number, attrs.get("last_result")),
+            last_result=runner.state.results.get(frozen.number, attrs.get("last_result")),
             checkpoint=checkpoint if checkpoint and os.path.isdir(checkpoint) else None,
             trial_dir=trial_dir,
             seed=attrs.get("seed"),
@@ -139,7 +139,7 @@ def build_analysis(runner: Any) -> Analysis:
         pick = max if plan.spec.mode == "max" else min
         best = pick(complete, key=lambda r: r.value)
     analysis = Analysis(study, records, plan.spec.metric, plan.spec.mode, runner.study_dir, best, runner.interrupted,
-                        no_space=runner.no_space)
+                        no_space=runner.state.no_space)
     if runner.tracker is not None:
         from rltune.tracking._store import ui_hint
 

@@ -69,15 +69,15 @@ class PlainDisplay(Observer):
 
     def start(self, runner: Any) -> None:
         plan = runner.plan
-        self._t0 = getattr(runner, "_start_time", self._t0)  # the clock of the study's timeout_s
+        self._t0 = getattr(runner, "start_time", self._t0)  # the clock of the study's timeout_s
         self.progress.finished_before = _finished_before(runner)
         self.progress.shared = bool(getattr(runner, "shared", False))
         self._print(
             f"study {plan.name!r}: {plan.trainable.name}, {plan.total_trials} trials, search {plan.sampler_name}, "
             f"pruner {plan.pruner_name}, {runner.spec.mode} {self.metric}; directory {runner.study_dir}"
         )
-        if runner._resumable:
-            self._print(f"resuming {len(runner._resumable)} interrupted trial(s)")
+        if runner.resumable:
+            self._print(f"resuming {len(runner.resumable)} interrupted trial(s)")
 
     def elapsed(self) -> float:
         """Seconds since the study (this session) started."""
@@ -261,7 +261,7 @@ def _finished_before(runner: Any) -> int:
     from rltune.orchestrator._retry import live_trials
 
     finished = sum(1 for t in live_trials(study.get_trials(deepcopy=False)) if t.state.is_finished())
-    return max(0, finished - len(getattr(runner, "_retries", ())))
+    return max(0, finished - len(getattr(runner, "retries", ())))
 
 
 def make_display(runner: Any, *, verbose: int, quiet: bool = False, stream: TextIO | None = None) -> PlainDisplay | None:

@@ -47,7 +47,8 @@ def env_candidates(plan: Any) -> list[dict[str, Any]]:
         check = not config.get("disable_env_checking", False)
         multiagent = _agents_of(config.get("multiagent"))
         key = json.dumps([repr(env), env_config, check, sorted(multiagent["policies"]),
-                          repr(multiagent["policy_mapping_fn"])], sort_keys=True, default=repr)
+                          repr(multiagent["policy_mapping_fn"]), multiagent["observation_fn"] is None],
+                         sort_keys=True, default=repr)
         if key in found:
             continue
         when = ""
@@ -62,12 +63,12 @@ def env_candidates(plan: Any) -> list[dict[str, Any]]:
 
 
 def _agents_of(block: Any) -> dict[str, Any]:
-    """What the env check needs of a (validated) ``multiagent`` block: the policies and the mapping function."""
+    """What the env check needs of a (validated) ``multiagent`` block: the policies, the mapping and observation functions."""
     block = block if isinstance(block, dict) else {}
     policies = block.get("policies") or {}
     if not isinstance(policies, dict):
         policies = {pid: None for pid in policies}
-    return {"policies": policies, "policy_mapping_fn": block.get("policy_mapping_fn")}
+    return {"policies": policies, "policy_mapping_fn": block.get("policy_mapping_fn"), "observation_fn": block.get("observation_fn")}
 
 
 def check_study_envs(plan: Any, *, timeout_s: float = CHECK_TIMEOUT_S) -> None:
@@ -194,7 +195,8 @@ def _check_agents(env: Any, name: str, multiagent: dict[str, Any]) -> tuple[str,
             return "ConfigError", [problem], "config"
         if specs:
             mapping = PolicyMapping(multiagent["policy_mapping_fn"], list(specs))
-            policy_spaces_from_env(env, specs, mapping, None, name)
+            # observations rewritten by an observation_fn need not fit (the sampler checks what it returns)
+            policy_spaces_from_env(env, specs, mapping, None, name, observations=multiagent["observation_fn"] is None)
     except ConfigError as exc:
         return "ConfigError", exc.problems, "config"
     except RLTuneError as exc:

@@ -5,7 +5,7 @@ trials (interrupted ones first, then Optuna's waiting grid points, then new
 ones the sampler draws), waits on the trial processes' sockets, reports each
 result to Optuna (``trial.report(value, step=training_iteration)``; a step
 the trial runs again after restoring a checkpoint replaces its earlier
-value, in Optuna and MLflow: :meth:`TrialSetup._report`), and answers each
+value, in Optuna and MLflow: :func:`._intermediate.report`), and answers each
 result with "continue" or "stop" (a stop criterion met, the pruner said so,
 Ctrl-C).
 
@@ -46,6 +46,7 @@ import threading
 import time
 import uuid
 from multiprocessing.connection import wait
+from pathlib import Path
 from typing import Any
 
 from rltune._disk import NO_SPACE, disk_error
@@ -55,14 +56,15 @@ from rltune.errors import ConfigError
 from rltune.orchestrator import _trial_host as host
 from rltune.orchestrator._decision import Outcome, decide, read_result
 from rltune.orchestrator._events import Observers
+from rltune.orchestrator._intermediate import backfill, report
 from rltune.orchestrator._ownership import Heartbeats, fail_stale_trials
 from rltune.orchestrator._reporter import latest_checkpoint
 from rltune.orchestrator._retry import FAILURE_KIND
 from rltune.orchestrator._spec import StudyPlan
-from rltune.orchestrator._study_lock import StudyLock
-from rltune.orchestrator._study_setup import StudySetup, study_dir_of
+from rltune.orchestrator._study_setup import StudyOpener, study_dir_of
+from rltune.orchestrator._study_state import StudyState
 from rltune.orchestrator._trial_end import TrialEnding
-from rltune.orchestrator._trial_host import ActiveTrial, TrialEnd
+from rltune.orchestrator._trial_host import ActiveTrial
 from rltune.orchestrator._trial_setup import TrialSetup
 
 logger = logging.getLogger(__name__)
@@ -72,14 +74,17 @@ STOP_GRACE_S = 120.0  # after Ctrl-C, trials get this long to finish their itera
 SHARED_POLL_S = 1.0  # an idle worker of a shared study looks for work (and stale trials) this often
 
 
-class StudyRunner(StudySetup, TrialSetup, TrialEnding):
+class StudyRunner:
     """Runs one study to its end (or until interrupted); see the module docstring.
 
-    Its parts: :class:`StudySetup` (open, create or join the study, resume
-    discovery), :class:`TrialSetup` (the next trial, its config and seed),
-    :class:`TrialEnding` (a trial's end told to Optuna, or left to resume),
-    :mod:`._trial_host` (trial processes), :mod:`._ownership` (heartbeats,
-    stale trials) and :mod:`._decision` (what a result means). Observers
+    It keeps the loop (starting trials, their messages, failures) and is
+    built from collaborators sharing a :class:`~._study_state.StudyState`:
+    :class:`~._study_setup.StudyOpener` (open, create or join the study,
+    resume discovery), :class:`~._trial_setup.TrialSetup` (the next trial,
+    its config and seed), :class:`~._trial_end.TrialEnding` (a trial's end
+    told to Optuna, or left to resume), :mod:`._trial_host` (trial
+    processes), :mod:`._ownership` (heartbeats, stale trials) and
+    :mod:`._decision` (what a result means). Observers
     (:class:`~rltune.orchestrator._events.Observer`: the display, MLflow
     tracking) get the loop's events: ``self.observers.<event>(...)``.
     """
@@ -95,40 +100,75 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         cpu_count: int | None = None,
         stop_grace_s: float = STOP_GRACE_S,
     ) -> None:
-        self.plan = plan
-        self.spec = plan.spec
-        self.resume = resume  # True: the study must exist; "auto": continued if it exists, else started
-        self.retry_failed = retry_failed  # resume: retry every FAILed trial, not only those that ran out of space
         self.observers = Observers()  # tracking first (set by open_study), the display last
+        self.state = StudyState(plan, self.observers, uuid.uuid4().hex, study_dir_of(plan.spec.results_dir, plan.name))
+        self._opener = StudyOpener(self.state, resume=resume, retry_failed=retry_failed)
+        self._ending = TrialEnding(self.state)
+        self._setup: TrialSetup | None = None  # set by open_study, with what it found to run first
         self._display: Any = None
         self.display = display
         self.max_concurrent = max_concurrent if max_concurrent is not None else self.spec.max_concurrent
         self.cpu_count = cpu_count or os.cpu_count() or 1
         self.stop_grace_s = stop_grace_s
-        self.run_id = uuid.uuid4().hex
-        self.study_dir = study_dir_of(self.spec.results_dir, plan.name)
-        self.active: list[ActiveTrial] = []
-        self.ended: list[TrialEnd] = []
         self.interrupts = 0
         self.stopping_since: float | None = None
         self.interrupted = False
         self.spec_error: ConfigError | None = None
-        self.results: dict[int, dict[str, Any]] = {}  # last result of each trial run here
-        self.configs: dict[int, dict[str, Any]] = {}
-        self._resumable: list[Any] = []
-        self._retries: list[Any] = []  # resume: failed trials to retry (or their retries, created but not started)
-        self.no_space: str | None = None  # why no new trial starts: a trial found the disk full
         self._pending: list[ActiveTrial] = []
-        self._started_total = 0
-        self._start_time = time.monotonic()
+        self.start_time = time.monotonic()  # the clock of the study's timeout_s
         self._cpu_note = False
         self._heartbeats: Heartbeats | None = None
         self._last_shared_poll = 0.0
-        self.shared = False  # set by open_study: an RDB storage that other workers may share
-        self.storage: Any = None
-        self.storage_url: str | None = None  # spec.storage with its ${...} references resolved (set by open_study)
-        self.tracker: Any = None  # a TrackingProcess when the study is recorded in MLflow
-        self.lock: StudyLock | None = None  # the study directory's lock (embedded storage)
+
+    # -- what the display and the analysis read ---------------------------------------------
+    @property
+    def plan(self) -> StudyPlan:
+        """The study's plan (its spec renamed when a default name moved past a held study)."""
+        return self.state.plan
+
+    @property
+    def spec(self) -> Any:
+        """The study's spec."""
+        return self.state.spec
+
+    @property
+    def study(self) -> Any:
+        """The Optuna study, once open."""
+        return self.state.study
+
+    @property
+    def study_dir(self) -> Path:
+        """The study's directory."""
+        return self.state.study_dir
+
+    @property
+    def shared(self) -> bool:
+        """Whether the study is on an RDB storage that other workers may share (known once open)."""
+        return self.state.shared
+
+    @property
+    def active(self) -> list[ActiveTrial]:
+        """The trials running here."""
+        return self.state.active
+
+    @active.setter
+    def active(self, active: list[ActiveTrial]) -> None:
+        self.state.active = active
+
+    @property
+    def tracker(self) -> Any:
+        """The TrackingProcess when the study is recorded in MLflow (set by open_study)."""
+        return self._opener.tracker
+
+    @property
+    def resumable(self) -> list[Any]:
+        """The interrupted trials still to continue (found by open_study)."""
+        return self._setup.resumable if self._setup is not None else self._opener.resumable
+
+    @property
+    def retries(self) -> list[Any]:
+        """The failed trials still to retry (found by open_study)."""
+        return self._setup.retries if self._setup is not None else self._opener.retries
 
     @property
     def display(self) -> Any:
@@ -144,11 +184,24 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
             self.observers.remove(previous)
         self._display = display
 
+    # -- the study ------------------------------------------------------------------------
+    def open_study(self) -> Any:
+        """Create or load the study in its storage (:class:`StudyOpener`); in shared storage, join it."""
+        study = self._opener.open_study()
+        self._setup = TrialSetup(self.state, self._ending, resumable=self._opener.resumable,
+                                 retries=self._opener.retries, started_total=self._opener.started_total,
+                                 start_time=self.start_time)
+        return study
+
+    def close(self) -> None:
+        """Release the study directory's lock (the orchestrator is done with the study); idempotent."""
+        self._opener.close()
+
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> None:
         """Run trials until the study has its trials (or its timeout), or until interrupted."""
         previous = self._install_signal_handlers()
-        self._heartbeats = Heartbeats(self.shared, self.storage, self.spec.heartbeat_interval_s)
+        self._heartbeats = Heartbeats(self.shared, self.state.storage, self.spec.heartbeat_interval_s)
         try:
             while self._turn():
                 pass
@@ -156,7 +209,7 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
             if self.active:  # an exception in the loop itself: do not leave trial processes behind
                 self._kill_all()
             for pending in self._pending:  # asked but never started: left for resume
-                self._release(pending)
+                self._ending.release(pending)
             self._restore_signal_handlers(previous)
             try:
                 self._close_tracking()
@@ -199,9 +252,9 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         self.tracker.refresh_study_plots(self.study)
         self.tracker.finish_study(interrupted=self.interrupted)
         self.tracker.reconcile(self.study)
-        self.tracker.close(interrupted=self.interrupted, say=self._say)
+        self.tracker.close(interrupted=self.interrupted, say=self.state.say)
         if self.tracker.repaired:
-            self._say(f"MLflow tracking: recorded what an earlier run left out in the runs of trial(s) "
+            self.state.say(f"MLflow tracking: recorded what an earlier run left out in the runs of trial(s) "
                       f"{', '.join(map(str, self.tracker.repaired))}")
 
     def _wait_for_others(self) -> bool:
@@ -213,7 +266,7 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         """
         if not self.shared or self.stopping_since is not None or self.spec_error is not None:
             return False
-        if self.spec.timeout_s is not None and time.monotonic() - self._start_time > self.spec.timeout_s:
+        if self.spec.timeout_s is not None and time.monotonic() - self.start_time > self.spec.timeout_s:
             return False
         now = time.monotonic()
         if now - self._last_shared_poll < SHARED_POLL_S:
@@ -259,10 +312,10 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
             host.kill(a)
             a.outcome, a.reason = Outcome.INTERRUPTED, "killed"
             try:
-                self._finish_interrupted(a)
+                self._ending.finish_interrupted(a)
             except Exception:  # noqa: BLE001 - the storage failed: the trial stays RUNNING, resumable all the same
                 logger.debug("trial %d: its interruption was not recorded", a.number, exc_info=True)
-                self._retire(a)
+                self._ending.retire(a)
 
     # -- starting trials ------------------------------------------------------------------
     def _limit(self) -> int:
@@ -296,7 +349,7 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
                 ):
                     self._note_cpus(self.plan.cpus_per_trial(self.plan.config))
                     return
-                candidate = self._next_trial()
+                candidate = self._setup.next_trial() if self.spec_error is None else None
                 if candidate is None:
                     return
                 self._pending.append(candidate)
@@ -311,7 +364,7 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
             a.checkpoint_iteration, a.checkpoint = found
         a.iteration = a.checkpoint_iteration
         if a.checkpoint:
-            self._backfill(a)
+            backfill(a, self.spec.metric)
         try:
             self._start_process(a)
         except OSError as exc:  # its output.log cannot be opened: a full or read-only disk
@@ -360,7 +413,7 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
                 a.trial.set_user_attr("checkpoint", a.checkpoint)
                 self.observers.checkpoint_saved(a)
             elif isinstance(message, Done):
-                self._done(a)
+                self._ending.done(a)
             elif isinstance(message, Failed):
                 self._failed(a, message.traceback, message.kind or "error")
 
@@ -368,11 +421,11 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         """Report the result's metric to Optuna and answer the trial with :func:`._decision.decide`."""
         self.observers.result_received(a, result)
         a.last_result = result
-        self.results[a.number] = result
+        self.state.results[a.number] = result
         a.iteration = int(result.get("training_iteration", a.iteration + 1))
         reading = read_result(result, self.spec.metric, a.stop)
         if reading.error is None and reading.value is not None:
-            self._report(a, a.iteration, reading.value)  # a step run again after a restore: its new value
+            report(a, a.iteration, reading.value)  # a step run again after a restore: its new value
         decision = decide(reading, iteration=a.iteration, stopping=self.stopping_since is not None,
                           checkpoint_at_end=self.spec.checkpoint_at_end,
                           should_prune=a.trial.should_prune if self.plan.pruner_name != "none" else None)
@@ -396,24 +449,24 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         """
         host.reap(a)
         a.failures += 1
-        self._append_error(a, error)
+        self._ending.append_error(a, error)
         a.trial.set_user_attr("num_failures", a.failures)
         a.trial.set_user_attr("error", error[-8000:])
         a.trial.set_user_attr(FAILURE_KIND, kind)
         if a.outcome is Outcome.INTERRUPTED:  # it failed while checkpointing for Ctrl-C: resumable all the same
-            self._finish_interrupted(a)
+            self._ending.finish_interrupted(a)
             return
-        if a.outcome in (Outcome.COMPLETE, Outcome.PRUNED) and self._end_as_decided(a):  # died as it stopped: not trained on
+        if a.outcome in (Outcome.COMPLETE, Outcome.PRUNED) and self._ending.end_as_decided(a):  # died as it stopped: not trained on
             return
         if kind == NO_SPACE:
-            self._out_of_space(a.number, error)
+            self._ending.out_of_space(a.number, error)
         elif a.failures <= self.spec.max_failures and self.stopping_since is None:
             host.close_conn(a)
             self.observers.message(f"trial {a.number} failed (attempt {a.failures}); restarting it "
                                    f"from {'its last checkpoint' if latest_checkpoint(a.trial_dir) else 'scratch'}")
             self._launch(a)
             return
-        self._tell_fail(a, error)
+        self._ending.tell_fail(a, error)
 
     def _crashed(self, a: ActiveTrial) -> None:
         self._failed(a, host.crash_text(a), "crash")
@@ -442,16 +495,4 @@ class StudyRunner(StudySetup, TrialSetup, TrialEnding):
         try:
             step(a)
         except optuna.exceptions.UpdateFinishedTrialError:
-            self._taken_over(a)
-
-    def _taken_over(self, a: ActiveTrial) -> None:
-        if a.proc is not None and a.proc.poll() is None:
-            host.kill(a)
-            host.reap(a)
-        self._retire(a)
-        message = (f"trial {a.number} was failed as stale by another worker (this worker's heartbeat lapsed) and "
-                   "is retried there; what it did here after that is not recorded")
-        logger.warning("%s", message)
-        self.observers.message(message)
-        self.ended.append(TrialEnd(a.number, "FAIL", None, "stale: retried by another worker"))
-        self.observers.trial_lost(a)
+            self._ending.taken_over(a)

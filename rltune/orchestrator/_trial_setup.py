@@ -1,8 +1,8 @@
 """Trial setup: which trial runs next (an interrupted one, a retry of a failed one (:mod:`._retry`), a grid
 point, a stale worker's retry, a new one), its config, seed and directory, and what it already reported.
 
-:class:`TrialSetup` is a part of :class:`rltune.orchestrator._runner.StudyRunner`;
-its state lives there.
+:class:`TrialSetup` is a collaborator of :class:`rltune.orchestrator._runner.StudyRunner`
+working on the shared :class:`~rltune.orchestrator._study_state.StudyState`.
 """
 
 from __future__ import annotations
@@ -14,54 +14,67 @@ from pathlib import Path
 from typing import Any
 
 from rltune._disk import writing
-from rltune._metrics import finite
-from rltune._trial_files import last_result
-from rltune.errors import ConfigError, DiskError
-from rltune.orchestrator._optuna_compat import (pop_waiting_trial, replace_intermediate_value, retry_of, trial_id,
-                                               trial_of)
+from rltune.errors import DiskError
+from rltune.orchestrator._optuna_compat import pop_waiting_trial, retry_of, trial_id, trial_of
 from rltune.orchestrator._ownership import make_owner
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
 from rltune.orchestrator._retry import RETRY_OF, predecessor, start_retry
 from rltune.orchestrator._search_space import decode_params, resolve_config, suggest
 from rltune.orchestrator._spec import StudyPlan
-from rltune.orchestrator._stop import StopCriteria, lookup
+from rltune.orchestrator._stop import StopCriteria
+from rltune.orchestrator._study_state import StudyState
 from rltune.orchestrator._trial import PARAMS_FILE
+from rltune.orchestrator._trial_end import TrialEnding
 from rltune.orchestrator._trial_host import ActiveTrial
 
 
 class TrialSetup:
-    """Setting up trials for :class:`~rltune.orchestrator._runner.StudyRunner` (a part of it: its attributes are the runner's)."""
+    """Sets up the trials of a :class:`~rltune.orchestrator._runner.StudyRunner`, in order, on its ``state``.
 
-    def _next_trial(self) -> ActiveTrial | None:
-        if self.spec_error is not None:
-            return None
-        while self._resumable:
-            frozen = self._resumable.pop(0)
-            resumed = self._prepare_fitting(trial_of(self.study, frozen), frozen, "resume", resumed=frozen)
-            if resumed is not None and not self._complete_if_stopped(resumed):
+    ``resumable`` (interrupted trials), ``retries`` (failed trials to retry)
+    and ``started_total`` come from :class:`~._study_setup.StudyOpener`;
+    ``start_time`` is the clock of the study's ``timeout_s``; ``ending``
+    ends a trial that cannot run (its stop already met, its disk full).
+    """
+
+    def __init__(self, state: StudyState, ending: TrialEnding, *, resumable: list[Any], retries: list[Any],
+                 started_total: int, start_time: float) -> None:
+        self.state = state
+        self.ending = ending
+        self.resumable = resumable
+        self.retries = retries
+        self.started_total = started_total
+        self.start_time = start_time
+
+    def next_trial(self) -> ActiveTrial | None:
+        """The next trial to run, set up; None when none is due (the budget is spent, the disk is full...)."""
+        while self.resumable:
+            frozen = self.resumable.pop(0)
+            resumed = self._prepare_fitting(trial_of(self.state.study, frozen), frozen, "resume", resumed=frozen)
+            if resumed is not None and not self.ending.complete_if_stopped(resumed):
                 return resumed
-        while self._retries:
-            started = start_retry(self.study, self._retries.pop(0))
+        while self.retries:
+            started = start_retry(self.state.study, self.retries.pop(0))
             if started is not None:
                 active = self._prepare_fitting(*started, "retry", retry=started[1])
                 if active is not None:
                     return active
-        if self.no_space is not None:  # the disk is full: a new trial would fail as well
+        if self.state.no_space is not None:  # the disk is full: a new trial would fail as well
             return None
-        if self.spec.timeout_s is not None and time.monotonic() - self._start_time > self.spec.timeout_s:
+        if self.state.spec.timeout_s is not None and time.monotonic() - self.start_time > self.state.spec.timeout_s:
             return None
-        if self.shared:
-            trial = pop_waiting_trial(self.study)
+        if self.state.shared:
+            trial = pop_waiting_trial(self.state.study)
             if trial is None:
                 return None
-            self._started_total += 1
-            self.storage.record_heartbeat(trial_id(trial))
-            frozen = self.storage.get_trial(trial_id(trial))
+            self.started_total += 1
+            self.state.storage.record_heartbeat(trial_id(trial))
+            frozen = self.state.storage.get_trial(trial_id(trial))
             return self._prepare(trial, retry=frozen if predecessor(frozen) is not None else None)
-        if self._started_total >= self.plan.total_trials:
+        if self.started_total >= self.state.plan.total_trials:
             return None
-        trial = self.study.ask()
-        self._started_total += 1
+        trial = self.state.study.ask()
+        self.started_total += 1
         return self._prepare(trial)
 
     def _prepare_fitting(self, trial: Any, frozen: Any, verb: str, **kind: Any) -> ActiveTrial | None:
@@ -74,42 +87,9 @@ class TrialSetup:
             error = (f"cannot {verb} trial {frozen.number}: its params {frozen.params} do not fit the study's "
                      f"search space any more ({exc})")
             trial.set_user_attr("error", error)
-            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            self.observers.message(error)
+            self.state.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self.state.observers.message(error)
             return None
-
-    def _complete_if_stopped(self, a: ActiveTrial, when: str = "before the study was interrupted") -> bool:
-        """A resumed trial whose last recorded result met ``stop`` is COMPLETE with it, not trained once more.
-
-        The orchestrator died after the trial reported that result (and saved
-        its checkpoint) but before it told Optuna; or (``when``) the trial's
-        process did. With ``checkpoint_at_end``
-        the trial must have its checkpoint at that iteration; without it, it
-        trains to it again. True if the trial was completed here.
-        """
-        last = last_result(a.trial_dir)
-        if last is None or not a.stop:
-            return False
-        try:
-            reason = a.stop.check(last)
-        except ConfigError:  # a stop key the results lack: the trial's run reports it
-            return False
-        value = finite(lookup(last, self.spec.metric))
-        step = last.get("training_iteration")
-        if reason is None or value is None or not isinstance(step, int):
-            return False
-        found = latest_checkpoint(a.trial_dir)
-        if self.spec.checkpoint_at_end and (found is None or found[0] != step):
-            return False
-        if found is not None:
-            a.checkpoint_iteration, a.checkpoint = found
-        self._backfill(a, upto=step)
-        a.last_result, a.iteration = last, step
-        self.results[a.number] = last
-        a.reason = f"{reason}, met {when}"
-        self._record_progress(a)
-        self._tell(a, "COMPLETE", value)
-        return True
 
     def _prepare(self, trial: Any, resumed: Any = None, retry: Any = None) -> ActiveTrial | None:
         """An ActiveTrial for ``trial``: a new one, one ``resumed`` in place, or a ``retry`` of a failed trial.
@@ -118,29 +98,29 @@ class TrialSetup:
         files cannot be written (a full or read-only disk): it FAILs, recorded.
         """
         number = trial.number
-        trial.set_user_attr("owner", make_owner(self.run_id))
+        trial.set_user_attr("owner", make_owner(self.state.run_id))
         with warnings.catch_warnings():
             # a resumed trial keeps the values it drew, even if the study file's ranges changed since
             warnings.filterwarnings("ignore", message="Inconsistent parameter values", category=RuntimeWarning)
-            values = suggest(trial, self.plan.space)
-        config = resolve_config(self.plan.config, self.plan.space, values)
+            values = suggest(trial, self.state.plan.space)
+        config = resolve_config(self.state.plan.config, self.state.plan.space, values)
         source = retry if retry is not None else resumed
         retried = predecessor(source) if source is not None else None  # the failed trial this one retries
         previous = source.user_attrs if retried is not None else {}  # a retry's: the failed trial's seed and config
-        if isinstance(previous.get("seed"), int) and self.plan.trainable.kind == "trainer" and config.get("seed") is None:
+        if isinstance(previous.get("seed"), int) and self.state.plan.trainable.kind == "trainer" and config.get("seed") is None:
             config["seed"] = previous["seed"]
         seed = previous["seed"] if isinstance(previous.get("seed"), int) else self._seed(number, config)
-        trial_dir = self.study_dir / f"trial_{number:05d}"
+        trial_dir = self.state.study_dir / f"trial_{number:05d}"
         fresh = resumed is None or "trial_dir" not in resumed.user_attrs  # new, or asked just before a kill
         if fresh:
             trial.set_user_attr("config", json_safe(config))
             trial.set_user_attr("seed", seed)
             trial.set_user_attr("trial_dir", str(trial_dir))
-        self.configs[number] = config
-        active = ActiveTrial(trial, number, values, config, seed, trial_dir, self.plan.cpus_per_trial(config),
-                             StopCriteria(self.spec.stop, where="stop"))
+        self.state.configs[number] = config
+        active = ActiveTrial(trial, number, values, config, seed, trial_dir, self.state.plan.cpus_per_trial(config),
+                             StopCriteria(self.state.spec.stop, where="stop"))
         active.retry_of = retried
-        self.observers.trial_opened(active)
+        self.state.observers.trial_opened(active)
         try:
             with writing(trial_dir, "the trial directory"):
                 trial_dir.mkdir(parents=True, exist_ok=True)
@@ -151,7 +131,7 @@ class TrialSetup:
                 if retried is not None and (retry is not None or fresh):  # (fresh: a retry killed as it started)
                     self._continue_from(active, source)
         except DiskError as exc:
-            self._setup_failed(active, exc)
+            self.ending.setup_failed(active, exc)
             return None
         if resumed is not None:
             active.failures = int(resumed.user_attrs.get("num_failures", 0))
@@ -175,14 +155,14 @@ class TrialSetup:
             old_dir = Path(inherited).parent
             found = (_checkpoint_iteration(inherited), inherited)
         if found is None or old_dir is None:
-            self.observers.message(f"trial {a.number} retries trial {a.retry_of} from scratch (no checkpoint)")
+            self.state.observers.message(f"trial {a.number} retries trial {a.retry_of} from scratch (no checkpoint)")
             return
         a.checkpoint_iteration, a.checkpoint = found
         a.trial.set_user_attr("checkpoint", a.checkpoint)
         old_results = old_dir / "result.json"
         if old_results.exists() and not (a.trial_dir / "result.json").exists():
             (a.trial_dir / "result.json").write_bytes(old_results.read_bytes())  # truncated to the checkpoint at launch
-        self.observers.message(f"trial {a.number} retries trial {a.retry_of} from its checkpoint at iteration "
+        self.state.observers.message(f"trial {a.number} retries trial {a.retry_of} from its checkpoint at iteration "
                                f"{a.checkpoint_iteration}")
 
     def _retried_attrs(self, retry: Any) -> dict[str, Any]:
@@ -191,7 +171,7 @@ class TrialSetup:
         if retry_of(retry)[1]:
             return retry.user_attrs
         number = predecessor(retry)
-        found = [t for t in self.study.get_trials(deepcopy=False) if t.number == number]
+        found = [t for t in self.state.study.get_trials(deepcopy=False) if t.number == number]
         return found[0].user_attrs if found else {}
 
     def _inherit_checkpoint(self, a: ActiveTrial, inherited: Any) -> None:
@@ -200,51 +180,13 @@ class TrialSetup:
             a.checkpoint_iteration, a.checkpoint = _checkpoint_iteration(inherited), inherited
 
     def _seed(self, number: int, config: dict[str, Any]) -> int:
-        base = self.spec.seed if self.spec.seed is not None else 0
-        if self.plan.trainable.kind == "trainer":
+        base = self.state.spec.seed if self.state.spec.seed is not None else 0
+        if self.state.plan.trainable.kind == "trainer":
             if config.get("seed") is None:
                 config["seed"] = base + number
             return config["seed"]
         given = config.get("seed")
         return given if isinstance(given, int) and not isinstance(given, bool) else base + number
-
-    def _report(self, a: ActiveTrial, step: int, value: float) -> None:
-        """Optuna's intermediate value of ``a`` at ``step`` becomes ``value``: reported, or replacing another one.
-
-        A trial that restored a checkpoint runs the steps after it again; the
-        trial's history (``result.json``) is what it ran last, so a re-run's
-        value replaces the one Optuna got from the earlier run of the step.
-        """
-        if step not in a.reported:
-            a.trial.report(value, step=step)
-        elif a.reported[step] != value:
-            replace_intermediate_value(a.trial, step, value)
-        else:
-            return
-        a.reported[step] = value
-
-    def _backfill(self, a: ActiveTrial, upto: int | None = None) -> None:
-        """Give Optuna the results up to the checkpoint (or ``upto``) as ``result.json`` holds them.
-
-        Those it never got (the orchestrator was killed before it was told),
-        and those it got from an earlier run of the step (killed between the
-        trial's re-run of the step and telling Optuna).
-        """
-        path = a.trial_dir / "result.json"
-        if not path.exists():
-            return
-        upto = a.checkpoint_iteration if upto is None else upto
-        for line in path.read_text().splitlines():
-            try:
-                result = json.loads(line)
-                step = int(result["training_iteration"])
-            except (ValueError, KeyError, TypeError):
-                continue
-            value = finite(lookup(result, self.spec.metric))
-            if step <= upto and value is not None:
-                self._report(a, step, value)
-            if step == upto:
-                a.last_result = result
 
 
 def _checkpoint_iteration(path: str) -> int:

@@ -13,10 +13,10 @@ from typing import Any, Literal, Optional, Union
 
 import numpy as np
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_serializer, field_validator
 
 from rltune._validation import MAX_SEED, UserInput, error_text
-from rltune.errors import ConfigError
+from rltune.errors import UNKNOWN_KEY, ConfigError, Problem
 from rltune.trainers.rllib._rllib_names import rllib_key_problem
 from rltune.trainers.policies._filters import filter_name_problem
 
@@ -65,6 +65,10 @@ class MultiAgentConfig(_Strict):
     policies_to_train: Optional[Any] = Field(
         None, description="Policy ids updated by their learners (a list, or fn(policy_id, batch) -> bool); all if unset."
     )
+    observation_fn: Optional[Any] = Field(
+        None, description="fn(agent_obs, worker, base_env, policies, episode, **kwargs) -> agent_obs: rewrites the "
+        "observations of each env step's agents (a dict by agent id) before their policies see them (RLlib's)."
+    )
 
     @field_validator("policies", mode="before")
     @classmethod
@@ -73,14 +77,15 @@ class MultiAgentConfig(_Strict):
 
         return parse_policies(value)
 
-    @field_validator("policy_mapping_fn", mode="before")
+    @field_validator("policy_mapping_fn", "observation_fn", mode="before")
     @classmethod
-    def _mapping(cls, value: Any) -> Any:
+    def _function(cls, value: Any, info: ValidationInfo) -> Any:
         # The kind only (importing an import string waits for the trainer): a wrong one fails at the call that gave it.
         if value is None or callable(value) or (isinstance(value, str) and value.strip(":.") and (":" in value or "." in value)):
             return value
-        raise ValueError("must be a function fn(agent_id, episode, worker, **kwargs) -> policy id, or its import "
-                         "string 'pkg.module:fn'")
+        signature = "(agent_id, episode, worker, **kwargs) -> policy id" if info.field_name == "policy_mapping_fn" \
+            else "(agent_obs, worker, base_env, policies, episode, **kwargs) -> agent_obs"
+        raise ValueError(f"must be a function fn{signature}, or its import string 'pkg.module:fn'")
 
     @field_validator("policies_to_train", mode="before")
     @classmethod
@@ -268,21 +273,20 @@ def validate_config(config_cls: type[_Strict], config: dict[str, Any] | None, *,
         raise ConfigError([_describe_error(config_cls, err) for err in exc.errors()], where=where) from None
 
 
-def _describe_error(config_cls: type[_Strict], err: dict[str, Any]) -> str:
-    path = ".".join(str(p) for p in err["loc"])
+def _describe_error(config_cls: type[_Strict], err: dict[str, Any]) -> Problem:
+    loc = tuple(str(p) for p in err["loc"])
     if err["type"] == "extra_forbidden":
-        rllib = rllib_key_problem(config_cls, tuple(str(p) for p in err["loc"]))
+        rllib = rllib_key_problem(config_cls, loc)
         if rllib:
             return rllib
         valid = _valid_keys(config_cls, err["loc"][:-1])
         close = difflib.get_close_matches(str(err["loc"][-1]), valid, n=1, cutoff=0.5)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        return f"{path}: unknown key{hint}"
+        return Problem(loc, UNKNOWN_KEY, f"did you mean {close[0]!r}?" if close else "", kind=UNKNOWN_KEY)
     value = err.get("input")
     shown = repr(value)
     if len(shown) > 60:
         shown = shown[:57] + "..."
-    return f"{path}: {error_text(err)} (got {shown})"
+    return Problem(loc, f"{error_text(err)} (got {shown})")
 
 
 def _valid_keys(config_cls: type[_Strict], loc: tuple[Any, ...]) -> list[str]:

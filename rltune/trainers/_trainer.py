@@ -43,7 +43,7 @@ from rltune.trainers.sampling._nonfinite import NonFiniteWarnings
 from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers.policies._policy_spec import multi_agent_problems
 from rltune.trainers.sampling._remote import set_compute_threads, setup_logging
-from rltune.trainers.rllib._rllib_names import add_result_spellings, translate_config
+from rltune.trainers.rllib._rllib_names import add_result_spellings, copy_config, env_in_rltune_names, translate_config
 from rltune.trainers.sampling._rollout_worker import RolloutWorker
 from rltune.trainers.sampling._sample_batch import EpisodeMetrics
 from rltune.trainers.sampling._sample_source import SampleSource, checked_source
@@ -110,14 +110,17 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         """Validate a user config dict; raise one :class:`ConfigError` with every problem.
 
         RLlib's other names of its keys (``num_env_runners``, ``num_epochs``,
-        ``framework: tf``...) are translated first (:mod:`._rllib_names`).
+        ``framework: tf``...) are translated first (:mod:`._rllib_names`),
+        once: a config translated already (a ``Translated`` one, such as
+        :meth:`from_checkpoint`'s) is validated as it is, its problems named
+        as the user wrote them.
         """
         where = f"{cls.name} config"
         translation = translate_config(config, cls.config_class)
         try:
             cfg = validate_config(cls.config_class, translation.config, where=where)
         except ConfigError as exc:
-            raise ConfigError(translation.problems + translation.name_problems(exc.problems), where=where) from None
+            raise ConfigError(translation.problems + translation.name_problems(exc.details), where=where) from None
         if translation.problems:
             raise ConfigError(translation.problems, where=where)
         problems = cls.check_config(cfg)
@@ -170,11 +173,11 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         *,
         results_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        config = dict(config_for_trainer(config, type(self)) or {})
+        config = copy_config(config_for_trainer(config, type(self)) or {})
         if results_dir is not None and not isinstance(results_dir, (str, os.PathLike)):
             raise ConfigError(f"results_dir: must be a path, but got {results_dir!r:.60}", where=f"{self.name}()")
         if env is not None:
-            config["env"] = env
+            config["env"] = env_in_rltune_names(env)
         self.cfg = self.validate(config)
         self.config: dict[str, Any] = self.cfg.model_dump(by_alias=True)
         self.env_spec = resolve_env(self.cfg.env)
@@ -259,11 +262,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         """Anything beyond the algorithm and its learners (already built); e.g. config warnings."""
 
     def make_sample_source(self) -> SampleSource:
-        """Where the algorithm's data comes from (default: the rollout workers); override to plug in another.
-
-        Called once, in ``__init__``, after the rollout workers started (they still serve evaluation
-        and the spaces); the :class:`SampleSource` contract and an example: docs/sample_sources.md.
-        """
+        """The algorithm's data source, built once in ``__init__`` (default: the rollout workers; docs/sample_sources.md)."""
         return self.workers
 
     def training_step(self) -> StepOutcome:
@@ -400,7 +399,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
             raise ConfigError(f"no policy {policy_id!r}; the policies are {known}") from None
 
     def get_learner(self, policy_id: str = DEFAULT_POLICY_ID) -> Learner:
-        """The learner (optimizer and update step) of the policy with this id."""
+        """The learner (named optimizers and update step) of the policy with this id."""
         try:
             return self.algorithm.learners[policy_id]
         except KeyError:

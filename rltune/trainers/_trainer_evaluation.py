@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from rltune.trainers.rllib._rllib_names import add_result_spellings
+from rltune.trainers.rllib._rllib_names import Translated, add_result_spellings
 from rltune.trainers.sampling._rollout_worker import RolloutWorker
 from rltune.trainers.sampling._sample_batch import EpisodeMetrics
 
@@ -68,7 +68,7 @@ class EvaluationMixin:
         if self._eval_cfg is None:  # validated once: evaluate() may run every few iterations
             # (the typed multiagent block: its dump holds the policies' spaces as text)
             overrides = {**self.config, "multiagent": self.cfg.multiagent, **self.cfg.evaluation_config}
-            self._eval_cfg = self.validate(overrides) if self.cfg.evaluation_config else self.cfg
+            self._eval_cfg = self.validate(Translated(overrides)) if self.cfg.evaluation_config else self.cfg
         eval_cfg = self._eval_cfg
         num_envs = min(eval_cfg.num_envs_per_worker, num_episodes)
         worker = self._eval_workers.get(num_envs)

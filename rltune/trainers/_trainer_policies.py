@@ -11,7 +11,13 @@ import numpy as np
 from rltune._imports import current_import_string
 from rltune.errors import CheckpointError, ConfigError
 from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
-from rltune.trainers.policies._policy_spec import PolicySpec, parse_policies, policy_config, policy_overrides_problems
+from rltune.trainers.policies._policy_spec import (
+    PolicySpec,
+    hosted_config_class,
+    parse_policies,
+    policy_config,
+    policy_overrides_problems,
+)
 from rltune.trainers.policies._space_json import space_from_json, space_to_json
 
 if TYPE_CHECKING:
@@ -98,10 +104,11 @@ class PoliciesMixin:
             spec = parse_policies({policy_id: spec})[policy_id]
         except ValueError as exc:
             raise ConfigError(f"add_policy: {exc}") from None
-        problems = policy_overrides_problems(type(self.cfg), policy_id, spec.config)
-        if not problems and spec.config:
+        hosted = hosted_config_class(self.cfg, spec.policy_class)
+        problems = policy_overrides_problems(hosted or type(self.cfg), policy_id, spec.config)
+        if not problems and (spec.config or hosted):
             try:
-                policy_config(self.cfg, spec.config)
+                policy_config(self.cfg, spec.config, spec.policy_class)
             except ConfigError as exc:
                 problems = [f"add_policy config: {p}" for p in exc.problems]
         if problems:

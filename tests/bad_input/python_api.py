@@ -39,10 +39,29 @@ def builder(chain):
     return call
 
 
+def from_checkpoint_overriding(overrides):
+    """``Trainer.from_checkpoint`` of the recorded PPO checkpoint with ``config_overrides``."""
+    def call(ctx: Context) -> None:
+        from rltune.trainers import Trainer
+
+        Trainer.from_checkpoint(ctx.checkpoint, config_overrides=overrides, results_dir=str(ctx.tmp)).stop()
+    return call
+
+
 def dqn_of_a_ppo_builder(ctx: Context) -> None:
     from rltune.trainers import DQN, PPOConfig
 
     DQN(config=PPOConfig().environment("CartPole-v1"))
+
+
+def space_env(algorithm: str, action_space: str):
+    """``algorithm`` on ``tests/trainers/envs.py``'s SpaceEnv with a Box observation and the named action space."""
+    def call(ctx: Context) -> None:
+        from rltune.trainers import get_trainer_class
+
+        get_trainer_class(algorithm)(config={"env_config": {"space": "box", "action_space": action_space}},
+                                     env="trainers.envs:SpaceEnv", results_dir=str(ctx.results))
+    return call
 
 
 def nonfinite_env(multi: bool, **env_config):
@@ -93,6 +112,17 @@ def wide_actions():
     return {"p": PolicySpec(action_space=gym.spaces.Discrete(5))}
 
 
+def hosted_dqn_policies():
+    from rltune.trainers import DQNPolicy, PolicySpec
+
+    return {"p": None, "q": PolicySpec(DQNPolicy)}
+
+
+def shrunk_observations(agent_obs, **kwargs):
+    """An observation_fn whose observations do not fit the policy's space (Box(2,) in TurnGame)."""
+    return {agent: [0.0] * 3 for agent in agent_obs}
+
+
 def on_the_class(ctx: Context) -> None:
     from rltune.trainers import PPOConfig
 
@@ -120,11 +150,11 @@ def ppo_in(results_dir: str):
     return call
 
 
-def ppo(config):
+def ppo(config, algorithm="PPO"):
     def call(ctx: Context) -> None:
         from rltune.trainers import get_trainer_class
 
-        get_trainer_class("PPO")(config=config, env="CartPole-v1", results_dir=str(ctx.results))
+        get_trainer_class(algorithm)(config=config, env="CartPole-v1", results_dir=str(ctx.results))
     return call
 
 
@@ -183,6 +213,7 @@ CASES: list[Case] = [
     Case("api trainer lr nan", "lr: Input should be a finite number", call=ppo({"lr": math.nan})),
     Case("api trainer batch bool", "train_batch_size: a bool is not a number", call=ppo({"train_batch_size": True})),
     Case("api trainer seed huge", "seed: Input should be less than or equal to", call=ppo({"seed": 10**30})),
+    Case("api dqn tau zero", "invalid DQN config: tau: Input should be greater than 0", call=ppo({"tau": 0}, "DQN")),
     Case("api trainer hiddens bool", "model.fcnet_hiddens", call=ppo({"model": {"fcnet_hiddens": [True]}})),
     Case("api trainer sample_timeout_s negative", "sample_timeout_s: Input should be greater than 0",
          call=ppo({"sample_timeout_s": -1})),
@@ -205,6 +236,11 @@ CASES: list[Case] = [
     Case("api builder grid then build", "search-space entries make a study",
          call=builder(lambda c: c.training(lr={"grid_search": [0.1, 0.01]}).environment("CartPole-v1").build())),
     Case("api builder other algorithm", "got a PPOConfig, which configures PPO, not DQN", call=dqn_of_a_ppo_builder),
+    Case("api builder evaluation key with a colon", "invalid PPOConfig.evaluation(): evaluation_config.my:key: unknown key",
+         call=builder(lambda c: c.evaluation(evaluation_config={"my:key": 1}))),
+    Case("api from_checkpoint override by RLlib's name",
+         "num_env_runners (num_workers in rltune): Input should be greater than or equal to 0",
+         call=from_checkpoint_overriding({"num_env_runners": -1})),
     Case("api run resources unknown", "resources_per_trial.memory: unknown field",
          call=run(resources_per_trial={"cpu": 1, "memory": 2})),
     Case("api run local_dir and results_dir", "local_dir is", call=run(local_dir="{tmp}/a")),
@@ -219,6 +255,9 @@ CASES: list[Case] = [
     Case("api save NaN weights", "policy 'default_policy', weight tensor 'pi_head.bias' holds NaN or inf",
          call=save_nan_weights),
     Case("api stop negative time_total_s", "stop.time_total_s: must be > 0, but got -5", call=run(stop={"time_total_s": -5})),
+    Case("api dqn tuple action space", "DQN needs a Discrete action space, but the action space is Tuple: Tuple(",
+         call=space_env("DQN", "tuple")),
+    Case("api ppo text action space", "PPO: action space Text(", call=space_env("PPO", "text")),
     # -- multi-agent envs and policies ---------------------------------------------------------------
     Case("api ma policy actions the agents lack", "the policy's action space Discrete(5) does not fit the agent's Discrete(2)",
          call=multi_agent("TurnGame", wide_actions)),
@@ -228,6 +267,17 @@ CASES: list[Case] = [
          call=multi_agent("Respawning", lambda: {"p"}, train=True, disable_env_checking=True)),
     Case("api ma done agent acts again checked", "step 3: agent 'a' has an observation, but it was done",
          call=multi_agent("Respawning", lambda: {"p"})),
+    Case("api ma hosted policy in policies_to_train", "multiagent.policies_to_train: ['q'] are policies of another "
+         "algorithm (DQNPolicy): this trainer acts with them but only trains PPOPolicy policies",
+         call=multi_agent("TurnGame", hosted_dqn_policies, policies_to_train=["p", "q"])),
+    Case("api ma hosted policy's unknown key", "multiagent.policies.q.config: dueling: Input should "
+         "be a valid boolean", call=multi_agent("TurnGame", lambda: {"q": {"policy_class": "rltune.trainers:DQNPolicy", "config": {"dueling": "x"}}})),
+    Case("api ma observation_fn result of another shape", "multiagent.observation_fn shrunk_observations returned for "
+         "agent 'x' an observation that does not fit the observation space Box(0.0, 1.0, (2,), float32) of its policy 'p'",
+         call=multi_agent("TurnGame", lambda: {"p"}, train=True,
+                          multiagent={"policies": {"p"}, "observation_fn": shrunk_observations})),
+    Case("api ma observation_fn a number", "multiagent.observation_fn: must be a function fn(agent_obs, worker, base_env",
+         call=multi_agent("TurnGame", lambda: {"p"}, multiagent={"policies": {"p"}, "observation_fn": 5})),
     # -- builder misuse: a ConfigError naming the method and the argument --------------------------------
     Case("api ma env of unlike agents without multiagent", "the config has no 'multiagent' block, so every agent acts "
          "with one shared 'default_policy', but the agents' spaces differ", call=multi_agent("UnlikeAgents", dict)),

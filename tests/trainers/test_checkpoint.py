@@ -432,18 +432,24 @@ def _other_generators(metadata: dict) -> dict:
 
 def _optimizer_for_other_params(state: dict) -> dict:
     # The weights stay valid: only loading the optimizer, after them, can fail.
-    state["algorithm"]["optimizer"]["param_groups"][0]["params"] = [0, 1]
+    state["algorithm"]["optimizers"]["default"]["param_groups"][0]["params"] = [0, 1]
     return state
 
 
 def _optimizer_moments_of_another_shape(state: dict) -> dict:
     # torch's load_state_dict takes it; the first step after the restore would fail.
-    state["algorithm"]["optimizer"]["state"][0]["exp_avg"] = torch.zeros(3)
+    state["algorithm"]["optimizers"]["default"]["state"][0]["exp_avg"] = torch.zeros(3)
     return state
 
 
 def _optimizer_not_a_dict(state: dict) -> dict:
-    state["algorithm"]["optimizer"] = torch.zeros(3)
+    state["algorithm"]["optimizers"]["default"] = torch.zeros(3)
+    return state
+
+
+def _optimizers_of_another_learner(state: dict) -> dict:
+    # A learner's optimizers by name: this one has no "actor".
+    state["algorithm"]["optimizers"] = {"actor": state["algorithm"]["optimizers"]["default"]}
     return state
 
 
@@ -465,6 +471,7 @@ CORRUPTIONS = {
     "optimizer for other params": (_set_tensors(_optimizer_for_other_params), "state.pt entry 'algorithm'"),
     "optimizer not a dict": (_set_tensors(_optimizer_not_a_dict), "state.pt entry 'algorithm'"),
     "optimizer moments of another shape": (_set_tensors(_optimizer_moments_of_another_shape), "'exp_avg' has shape (3,)"),
+    "optimizers of another learner": (_set_tensors(_optimizers_of_another_learner), "optimizers ['actor'] this learner does not have"),
 }
 
 
@@ -531,7 +538,7 @@ def test_corrupt_checkpoint_raises_naming_the_field_and_leaves_the_trainer_uncha
     path = _corrupt_copy(trained, tmp_path, corruption)
     before = _restorable_state(trained_once)
     assert weights_differ(before["weights"], trained[2]["weights"])  # so a partial restore would show
-    assert before["algorithm"][1]["optimizer"]["state"]  # the optimizer has state to lose
+    assert before["algorithm"][1]["optimizers"]["default"]["state"]  # the optimizer has state to lose
     with pytest.raises(CheckpointError) as info:
         trained_once.restore(path)
     message = str(info.value)

@@ -296,7 +296,7 @@ def test_multi_agent_calls_fill_the_multiagent_block():
 
     config = PPOConfig().multi_agent(policies={"p0", "p1"}, policy_mapping_fn=mapping).multi_agent(policies_to_train=["p0"])
     block = config.to_dict()["multiagent"]
-    assert block == {"policies": {"p0", "p1"}, "policy_mapping_fn": mapping, "policies_to_train": ["p0"]}
+    assert block == {"policies": {"p0", "p1"}, "policy_mapping_fn": mapping, "policies_to_train": ["p0"], "observation_fn": None}
     config.validate()
     with pytest.raises(ConfigError, match=r"multiagent.policies_to_train: \['p9'\] are not policy ids"):
         config.multi_agent(policies_to_train=["p9"]).validate()

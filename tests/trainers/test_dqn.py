@@ -155,7 +155,7 @@ def test_double_q_target_uses_online_argmax_and_target_values():
 
 
 def test_dqn_refuses_continuous_actions():
-    with pytest.raises(SpaceError, match="DQN supports Discrete"):
+    with pytest.raises(SpaceError, match="DQN needs a Discrete action space"):
         DQN(config=SMALL, env="Pendulum-v1")
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -75,37 +76,38 @@ def test_the_pettingzoo_example_without_pettingzoo_exits_with_one_line_naming_th
 
 
 # -- agent groups -------------------------------------------------------------------------------
-def test_the_grouped_climbing_game_gives_tuples_summed_rewards_and_individual_rewards(examples):
+def test_the_grouped_card_swap_gives_tuples_summed_rewards_and_individual_rewards(examples):
     from examples import multi_agent_groups as groups
 
     env = groups.make_team({})
-    obs, _ = env.reset()
+    obs, _ = env.reset(seed=0)
     assert list(obs) == ["team"] and len(obs["team"]) == 2
-    _, rewards, terminateds, _, infos = env.step({"team": (0, 1)})
-    assert rewards == {"team": -60.0} and terminateds["__all__"]
-    assert infos["team"]["individual_rewards"] == [-30.0, -30.0]
+    left, right = obs["team"]
+    _, rewards, terminateds, _, infos = env.step({"team": (right, (left + 1) % 3)})  # left names right's card, right misses
+    assert rewards == {"team": 1.0} and terminateds["__all__"]
+    assert infos["team"]["individual_rewards"] == [1.0, 0.0]
+    assert env.action_space["team"] == gym.spaces.Tuple([gym.spaces.Discrete(3), gym.spaces.Discrete(3)])
 
 
-def test_the_joint_policy_acts_in_the_product_space_and_sends_tuples():
-    import gymnasium as gym
-
-    from examples.multi_agent_groups import JointPolicy
-    from rltune.trainers.algorithms._ppo import PPOSettings
-
-    space = gym.spaces.Tuple([gym.spaces.Discrete(3), gym.spaces.Discrete(2)])
-    policy = JointPolicy(gym.spaces.Box(0.0, 1.0, (2,), np.float32), space, PPOSettings())
-    assert policy.action_space == gym.spaces.Discrete(6)
-    assert policy.to_env_actions(np.array([0, 1, 5])) == [(0, 0), (0, 1), (2, 1)]
-    with pytest.raises(ValueError, match="JointPolicy acts in a Tuple of Discrete spaces"):
-        JointPolicy(gym.spaces.Box(0.0, 1.0, (2,), np.float32), gym.spaces.Discrete(3), PPOSettings())
-
-
-def test_grouped_agents_find_the_best_pair_of_the_climbing_game(examples, tmp_path):
+def test_grouped_agents_learn_the_card_swap_with_tuple_actions(examples, tmp_path):
     from examples import multi_agent_groups as groups
 
     run = groups.train(groups.GROUPED, iterations=25, seed=0, results_dir=str(tmp_path))
-    assert run["moves"] == "aa"
-    assert run["result"]["custom_metrics"]["left_payoff_mean"] > 10.0  # the members' own rewards, from infos
+    assert run["calls"] == {(left, right): (right, left) for left in range(3) for right in range(3)}
+    assert run["result"]["episode_reward_mean"] > 1.8  # best 2; independent learners guess: about 0.67
+    assert run["result"]["custom_metrics"]["left_payoff_mean"] > 0.9  # the members' own rewards, from infos
+
+
+# -- two trainers -------------------------------------------------------------------------------
+def test_two_trainers_of_two_algorithms_train_their_own_policy_and_share_both(examples, tmp_path):
+    from examples import multi_agent_two_trainers as two
+
+    run = two.train(iterations=2, verbose=False, results_dir=str(tmp_path))
+    assert set(run["ppo_result"]["info"]["learner"]) == {"ppo_policy"}
+    assert set(run["dqn_result"]["info"]["learner"]) == {"dqn_policy"}
+    for pid in ("ppo_policy", "dqn_policy"):  # each trainer holds the other's latest weights
+        assert same_weights(run["weights"]["ppo"][pid], run["weights"]["dqn"][pid])
+    assert {"ppo_policy", "dqn_policy"} <= set(run["ppo_result"]["policy_reward_mean"])
 
 
 # -- hierarchical -------------------------------------------------------------------------------
@@ -206,3 +208,14 @@ def test_the_centralized_critic_example_trains(examples, tmp_path):
     run = train(True, iterations=8, seed=0, results_dir=str(tmp_path))
     per_step = run["result"]["policy_reward_mean"]["shared"] / 5
     assert per_step > 2.0  # random play scores 1.0 a step (each hit 1 in 4), the best 4.0
+
+
+# -- structured spaces ----------------------------------------------------------------------------
+def test_the_workshop_robot_learns_its_dict_observation_and_tuple_action(examples, tmp_path):
+    from examples import structured_spaces
+
+    run = structured_spaces.train(iterations=12, seed=0, results_dir=str(tmp_path))
+    assert run["result"]["episode_reward_mean"] > 1.4  # best 2, random about 0.8
+    for tool, (taken, aim) in run["answers"].items():
+        assert taken == tool  # the env's own tool numbers (Discrete(3, start=1))
+        assert structured_spaces.Workshop().action_space.contains((taken, aim))

@@ -23,7 +23,7 @@ def test_no_private_torch_name_outside_the_adapter():
 
 
 def test_the_pattern_finds_what_the_adapter_uses():
-    text = (Path(rltune.__file__).resolve().parent / "trainers" / "_torch_compat.py").read_text()
+    text = (Path(rltune.__file__).resolve().parent / "trainers" / "learning" / "_torch_compat.py").read_text()
     assert len(PRIVATE.findall(text)) >= 4
     assert PRIVATE.search("from torch._dynamo import lookup_backend") and PRIVATE.search("import torch._inductor")
     assert not PRIVATE.search("torch.compiler.list_backends()") and not PRIVATE.search("torch.func.grad_and_value")

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Optional
 
 import numpy as np
+import torch
 
+from rltune.errors import ConfigError
 from rltune.trainers._config import TrainerSettings
 from rltune.trainers.learning._learner import Learner
 from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
@@ -154,7 +156,7 @@ class OnPolicyAlgorithm(Algorithm):
 
 
 class OffPolicyLearner(Learner):
-    """A learner with a target network: a frozen copy of the model, synced by :meth:`sync_target`."""
+    """A learner with a target network: a frozen copy of the model that :meth:`sync_target` moves toward the model."""
 
     def __init__(self, policy: Policy, cfg: TrainerSettings, rng: np.random.Generator) -> None:
         self.target_model = copy.deepcopy(policy.model)
@@ -164,9 +166,22 @@ class OffPolicyLearner(Learner):
     def frozen_modules(self) -> dict[str, Any] | None:
         return {"target_fn": self.target_model}
 
-    def sync_target(self) -> None:
-        """Copy the online model's weights into the target network."""
-        self.target_model.load_state_dict(self.policy.model.state_dict())
+    def sync_target(self, tau: float = 1.0) -> None:
+        """Move the target network toward the online model: ``target = tau * online + (1 - tau) * target``.
+
+        ``tau`` 1 copies the online weights (a hard update); below 1 it is
+        the polyak (soft) update of DDPG, TD3 and SAC, applied to every
+        parameter, while buffers (noise samples, normalisation statistics)
+        are copied.
+        """
+        if tau >= 1.0:
+            self.target_model.load_state_dict(self.policy.model.state_dict())
+            return
+        with torch.no_grad():
+            for target, online in zip(self.target_model.parameters(), self.policy.model.parameters()):
+                target.lerp_(online, tau)
+            for target, online in zip(self.target_model.buffers(), self.policy.model.buffers()):
+                target.copy_(online)
 
     def get_extra_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         return {}, {"target_model": self.target_model.state_dict()}
@@ -189,6 +204,11 @@ class ReplaySettings:
     min_steps_per_iteration: int  # sampled env steps per training step, at least
     training_intensity: Optional[float] = None  # gradient steps per sampled step (x train_batch_size); None: one per round
     store_buffer_in_checkpoints: bool = False
+    tau: float = 1.0  # each target sync: target = tau * online + (1 - tau) * target; 1.0 copies (a hard update)
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.tau <= 1.0:
+            raise ConfigError(f"tau: must be in (0, 1], but got {self.tau!r}")
 
 
 class OffPolicyAlgorithm(Algorithm):
@@ -197,7 +217,8 @@ class OffPolicyAlgorithm(Algorithm):
     One training step repeats, until ``min_sample_timesteps_per_iteration``
     env steps were sampled: sample one round, add it to the buffers, and
     once ``learning_starts`` steps exist, sync the targets every
-    ``target_network_update_freq`` steps and take ``training_intensity``
+    ``target_network_update_freq`` steps (by ``tau``: a copy at 1.0, a
+    polyak step below) and take ``training_intensity``
     gradient steps per sampled step (x ``train_batch_size``; one per round
     without it). Those numbers are the :class:`ReplaySettings` a subclass
     maps from its own config keys (:meth:`replay_settings`).
@@ -250,7 +271,7 @@ class OffPolicyAlgorithm(Algorithm):
     def _learn_round(self, sampled: int, new_steps: int, stats: dict[str, dict[str, float]]) -> None:
         if sampled - self.last_target_update >= self.replay.target_update_freq:
             for learner in self.learners.values():
-                learner.sync_target()  # type: ignore[attr-defined]
+                learner.sync_target(self.replay.tau)  # type: ignore[attr-defined]
             self.last_target_update = sampled
             self.num_target_updates += 1
         num_steps = self._grad_steps_for(new_steps)

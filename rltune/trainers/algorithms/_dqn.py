@@ -7,8 +7,10 @@ sampling come from ``exploration_config`` (``_exploration.py``).
 
 One training iteration repeats, until ``min_sample_timesteps_per_iteration``
 env steps were sampled: sample one round, add it to the replay buffer, and
-once ``learning_starts`` steps exist, sync the target network when due and
-take gradient steps on minibatches of ``train_batch_size`` transitions::
+once ``learning_starts`` steps exist, sync the target network every
+``target_network_update_freq`` steps (``target = tau * online + (1 - tau) *
+target``; ``tau`` 1.0, the default, copies) and take gradient steps on
+minibatches of ``train_batch_size`` transitions::
 
     y    = r^(n) + gamma^n * (1 - terminated) * Q_target(s', argmax_a Q(s', a))   (double_q)
     y    = r^(n) + gamma^n * (1 - terminated) * max_a Q_target(s', a)             (otherwise)
@@ -91,6 +93,11 @@ class DQNSettings(TrainerSettings):
     train_batch_size: int = Field(32, ge=1, description="Transitions per gradient step (replay minibatch).")
     learning_starts: int = Field(1000, ge=0, description="Sampled timesteps before learning starts.")
     target_network_update_freq: int = Field(500, ge=1, description="Sampled timesteps between target network syncs.")
+    tau: float = Field(
+        1.0, gt=0.0, le=1.0,
+        description="Target network sync: target = tau * online + (1 - tau) * target, every target_network_update_freq "
+        "sampled timesteps; 1.0 copies the online network (a hard update), below 1 a polyak (soft) update.",
+    )
     double_q: bool = Field(True, description="Double Q-learning targets.")
     dueling: bool = Field(True, description="Dueling head: a value and an advantage stream, each with its hiddens.")
     hiddens: list[int] = Field(
@@ -150,13 +157,15 @@ class DQNPolicy(Policy):
     """Q-network policy: actions from its ``exploration_config`` while exploring, greedy otherwise; n-step postprocessing."""
 
     config: DQNSettings
+    config_class = DQNSettings
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.exploration: QExploration = make_q_exploration(self.config.exploration_config, self)
 
     def make_model(self) -> QModel:
-        check_action_space(self.action_space, "DQN", (gym.spaces.Discrete,))
+        check_action_space(self.action_space, "DQN", (gym.spaces.Discrete,), hint="Q-values score the actions of one "
+                           "Discrete space; PPO takes MultiDiscrete, MultiBinary, Box, Tuple and Dict actions")
         cfg = self.config
         return QModel(
             self.preprocessor.size, int(self.action_space.n), cfg.model, dueling=cfg.dueling, hiddens=cfg.hiddens,
@@ -333,6 +342,7 @@ class DQNAlgorithm(OffPolicyAlgorithm):
             capacity=cfg.replay_buffer_config.capacity,
             learning_starts=cfg.learning_starts,
             target_update_freq=cfg.target_network_update_freq,
+            tau=cfg.tau,
             min_steps_per_iteration=cfg.min_sample_timesteps_per_iteration,
             training_intensity=cfg.training_intensity,
             store_buffer_in_checkpoints=cfg.store_buffer_in_checkpoints,

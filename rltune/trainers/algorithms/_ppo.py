@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, ClassVar, Optional, Union
 
-import gymnasium as gym
 import numpy as np
 import torch
 from pydantic import Field, field_validator
@@ -32,6 +31,7 @@ from rltune.trainers.policies._exploration import (
     type_keys,
     uniform_actions,
 )
+from rltune.trainers.policies._action_dists import ActionDist, ProductDistribution, action_dist_for
 from rltune.trainers.policies._distributions import Categorical, DiagGaussian, log_softmax, sample_categorical, sample_diag_gaussian
 from rltune.trainers.algorithms._algorithm import OnPolicyAlgorithm
 from rltune.trainers.learning._learner import Learner
@@ -53,7 +53,6 @@ from rltune.trainers.sampling._sample_batch import (
     batch_size,
     flatten_time_major,
 )
-from rltune.trainers.policies._spaces import check_action_space
 from rltune.trainers._trainer import Trainer
 
 logger = logging.getLogger(__name__)
@@ -112,19 +111,23 @@ class PPOPolicy(Policy):
     """Actor-critic policy: samples actions with their log-probs and values; postprocesses with GAE."""
 
     config: PPOSettings
+    config_class = PPOSettings
 
     def make_model(self) -> ActorCriticModel:
-        check_action_space(self.action_space, "PPO", (gym.spaces.Discrete, gym.spaces.Box))
-        if self.is_continuous:
-            dim = int(np.prod(self.action_shape))
-            return ActorCriticModel(self.preprocessor.size, dim, self.config.model, free_log_std=dim)
-        return ActorCriticModel(self.preprocessor.size, int(self.action_space.n), self.config.model)
+        dist = self.action_dist if self.action_dist is not None else action_dist_for(self.action_space, "PPO")  # raises
+        pre = self.preprocessor
+        return ActorCriticModel(pre.size, dist.num_inputs, self.config.model, free_log_std=dist.num_log_std,
+                                obs_kind=pre.kind, obs_shape=pre.shape)
 
-    def distribution(self, dist_inputs: torch.Tensor) -> Categorical | DiagGaussian:
-        """The action distribution over the model's outputs."""
+    def distribution(self, dist_inputs: torch.Tensor) -> Categorical | DiagGaussian | ProductDistribution:
+        """The action distribution over the model's outputs (the catalog's product distribution for structured spaces)."""
+        if self.is_structured:
+            return self.action_dist.torch_dist(dist_inputs)  # type: ignore[union-attr]
         return DiagGaussian(dist_inputs) if self.is_continuous else Categorical(dist_inputs)
 
     def compute_actions(self, obs: np.ndarray, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        if self.is_structured:
+            return self._compute_structured(obs, explore)
         outputs = self.numpy_inference(obs)
         if outputs is not None:
             dist_inputs, values = outputs
@@ -145,6 +148,21 @@ class PPOPolicy(Policy):
             if random_phase(self.config.exploration_config, self.global_timestep):
                 # Uniform actions, with their probability under that behaviour policy (the ratio's denominator).
                 actions, logp = uniform_actions(self.action_space, self.rng, len(actions))
+            self.global_timestep += len(actions)
+        return actions, {ACTION_LOGP: logp, VF_PREDS: values}
+
+    def _compute_structured(self, obs: np.ndarray, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """:meth:`compute_actions` for a space other than Discrete or Box: the catalog's distribution samples flat rows."""
+        dist: ActionDist = self.action_dist  # type: ignore[assignment]  # set for every structured space
+        outputs = self.numpy_inference(obs)
+        if outputs is None:
+            with torch.inference_mode():
+                outputs = tuple(x.cpu().numpy() for x in self.inference_forward(self.obs_tensor(obs)))
+        dist_inputs, values = outputs
+        actions, logp = dist.sample(dist_inputs, self.rng, deterministic=not explore)
+        if explore:
+            if random_phase(self.config.exploration_config, self.global_timestep):
+                actions, logp = dist.uniform(self.rng, len(actions))
             self.global_timestep += len(actions)
         return actions, {ACTION_LOGP: logp, VF_PREDS: values}
 
@@ -346,7 +364,7 @@ class PPOAlgorithm(OnPolicyAlgorithm):
 
 
 class PPO(Trainer):
-    """Proximal Policy Optimization for Discrete and Box action spaces."""
+    """Proximal Policy Optimization for Discrete, MultiDiscrete, MultiBinary, Box, Tuple and Dict action spaces."""
 
     name = "PPO"
     config_class = PPOSettings

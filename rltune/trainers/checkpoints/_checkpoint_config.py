@@ -114,7 +114,7 @@ def _check_code_keys(path: str | os.PathLike[str], config: dict[str, Any], trust
               "--config '{\"env_task_fn\": ...}', or null")
     multiagent = config.get("multiagent")
     if isinstance(multiagent, dict):
-        for key in ("policy_mapping_fn", "policies_to_train"):
+        for key in ("policy_mapping_fn", "policies_to_train", "observation_fn"):
             value = multiagent.get(key)
             if value is not None and not isinstance(value, list):
                 given = json.dumps(value) if isinstance(value, str) and ":" in value else "..."  # the import string, to pass on
@@ -143,18 +143,20 @@ def _saved_multiagent(block: Any) -> Any:
 
 
 def _in_rltune_names(path: str | os.PathLike[str], saved: dict[str, Any], overrides: dict[str, Any],
-                     config_class: type) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The saved config and the overrides with RLlib's names translated; what cannot be translated is an error."""
+                     config_class: type) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+    """The saved config and the overrides with RLlib's names translated, and the names the user wrote
+    (``Translation.origins``); what cannot be translated is an error."""
     from rltune.errors import ConfigError
     from rltune.trainers.rllib._rllib_names import translate_config
 
     saved_translation = translate_config(saved, config_class)
     if saved_translation.problems:
-        raise CheckpointError(f"checkpoint {str(path)!r}: saved config: {'; '.join(saved_translation.problems)}")
+        raise CheckpointError(f"checkpoint {str(path)!r}: saved config: "
+                              f"{'; '.join(map(str, saved_translation.problems))}")
     given = translate_config(overrides, config_class)
     if given.problems:
         raise ConfigError(given.problems, where="config_overrides")
-    return saved_translation.config, given.config
+    return saved_translation.config, given.config, {**saved_translation.origins, **given.origins}
 
 
 def checked_config(
@@ -182,8 +184,9 @@ def checked_config(
     first, so that an alias cannot bypass a check.
     """
     overrides = overrides or {}
+    origins = None
     if config_class is not None:
-        saved, overrides = _in_rltune_names(path, saved, overrides, config_class)
+        saved, overrides, origins = _in_rltune_names(path, saved, overrides, config_class)
     trust = trust or CheckpointTrust.of(overrides=overrides)
     config = dict(saved)
     for key in ("observation_space", "action_space"):  # saved as text only: the trainer reads them from the env
@@ -205,4 +208,8 @@ def checked_config(
             "(lambdas or objects from __main__); pass them in config_overrides"
         )
     _check_code_keys(path, checked, trust)
-    return config
+    if origins is None:
+        return config
+    from rltune.trainers.rllib._rllib_names import Translated
+
+    return Translated(config, origins=origins)  # the trainer validates it without translating it again

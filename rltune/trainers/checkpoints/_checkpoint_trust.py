@@ -35,7 +35,8 @@ from typing import Any, Iterable
 from rltune._imports import env_trust_list, in_packages, is_module_name, split_import_string, trust_list
 
 OWN_PACKAGE = "rltune"
-CODE_KEYS = frozenset({"env", "callbacks", "env_task_fn", "policy_class", "policy_mapping_fn", "policies_to_train"})
+CODE_KEYS = frozenset({"env", "callbacks", "env_task_fn", "policy_class", "policy_mapping_fn", "policies_to_train",
+                       "observation_fn"})
 
 
 class TrustProblem(str):

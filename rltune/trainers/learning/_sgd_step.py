@@ -1,4 +1,9 @@
-"""One gradient step of a learner: loss, gradients, global-norm clipping and Adam, eager or compiled.
+"""One gradient step of a learner with one optimizer over its whole model: loss, gradients, clipping and the optimizer.
+
+The accelerator of ``Learner``'s single-optimizer case (PPO's and DQN's
+Adam): the model's parameters as one flat tensor, and, for plain Adam, the
+whole step compiled. A learner with other optimizers steps eagerly through
+``_optimizers.OptimizerStep`` instead, with the same calling convention.
 
 An algorithm writes its loss once, as ``loss_fn(model_fn, *tensors, with_stats)
 -> (loss, stats)``, where ``model_fn(obs)`` runs the policy's model and
@@ -6,9 +11,10 @@ An algorithm writes its loss once, as ``loss_fn(model_fn, *tensors, with_stats)
 ``with_stats`` is False). :class:`SGDStep` turns that into a step:
 
 - eager: ``model_fn`` is the module itself, then ``loss.backward()``,
-  :meth:`FlatParameters.clip_grad_norm_` and ``optimizer.step()``. It starts
-  at once; each step costs one dispatch per op (~100 small ops for PPO's two MLPs).
-- compiled (``torch_compile_learner``): the same ``loss_fn`` under
+  :meth:`FlatParameters.clip_grad_norm_` and ``optimizer.step()`` (any
+  ``torch.optim`` class over the flat tensor). It starts at once; each step
+  costs one dispatch per op (~100 small ops for PPO's two MLPs).
+- compiled (``torch_compile_learner``, plain Adam only): the same ``loss_fn`` under
   ``torch.func.grad_and_value`` over views of the flat parameter tensor, the
   clipping, and Adam's update (torch's arithmetic, with the bias corrections
   computed on the host) form one function, ``SGDStep._functional_step``,
@@ -60,10 +66,11 @@ LossFn = Callable[..., tuple[torch.Tensor, Optional[torch.Tensor]]]
 
 
 class SGDStep:
-    """Runs ``loss_fn`` and one Adam step on ``flat_params``; eager, or compiled with ``compile_backend``.
+    """Runs ``loss_fn`` and one optimizer step on ``flat_params``; eager, or compiled with ``compile_backend``.
 
-    ``optimizer`` must be a ``torch.optim.Adam`` over ``flat_params.param`` alone
-    (one group). ``frozen_modules`` are modules the loss reads but does not
+    ``optimizer`` must be over ``flat_params.param`` alone (one group); a
+    compiled step needs plain ``torch.optim.Adam`` (``auto_compile`` keeps
+    any other optimizer eager). ``frozen_modules`` are modules the loss reads but does not
     train (a target network): the loss gets each as a keyword argument of that
     name, and a compiled step reads their current weights on every call.
     ``trace_key`` returns the Python values the loss branches on (which terms
@@ -82,7 +89,7 @@ class SGDStep:
         self,
         model: nn.Module,
         flat_params: FlatParameters,
-        optimizer: torch.optim.Adam,
+        optimizer: torch.optim.Optimizer,
         loss_fn: LossFn,
         *,
         grad_clip: Optional[float],
@@ -93,12 +100,16 @@ class SGDStep:
         auto_compile: bool = False,
     ) -> None:
         if len(optimizer.param_groups) != 1 or optimizer.param_groups[0]["params"] != [flat_params.param]:
-            raise ValueError("SGDStep needs an Adam optimizer over the flat parameter tensor alone")
-        plain_adam = not (optimizer.param_groups[0]["amsgrad"] or optimizer.param_groups[0]["differentiable"])
+            raise ValueError("SGDStep needs an optimizer over the flat parameter tensor alone")
+        group = optimizer.param_groups[0]
+        # Exactly Adam: AdamW subclasses it (with decoupled weight decay the compiled update does not do).
+        plain_adam = type(optimizer) is torch.optim.Adam and not (group["amsgrad"] or group["differentiable"])
         if auto_compile and not plain_adam:
             compile_backend = None  # auto compiles only what a compiled step can run
         if compile_backend is not None and not plain_adam:
-            raise ValueError("a compiled SGDStep runs plain Adam: amsgrad and differentiable are not supported")
+            kind = type(optimizer).__name__ + (" with amsgrad or differentiable" if type(optimizer) is torch.optim.Adam else "")
+            raise ConfigError(f"torch_compile_learner: a compiled learner step runs plain Adam, this learner's optimizer "
+                              f"is {kind} (set torch_compile_learner: 'auto' or False to train eagerly)")
         self.model = model
         self.flat_params = flat_params
         self.optimizer = optimizer
@@ -434,13 +445,17 @@ def make_sgd_step(
     cfg: TrainerSettings,
     model: nn.Module,
     flat_params: FlatParameters,
-    optimizer: torch.optim.Adam,
+    optimizer: torch.optim.Optimizer,
     loss_fn: LossFn,
     *,
+    grad_clip: Optional[float],
     frozen_modules: Optional[dict[str, nn.Module]] = None,
     trace_key: Optional[Callable[[], Hashable]] = None,
 ) -> SGDStep:
-    """The learner step a trainer config asks for: ``torch_compile_learner`` True, False or auto (``_compile_auto``)."""
+    """The learner step a trainer config asks for: ``torch_compile_learner`` True, False or auto (``_compile_auto``).
+
+    ``grad_clip`` is the optimizer's own (the default optimizer's is the config's ``grad_clip``).
+    """
     setting = cfg.torch_compile_learner
     backend: Optional[str] = cfg.torch_compile_learner_dynamo_backend
     if setting is False:
@@ -453,7 +468,7 @@ def make_sgd_step(
         flat_params,
         optimizer,
         loss_fn,
-        grad_clip=cfg.grad_clip,
+        grad_clip=grad_clip,
         frozen_modules=frozen_modules,
         trace_key=trace_key,
         compile_backend=backend,

@@ -225,14 +225,18 @@ def uniform_actions(space: gym.Space, rng: np.random.Generator, n: int) -> tuple
     if isinstance(space, gym.spaces.Discrete):
         actions = rng.integers(0, int(space.n), size=n)  # action indices, as the policies' distributions give them
         return actions, np.full(n, -np.log(int(space.n)), dtype=np.float32)
-    low = np.asarray(space.low, np.float64).reshape(-1)
-    high = np.asarray(space.high, np.float64).reshape(-1)
+    actions, logp = uniform_box(np.asarray(space.low, np.float64).reshape(-1), np.asarray(space.high, np.float64).reshape(-1), rng, n)
+    return actions.reshape((n,) + tuple(space.shape)).astype(np.float32), logp.astype(np.float32)
+
+
+def uniform_box(low: np.ndarray, high: np.ndarray, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` rows uniform within flat bounds (standard normal along an unbounded dimension) and their log-probabilities."""
     bounded = np.isfinite(low) & np.isfinite(high)
     uniform = rng.uniform(np.where(bounded, low, 0.0), np.where(bounded, high, 1.0), size=(n, low.size))
     normal = rng.standard_normal((n, low.size))
     actions = np.where(bounded, uniform, normal)
     logp = np.where(bounded, -np.log(np.where(bounded, high - low, 1.0)), -0.5 * normal**2 - 0.5 * np.log(2 * np.pi)).sum(axis=1)
-    return actions.reshape((n,) + tuple(space.shape)).astype(np.float32), logp.astype(np.float32)
+    return actions, logp
 
 
 def random_phase(cfg: BaseModel, timestep: int) -> bool:

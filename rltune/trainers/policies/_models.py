@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Iterable, Optional
 
 import numpy as np
@@ -11,26 +10,8 @@ from torch import nn
 
 from rltune.trainers.policies._activations import ACTIVATIONS
 from rltune.trainers._config import ModelConfig
+from rltune.trainers.policies._encoders import _linear, build_encoder, is_mlp, mlp  # noqa: F401  (mlp, _linear: re-exported)
 from rltune.trainers.policies._numpy_mlp import NumpyMLP
-
-
-def _linear(in_size: int, out_size: int, gain: float) -> nn.Linear:
-    # Orthogonal init with per-layer gains (as in the PPO implementation-details
-    # literature); small policy-head gains keep the first policy near uniform.
-    layer = nn.Linear(in_size, out_size)
-    nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
-    return layer
-
-
-def mlp(in_size: int, hiddens: list[int], activation: str) -> tuple[nn.Sequential, int]:
-    """Hidden layers of an MLP and the size of its output."""
-    layers: list[nn.Module] = []
-    size = in_size
-    for hidden in hiddens:
-        layers += [_linear(size, hidden, math.sqrt(2)), ACTIVATIONS[activation].module()]
-        size = hidden
-    return nn.Sequential(*layers), size
 
 
 def _body_and_stacked_heads(body: nn.Sequential, heads: list[nn.Linear]) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -41,21 +22,32 @@ def _body_and_stacked_heads(body: nn.Sequential, heads: list[nn.Linear]) -> list
 
 
 class ActorCriticModel(nn.Module):
-    """Policy head (distribution inputs) and value head over one or two MLPs (``vf_share_layers``)."""
+    """Policy head (distribution inputs) and value head over one or two encoders (``vf_share_layers``).
 
-    def __init__(self, obs_size: int, num_outputs: int, cfg: ModelConfig, *, free_log_std: int = 0) -> None:
+    The encoders come from the model catalog by the observations' ``obs_kind``
+    and ``obs_shape`` (``_encoders.py``; the fcnet MLP by default). The fast
+    rollout paths (:meth:`forward_inference`, :meth:`numpy_forward`) fuse MLP
+    encoders; over any other encoder they fall back to :meth:`forward`.
+    """
+
+    def __init__(
+        self, obs_size: int, num_outputs: int, cfg: ModelConfig, *, free_log_std: int = 0, obs_kind: str = "flat",
+        obs_shape: Optional[tuple[int, ...]] = None,
+    ) -> None:
         super().__init__()
-        self.pi_body, pi_size = mlp(obs_size, cfg.fcnet_hiddens, cfg.fcnet_activation)
+        shape = obs_shape or (obs_size,)
+        self.pi_body, pi_size = build_encoder(obs_kind, shape, obs_size, cfg)
         self.activation = cfg.fcnet_activation
         self.shared = cfg.vf_share_layers
         if self.shared:
             self.vf_body = None
             vf_size = pi_size
         else:
-            self.vf_body, vf_size = mlp(obs_size, cfg.fcnet_hiddens, cfg.fcnet_activation)
+            self.vf_body, vf_size = build_encoder(obs_kind, shape, obs_size, cfg)
+        self.fusable = is_mlp(self.pi_body) and (self.vf_body is None or is_mlp(self.vf_body))
         self.pi_head = _linear(pi_size, num_outputs, 0.01)
         self.vf_head = _linear(vf_size, 1, 1.0)
-        # State-independent log std for Gaussian policies (its size; 0 for discrete actions).
+        # State-independent log stds of the Gaussian parts of the actions (appended after the head's outputs; 0: none).
         self.log_std = nn.Parameter(torch.zeros(free_log_std)) if free_log_std else None
         self.invalidate_fused()
 
@@ -65,7 +57,7 @@ class ActorCriticModel(nn.Module):
         vf_features = pi_features if self.vf_body is None else self.vf_body(obs)
         dist_inputs = self.pi_head(pi_features)
         if self.log_std is not None:
-            dist_inputs = torch.cat([dist_inputs, self.log_std.expand_as(dist_inputs)], dim=-1)
+            dist_inputs = torch.cat([dist_inputs, self.log_std.expand(len(dist_inputs), -1)], dim=-1)
         return dist_inputs, self.vf_head(vf_features).squeeze(-1)
 
     def forward_inference(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -77,6 +69,8 @@ class ActorCriticModel(nn.Module):
         which the policy calls, before using this path, when its
         ``weights_version`` grew since the last use.
         """
+        if not self.fusable:
+            return self.forward(obs)
         layers = self._fused_layers()
         activation = ACTIVATIONS[self.activation].torch_fn
         x = obs
@@ -87,12 +81,14 @@ class ActorCriticModel(nn.Module):
         n = self.pi_head.out_features
         dist_inputs, values = x[:, :n], x[:, n]
         if self.log_std is not None:
-            dist_inputs = torch.cat([dist_inputs, self.log_std.expand_as(dist_inputs)], dim=-1)
+            dist_inputs = torch.cat([dist_inputs, self.log_std.expand(len(dist_inputs), -1)], dim=-1)
         return dist_inputs, values
 
-    def numpy_forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`forward_inference` on float32 numpy rows, in numpy (a rollout step's few rows, on the CPU)."""
+    def numpy_forward(self, obs: np.ndarray) -> Optional[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`forward_inference` on float32 numpy rows, in numpy (a rollout step's few rows, on the CPU); None over a non-MLP encoder."""
         if self._numpy is None:
+            if not self.fusable:
+                return None
             log_std = None if self.log_std is None else self.log_std.detach().cpu().numpy().copy()
             self._numpy = (NumpyMLP(self._fused_layers(), self.activation), log_std)
         net, log_std = self._numpy
@@ -100,7 +96,7 @@ class ActorCriticModel(nn.Module):
         n = self.pi_head.out_features
         dist_inputs, values = x[:, :n], x[:, n]
         if log_std is not None:
-            dist_inputs = np.concatenate([dist_inputs, np.broadcast_to(log_std, dist_inputs.shape)], axis=1)
+            dist_inputs = np.concatenate([dist_inputs, np.broadcast_to(log_std, (len(dist_inputs), len(log_std)))], axis=1)
         return dist_inputs, values
 
     def invalidate_fused(self) -> None:

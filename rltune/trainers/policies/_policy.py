@@ -1,17 +1,19 @@
 """Policy: one policy id's model, batched action computation, trajectory postprocessing, weights.
 
-A Policy lives in every process that samples (the trainer and each rollout
-worker); the algorithm owns the optimizers, the update and the learning-side
-postprocessing, which runs on its own (learner's) policies. Each algorithm
-subclasses Policy for its action computation and postprocessing (GAE for
-PPO, n-step for DQN).
+A Policy acts: it lives in every process that samples (the trainer's local
+worker and each rollout worker process). It never updates itself: its
+:class:`~rltune.trainers.learning._learner.Learner` owns the optimizer and
+the update step, and the algorithm (``algorithms/``) owns the learners of
+the policies it trains and runs the learning-side postprocessing on them.
+Each algorithm subclasses Policy for its action computation and
+postprocessing (GAE for PPO, n-step for DQN).
 """
 
 from __future__ import annotations
 
 import inspect
 import weakref
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -22,15 +24,19 @@ from rltune._metrics import DEFAULT_POLICY_ID  # re-exported: trainers import it
 from rltune.trainers._config import TrainerSettings
 from rltune.trainers.policies._numpy_mlp import MAX_NUMPY_ROWS
 from rltune.trainers.sampling._sample_batch import SampleBatch, flatten_time_major
-from rltune.trainers.policies._spaces import ObsPreprocessor
-
+from rltune.errors import SpaceError
+from rltune.trainers.policies._action_dists import ActionDist, action_dist_for
+from rltune.trainers.policies._preprocessors import get_preprocessor
 
 
 class Policy:
     """Base class of the per-algorithm policies.
 
     Invariants: ``compute_actions`` takes preprocessed observations ``[B, obs_size]``
-    and returns actions ``[B, *action_shape]`` plus extra columns of length B;
+    (the preprocessor catalog's rows, ``_preprocessors.py``) and returns actions
+    ``[B, *action_shape]`` plus extra columns of length B (an action of a space
+    other than Discrete or Box is one flat row that the distribution catalog,
+    ``_action_dists.py``, decodes in ``to_env_actions``);
     ``get_weights`` returns CPU numpy arrays that ``set_weights`` of the same
     policy class in any process accepts; ``weights_version`` grows whenever the
     model's weights change (a learner update, ``set_weights``, any
@@ -41,7 +47,15 @@ class Policy:
     calls). It may opt in to faster rollouts with ``forward_inference``
     (torch, same outputs) and ``numpy_forward`` (numpy rows), whose caches of
     the weights ``invalidate_fused`` drops (see ``_models.py``).
+
+    ``config_class`` is the settings model of the algorithm the policy
+    belongs to: a trainer whose config is not one of these (a PPO trainer
+    hosting a ``DQNPolicy``) acts with the policy but builds it with a
+    config of that class, never trains it (see
+    :func:`~rltune.trainers.policies._policy_spec.policy_config`).
     """
+
+    config_class: ClassVar[type[TrainerSettings]] = TrainerSettings
 
     def __init__(
         self,
@@ -56,11 +70,17 @@ class Policy:
         self.action_space = action_space
         self.config = config
         self.device = torch.device(device)
-        self.preprocessor = ObsPreprocessor(observation_space)
+        self.preprocessor = get_preprocessor(observation_space)
         self.is_continuous = isinstance(action_space, gym.spaces.Box)
+        # The catalog's distribution of the action space (None for a space it has none for: policies that only act).
+        self.action_dist: ActionDist | None = _optional_action_dist(action_space)
+        # Any other than a Discrete or Box space: batches hold its actions as flat rows, decoded by the action_dist.
+        self.is_structured = self.action_dist is not None and not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.Box))
         if self.is_continuous:
             self.action_shape: tuple[int, ...] = tuple(action_space.shape)
-            self.action_dtype = np.float32
+            self.action_dtype: type = np.float32
+        elif self.is_structured:
+            self.action_shape, self.action_dtype = self.action_dist.action_shape, self.action_dist.action_dtype
         else:
             self.action_shape = ()
             self.action_dtype = np.int64
@@ -151,8 +171,11 @@ class Policy:
         return self.to_env_actions(actions)[0]
 
     def to_env_actions(self, actions: np.ndarray) -> list[Any]:
-        """Per-env actions as ``env.step`` takes them: ints (index plus the space's ``start``), or float arrays clipped to the bounds."""
+        """Per-env actions as ``env.step`` takes them: ints (index plus the space's ``start``), float arrays clipped to
+        the bounds, or the structured actions of other spaces (tuples, dicts, arrays; see ``_action_dists.py``)."""
         if not self.is_continuous:
+            if self.is_structured:
+                return self.action_dist.to_env(actions, clip=self.config.clip_actions)  # type: ignore[union-attr]
             return (actions + self.action_start).tolist() if self.action_start else actions.tolist()
         if self.config.clip_actions:
             actions = np.clip(actions, self.action_space.low, self.action_space.high)
@@ -200,11 +223,21 @@ def _no_policy() -> None:
     return None
 
 
+def _optional_action_dist(space: gym.Space) -> ActionDist | None:
+    """The catalog's distribution of ``space``, or None if it has none (an algorithm that needs one says so)."""
+    try:
+        return action_dist_for(space)
+    except SpaceError:
+        return None
+
+
 class RandomPolicy(Policy):
     """Acts uniformly at random in its action space and never learns (an opponent or a baseline in multi-agent envs)."""
 
     def compute_actions(self, obs: np.ndarray, explore: bool = True) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         n = len(obs)
+        if self.is_structured:
+            return self.action_dist.uniform(self.rng, n)[0], {}  # type: ignore[union-attr]
         if self.is_continuous:
             low, high = self.action_space.low, self.action_space.high
             actions = self.rng.uniform(low, high, size=(n,) + self.action_shape).astype(np.float32)

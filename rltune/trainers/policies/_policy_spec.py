@@ -6,6 +6,9 @@ of the spec's fields, as a YAML file writes it, or None), or a set/list of
 ids. A spec's ``config`` overrides the trainer's keys for that policy alone
 (``lr``, ``gamma``, ``model``, the algorithm's own keys); run-level keys
 (``env``, ``num_workers``, ``train_batch_size``...) cannot differ by policy.
+A policy of another algorithm (a ``DQNPolicy`` in a PPO trainer) is hosted:
+built from its own algorithm's defaults and its spec's ``config``
+(:func:`policy_config`), it acts and takes weights, and never trains.
 """
 
 from __future__ import annotations
@@ -186,10 +189,31 @@ def merge_overrides(config: dict[str, Any], overrides: dict[str, Any]) -> dict[s
     return merged
 
 
-def policy_config(cfg: Any, overrides: dict[str, Any]) -> Any:
-    """The trainer config ``cfg`` with one policy's overrides (:func:`merge_overrides`), validated."""
+def hosted_config_class(cfg: Any, policy_class: Any) -> Any:
+    """The config class of ``policy_class`` when it is a policy of another algorithm than ``cfg``'s; else None.
+
+    A policy's ``config_class`` is its algorithm's settings (``DQNSettings``
+    for a ``DQNPolicy``); a trainer config that is not one of those (a PPO
+    trainer's) cannot build it, so the policy gets a config of its own class.
+    """
+    own = getattr(policy_class, "config_class", None)
+    return None if own is None or isinstance(cfg, own) else own
+
+
+def policy_config(cfg: Any, overrides: dict[str, Any], policy_class: Any = None) -> Any:
+    """The config one policy is built with, validated.
+
+    The trainer config ``cfg`` with the policy's overrides
+    (:func:`merge_overrides`); for a policy of another algorithm
+    (:func:`hosted_config_class`), that algorithm's defaults with the
+    overrides, so that a PPO trainer can host (act with, never train) a
+    ``DQNPolicy`` whose weights come from a DQN trainer.
+    """
     from rltune.trainers._config import validate_config
 
+    own = hosted_config_class(cfg, policy_class)
+    if own is not None:
+        return validate_config(own, merge_overrides({}, overrides), where="policy config")
     if not overrides:
         return cfg
     merged = merge_overrides(cfg.model_dump(by_alias=True), overrides)
@@ -284,7 +308,7 @@ def env_kind_problem(env: Any, multi_agent: bool, env_name: str) -> str | None:
 
 
 def policy_spaces_from_env(
-    env: Any, specs: dict[str, PolicySpec], mapping: PolicyMapping, worker: Any, env_name: str
+    env: Any, specs: dict[str, PolicySpec], mapping: PolicyMapping, worker: Any, env_name: str, *, observations: bool = True
 ) -> dict[str, tuple[gym.Space, gym.Space]]:
     """Each policy's (observation, action) spaces: its spec's, else those of an agent mapped to it.
 
@@ -293,7 +317,9 @@ def policy_spaces_from_env(
     env's agents share; if they differ, its spec must give them. Every agent
     mapped here must fit its policy's spaces (:mod:`rltune.trainers.policies._space_fit`),
     else :class:`ConfigError` naming both; agents mapped only once an episode
-    runs are checked by the sampler when they first appear.
+    runs are checked by the sampler when they first appear. ``observations``
+    False: a ``multiagent.observation_fn`` rewrites the agents' observations,
+    so only the action spaces must fit (its results are checked instead).
     """
     from rltune.callbacks._episode import MultiAgentEpisode
     from rltune.trainers.policies._space_fit import agent_spaces, fit_problem
@@ -332,7 +358,7 @@ def policy_spaces_from_env(
         missing = [kind for kind, space in zip(("observation", "action"), out[pid]) if space is None]
         if missing:
             raise ConfigError(_undeclared_spaces(pid, missing, env_name))
-    problems = [fit_problem(pid, agent, out[pid], agent_spaces(ma_env, agent, env_name), env_name)
+    problems = [fit_problem(pid, agent, out[pid], agent_spaces(ma_env, agent, env_name), env_name, observations=observations)
                 for agent, pid in mapped.items() if pid in out]
     if any(problems):
         raise ConfigError([p for p in problems if p])
@@ -358,10 +384,11 @@ def multi_agent_problems(cfg: Any, algorithm_policy_class: type) -> list[str]:
         return []
     problems = []
     for pid, spec in ma.policies.items():
-        problems.extend(policy_overrides_problems(type(cfg), pid, spec.config))
-        if spec.config and not problems:
+        hosted = hosted_config_class(cfg, spec.policy_class)
+        problems.extend(policy_overrides_problems(hosted or type(cfg), pid, spec.config))
+        if (spec.config or hosted) and not problems:
             try:
-                policy_config(cfg, spec.config)
+                policy_config(cfg, spec.config, spec.policy_class)
             except ConfigError as exc:
                 problems.extend(f"multiagent.policies.{pid}.config: {p}" for p in exc.problems)
     try:
@@ -381,6 +408,15 @@ def multi_agent_problems(cfg: Any, algorithm_policy_class: type) -> list[str]:
         if unknown:
             problems.append(f"multiagent.policies_to_train: {unknown} are not policy ids (the policies are {sorted(ma.policies)})")
         untrainable = sorted((selection.ids & set(ma.policies)) - trainable)
+        hosted = [pid for pid in untrainable if hosted_config_class(cfg, ma.policies[pid].policy_class)]
+        if hosted:
+            problems.append(
+                f"multiagent.policies_to_train: {hosted} are policies of another algorithm "
+                f"({', '.join(sorted({ma.policies[p].policy_class.__name__ for p in hosted}))}): this trainer acts with "
+                f"them but only trains {algorithm_policy_class.__name__} policies; train them in a trainer of their "
+                "algorithm and copy their weights over (set_weights), as in examples/multi_agent_two_trainers.py"
+            )
+        untrainable = [pid for pid in untrainable if pid not in hosted]
         if untrainable:
             problems.append(
                 f"multiagent.policies_to_train: {untrainable} have a policy_class that is not "

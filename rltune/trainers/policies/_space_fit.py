@@ -58,14 +58,17 @@ def fits_within(inner: gym.Space, outer: gym.Space) -> bool:
 
 def fit_problem(
     policy_id: str, agent: Any, policy_spaces: tuple[gym.Space, gym.Space], agent_spaces: tuple[gym.Space | None, gym.Space | None],
-    env_name: str,
+    env_name: str, *, observations: bool = True,
 ) -> str | None:
     """Why policy ``policy_id`` (its (observation, action) spaces) cannot serve ``agent``; None if it can.
 
-    An agent space of None (the env declares none of that kind) is the policy's.
+    An agent space of None (the env declares none of that kind) is the
+    policy's. ``observations`` False: the agent's observations are not the
+    env's (a ``multiagent.observation_fn`` rewrites them and its results
+    are checked instead), so only the action spaces must fit.
     """
     (policy_obs, policy_act), (agent_obs, agent_act) = policy_spaces, agent_spaces
-    if agent_obs is not None and not fits_within(agent_obs, policy_obs):
+    if observations and agent_obs is not None and not fits_within(agent_obs, policy_obs):
         return (
             f"multiagent.policies.{policy_id}: agent {agent!r} of env {env_name!r} is mapped to it, but its observation "
             f"space {agent_obs} does not fit the policy's {policy_obs} (the policy must take every observation of the "
@@ -101,8 +104,10 @@ def agent_spaces(env: Any, agent: Any, env_name: str) -> tuple[gym.Space | None,
     return obs_space, act_space
 
 
-def check_fit(env: Any, agent: Any, policy_id: str, policy_spaces: tuple[gym.Space, gym.Space], env_name: str) -> None:
+def check_fit(
+    env: Any, agent: Any, policy_id: str, policy_spaces: tuple[gym.Space, gym.Space], env_name: str, *, observations: bool = True
+) -> None:
     """:class:`ConfigError` unless a policy of these (observation, action) spaces fits ``agent`` of ``env`` (:func:`fit_problem`)."""
-    problem = fit_problem(policy_id, agent, policy_spaces, agent_spaces(env, agent, env_name), env_name)
+    problem = fit_problem(policy_id, agent, policy_spaces, agent_spaces(env, agent, env_name), env_name, observations=observations)
     if problem:
         raise ConfigError(problem)

@@ -41,6 +41,7 @@ RLLIB_BUILDER_NAMES: dict[str, str] = {
     "policies": "multiagent.policies",
     "policy_mapping_fn": "multiagent.policy_mapping_fn",
     "policies_to_train": "multiagent.policies_to_train",
+    "observation_fn": "multiagent.observation_fn",
 }
 
 # RLlib's keywords of each builder method (classic and new stack), rltune's own keys added where they belong.

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 from pydantic import BaseModel
 
 from rltune._search_entries import as_entry, entry_candidates
-from rltune.errors import ConfigError
+from rltune.errors import UNKNOWN_KEY, ConfigError, Problem
 from rltune.trainers.rllib._builder_keys import (
     ALGORITHM_TRAINING_KEYWORDS,
     INSTEAD,
@@ -96,7 +96,7 @@ def _set_path(config: dict[str, Any], path: tuple[str, ...], value: Any) -> dict
     return out
 
 
-def candidates(config: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str | None]]:
+def candidates(config: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Problem | None]]:
     """Configs to validate for one with search-space entries: every entry at its first value, then each
     entry's other values in turn (the orchestrator checks a study's configs the same way). A malformed
     entry yields ``(config, problem)`` once, and is left out of the rest."""
@@ -104,7 +104,7 @@ def candidates(config: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str | N
     base = config
     for path, values, (kind, args) in found:
         if values is None:
-            yield config, f"{'.'.join(path)}: a malformed {kind} entry ({args!r:.60}); see rltune.tune.{kind}"
+            yield config, Problem(path, f"a malformed {kind} entry ({args!r:.60})", f"see rltune.tune.{kind}")
             base = _without(base, path)
         else:
             base = _set_path(base, path, values[0])
@@ -120,11 +120,11 @@ def _without(config: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
     return {**config, path[0]: _without(config[path[0]], path[1:])}
 
 
-def problems_of(settings: type[TrainerSettings], values: dict[str, Any]) -> list[str]:
+def problems_of(settings: type[TrainerSettings], values: dict[str, Any]) -> list[Problem]:
     """Every problem of ``values`` (search-space entries at each of their values), evaluation overrides too."""
-    problems: list[str] = []
+    problems: list[Problem] = []
 
-    def add(found: list[str]) -> None:
+    def add(found: list[Problem]) -> None:
         problems.extend(p for p in found if p not in problems)
 
     for candidate, problem in candidates(values):
@@ -135,7 +135,7 @@ def problems_of(settings: type[TrainerSettings], values: dict[str, Any]) -> list
         try:
             validate_config(settings, translation.config)
         except ConfigError as exc:
-            add(translation.problems + translation.name_problems(exc.problems))
+            add(translation.problems + translation.name_problems(exc.details))
             continue
         add(translation.problems)
         candidate = translation.config
@@ -144,21 +144,24 @@ def problems_of(settings: type[TrainerSettings], values: dict[str, Any]) -> list
             try:
                 validate_config(settings, {**candidate, **overrides})
             except ConfigError as exc:
-                add([f"evaluation_config.{p}" for p in exc.problems if p.split(":")[0].split(".")[0] in overrides])
+                add([p.under("evaluation_config") for p in exc.details if p.path and p.path[0] in overrides])
     # A key named by a clearer problem (an RLlib key rltune lacks, from the name translation) is not also 'unknown'.
-    named = {p.partition(":")[0] for p in problems if not p.partition(":")[2].strip().startswith("unknown key")}
-    return [p for p in problems if not (p.partition(":")[0] in named and p.partition(":")[2].strip().startswith("unknown key"))]
+    named = {p.path for p in problems if p.kind != UNKNOWN_KEY}
+    return [p for p in problems if not (p.kind == UNKNOWN_KEY and p.path in named)]
 
 
-def explain(problem: str, renamed: dict[str, str], given: dict[str, str]) -> str:
+def explain(problem: Problem, renamed: dict[str, str], given: dict[str, str]) -> Problem:
     """A validation problem in the caller's words: the keyword given, and 'not supported yet' for RLlib keys."""
-    path, _, rest = problem.partition(":")
-    keyword = given.get(path)
-    if keyword in _RLLIB_KEYWORDS and rest.strip().startswith("unknown key"):
-        return f"{keyword}: an RLlib setting rltune does not support yet" + (f"; {INSTEAD[keyword]}" if keyword in INSTEAD else "")
+    if problem.shown is not None:  # already shown as the user wrote it (RLlib's name of a key)
+        return problem
+    keyword = given.get(".".join(problem.path))
+    if keyword in _RLLIB_KEYWORDS and problem.kind == UNKNOWN_KEY:
+        return Problem(problem.path, "an RLlib setting rltune does not support yet", INSTEAD.get(keyword, ""),
+                       kind="unsupported", shown=keyword)
     for target, keyword in renamed.items():
-        if path == target or path.startswith(target + "."):
-            return keyword + path[len(target):] + ":" + rest
+        key = tuple(target.split("."))
+        if problem.path[:len(key)] == key:
+            return problem.shown_as(keyword + "".join(f".{k}" for k in problem.path[len(key):]))
     return problem
 
 

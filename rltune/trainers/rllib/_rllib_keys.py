@@ -29,6 +29,7 @@ ALIASES: dict[str, str] = {
     "policies": "multiagent.policies",
     "policy_mapping_fn": "multiagent.policy_mapping_fn",
     "policies_to_train": "multiagent.policies_to_train",
+    "observation_fn": "multiagent.observation_fn",
     # the config builder's names of Ray 2.0-2.9
     "num_rollout_workers": "num_workers",
     "num_cpus_for_local_worker": "num_cpus_for_driver",
@@ -101,7 +102,7 @@ _UNSUPPORTED_BY_HINT: dict[str, tuple[str, ...]] = {
     "": (
         "sample_async", "remote_worker_envs", "remote_env_batch_wait_ms", "sample_collector", "compress_observations",
         "preprocessor_pref", "no_done_at_end", "render_env", "record_env", "monitor", "fake_sampler",
-        "episode_lookback_horizon", "observation_fn", "policy_map_capacity", "policy_states_are_swappable",
+        "episode_lookback_horizon", "policy_map_capacity", "policy_states_are_swappable",
         "policy_map_cache", "keep_per_episode_custom_metrics", "min_time_s_per_iteration", "min_iter_time_s",
         "min_time_s_per_reporting", "min_train_timesteps_per_iteration", "min_train_timesteps_per_reporting",
         "log_gradients", "export_native_model_files", "checkpoint_trainable_policies_only", "logger_creator",
@@ -163,7 +164,6 @@ _UNSUPPORTED_BY_HINT: dict[str, tuple[str, ...]] = {
         "torch_compile_learner_what_to_compile",
     ),
     "lr and grad_clip (Adam with torch's defaults)": ("optimizer", "adam_epsilon"),
-    "target_network_update_freq (a hard copy every so many steps)": ("tau",),
     "callbacks (a DefaultCallbacks subclass with on_* hooks)": (
         "custom_eval_function", "custom_evaluation_function", "before_learn_on_batch", "callbacks_on_algorithm_init",
         "callbacks_on_environment_created", "callbacks_on_episode_created", "callbacks_on_episode_start",

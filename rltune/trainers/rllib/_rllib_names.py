@@ -38,6 +38,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from rltune.errors import Problem
 from rltune.trainers.rllib._rllib_keys import (
     ALIASES,
     BLOCK_ALIASES,
@@ -69,18 +70,38 @@ class Translation:
 
     config: Any
     origins: dict[str, str] = field(default_factory=dict)  # rltune dotted path -> the name the user wrote
-    problems: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
 
-    def name_problems(self, problems: list[str]) -> list[str]:
-        """Validation problems that name a renamed key, reworded with the name the user wrote."""
+    def name_problems(self, problems: list[Problem]) -> list[Problem]:
+        """Validation problems at (or inside) a renamed key, shown with the name the user wrote."""
         out = []
         for problem in problems:
             for path, given in self.origins.items():
-                if problem.startswith(path + ":") or problem.startswith(path + "."):
-                    problem = f"{given} ({path} in rltune){problem[len(path):]}"
+                target = tuple(path.split("."))
+                if problem.shown is None and problem.path[:len(target)] == target:
+                    inside = "".join(f".{key}" for key in problem.path[len(target):])
+                    problem = problem.shown_as(f"{given} ({path} in rltune){inside}")
                     break
             out.append(problem)
         return out
+
+    def translated(self) -> "Translated":
+        """The config, marked as translated: :func:`translate_config` takes it as it is."""
+        return Translated(self.config, origins=self.origins)
+
+
+class Translated(dict):
+    """A config already in rltune's names (what :func:`translate_config` made of the user's), with the
+    names the user wrote (``origins``): validating it translates nothing again, and names its problems as
+    the user wrote them. Copies made with :meth:`copy` keep the mark; any other change of it is the caller's."""
+
+    def __init__(self, config: dict[str, Any], *, origins: dict[str, str] | None = None) -> None:
+        super().__init__(config)
+        self.origins = dict(origins or {})
+
+    def copy(self) -> "Translated":  # type: ignore[override]
+        """A shallow copy, still marked as translated."""
+        return Translated(self, origins=self.origins)
 
 
 def _fields(model: Any) -> dict[str, Any]:
@@ -110,6 +131,8 @@ def translate_config(config: Any, config_cls: Any) -> Translation:
     through untouched; a key that is no alias for this trainer is left for
     validation to name. Never raises: problems are returned.
     """
+    if isinstance(config, Translated):  # translated once already: never again
+        return Translation(dict(config), dict(config.origins))
     if not isinstance(config, dict):
         return Translation(config)
     t = Translation(dict(config))
@@ -119,7 +142,7 @@ def translate_config(config: Any, config_cls: Any) -> Translation:
             _move(t, name, target)
     fake_gpus = out.get("_fake_gpus") is True
     _new_stack_defaults(out, config_cls)
-    _drop_no_effect(t, out, NO_EFFECT, "")
+    _drop_no_effect(t, out, NO_EFFECT, ())
     _framework(t, out)
     _gpus(out, fake_gpus)
     if "use_kl_loss" in out and "use_kl_loss" not in fields and "kl_coeff" in fields:
@@ -134,7 +157,7 @@ def translate_config(config: Any, config_cls: Any) -> Translation:
     if isinstance(out.get("evaluation_config"), dict):
         inner = translate_config(out["evaluation_config"], config_cls)
         out["evaluation_config"] = inner.config
-        t.problems.extend(f"evaluation_config.{p}" for p in inner.problems)
+        t.problems.extend(p.under("evaluation_config") for p in inner.problems)
         t.origins.update({f"evaluation_config.{k}": f"evaluation_config.{v}" for k, v in inner.origins.items()})
     return t
 
@@ -160,8 +183,9 @@ def _set(t: Translation, name: str, target: str, value: Any) -> None:
     origin = t.origins.get(target)
     if current is not _MISSING and not _same(current, value):
         first = origin or target
-        t.problems.append(f"{name}: the same setting as {first} ({name} is RLlib's name of {target}); "
-                          f"give one of them, but got {name}={value!r} and {first}={current!r}")
+        t.problems.append(Problem(tuple(name.split(".")), f"the same setting as {first} ({name} is RLlib's name of "
+                                  f"{target})", f"give one of them, but got {name}={value!r} and {first}={current!r}",
+                                  kind="conflict"))
         return
     block[key] = value
     t.origins.setdefault(target, name)
@@ -176,7 +200,8 @@ def _same(a: Any, b: Any) -> bool:
         return a is b
 
 
-def _drop_no_effect(t: Translation, out: dict[str, Any], table: dict[str, tuple[tuple | None, str]], prefix: str) -> None:
+def _drop_no_effect(t: Translation, out: dict[str, Any], table: dict[str, tuple[tuple | None, str]],
+                    block: tuple[str, ...]) -> None:
     """Drop the keys that change nothing here (noting why); a value that would change something is a problem."""
     dropped: dict[str, list[str]] = {}
     for key, (harmless, note) in table.items():
@@ -184,10 +209,10 @@ def _drop_no_effect(t: Translation, out: dict[str, Any], table: dict[str, tuple[
             continue
         value = out[key]
         if harmless is not None and _plain(value) and value not in harmless:
-            t.problems.append(f"{prefix}{key}: {value!r} is not supported yet: {note}")
+            t.problems.append(Problem((*block, key), f"{value!r} is not supported yet: {note}", kind="unsupported"))
             continue
         out.pop(key)
-        dropped.setdefault(note, []).append(prefix + key)
+        dropped.setdefault(note, []).append(".".join((*block, key)))
     for note, keys in dropped.items():
         say_once(logging.WARNING, f"{', '.join(keys)}: ignored: {note}")
 
@@ -206,7 +231,8 @@ def _framework(t: Translation, out: dict[str, Any]) -> None:
                                   "framework-neutral (the model block builds the same layers and activations)")
         out["framework"] = "torch"
     elif framework == "jax":
-        t.problems.append("framework: 'jax' is not supported yet: rltune runs on PyTorch (framework: torch)")
+        t.problems.append(Problem(("framework",), "'jax' is not supported yet: rltune runs on PyTorch (framework: torch)",
+                                  kind="unsupported"))
         out.pop("framework")
     elif use_pytorch is not None:
         say_once(logging.INFO, "use_pytorch: true is framework: torch in rltune")
@@ -230,11 +256,22 @@ def _gpus(out: dict[str, Any], fake: bool) -> None:
 
 
 def _env_id(out: dict[str, Any]) -> None:
-    env = out.get("env")
+    if "env" in out:
+        out["env"] = env_in_rltune_names(out["env"])
+
+
+def env_in_rltune_names(env: Any) -> Any:
+    """``env`` as the translation has it: an old gym id that gymnasium renamed is gymnasium's (with a warning)."""
     renamed = gymnasium_id(env) if isinstance(env, str) else None
-    if renamed:
-        out["env"] = renamed
-        say_once(logging.WARNING, f"env {env!r} is not in gymnasium; running {renamed!r}, gymnasium's version of it")
+    if not renamed:
+        return env
+    say_once(logging.WARNING, f"env {env!r} is not in gymnasium; running {renamed!r}, gymnasium's version of it")
+    return renamed
+
+
+def copy_config(config: Any) -> dict[str, Any]:
+    """A shallow copy of a config dict; a :class:`Translated` one stays marked (it is not translated again)."""
+    return config.copy() if isinstance(config, Translated) else dict(config)
 
 
 def gymnasium_id(env_id: str) -> str | None:
@@ -311,13 +348,14 @@ def _translate_block(t: Translation, out: dict[str, Any], block: str, config_cls
                 inner[name] = value
             continue
         if target in inner and not _same(inner[target], value):
-            t.problems.append(f"{block}.{name}: the same setting as {block}.{target} ({name} is RLlib's old name "
-                              f"of {target}); give one of them, but got {inner[target]!r} and {value!r}")
+            t.problems.append(Problem((block, name), f"the same setting as {block}.{target} ({name} is RLlib's old "
+                                      f"name of {target})", f"give one of them, but got {inner[target]!r} and {value!r}",
+                                      kind="conflict"))
             continue
         inner[target] = value
         t.origins.setdefault(f"{block}.{target}", f"{block}.{name}")
         say_once(logging.INFO, f"RLlib's {block}.{name} is {block}.{target} in rltune")
-    _drop_no_effect(t, inner, BLOCK_NO_EFFECT.get(block, {}), f"{block}.")
+    _drop_no_effect(t, inner, BLOCK_NO_EFFECT.get(block, {}), (block,))
     if block == "replay_buffer_config":
         _replay_type(t, inner)
 
@@ -335,8 +373,8 @@ def _replay_type(t: Translation, inner: dict[str, Any]) -> None:
         if short != "ReplayBuffer":
             say_once(logging.INFO, f"replay_buffer_config.type: {kind} is ReplayBuffer in rltune (uniform replay)")
     elif "Prioritized" in short:
-        t.problems.append(f"replay_buffer_config.type: {kind!r} is not supported yet: rltune replays uniformly "
-                          "(type: ReplayBuffer)")
+        t.problems.append(Problem(("replay_buffer_config", "type"), f"{kind!r} is not supported yet: rltune replays "
+                                  "uniformly (type: ReplayBuffer)", kind="unsupported"))
         inner.pop("type")
 
 
@@ -351,25 +389,27 @@ def _algorithm_with_key(key: str, config_cls: Any) -> str | None:
     return None
 
 
-def rllib_key_problem(config_cls: Any, loc: tuple[str, ...]) -> str | None:
-    """The message for an unknown key at ``loc`` that is an RLlib key rltune lacks, or None for any other key."""
-    path = ".".join(loc)
+def rllib_key_problem(config_cls: Any, loc: tuple[str, ...]) -> Problem | None:
+    """The problem of an unknown key at ``loc`` that is an RLlib key rltune lacks, or None for any other key."""
     key, block = loc[-1], loc[:-1]
     trainer = config_cls.__name__.removesuffix("Settings") or "this trainer"
     if not block:
         owner = _algorithm_with_key(key, config_cls)
         if owner is not None:  # a key of another of rltune's algorithms (DQN's hiddens in a PPO config)
-            return f"{path}: a key of {owner}, which {trainer} does not have (run: {owner} to use it)"
+            return Problem(loc, f"a key of {owner}, which {trainer} does not have (run: {owner} to use it)",
+                           kind="unsupported")
         hint = UNSUPPORTED.get(key)
         if hint is None and key in ALIASES:  # RLlib's name of a key of another algorithm
-            return f"{path}: an RLlib key rltune does not support yet: {trainer} has no {ALIASES[key]} (RLlib's {key})"
+            return Problem(loc, f"an RLlib key rltune does not support yet: {trainer} has no {ALIASES[key]} "
+                                f"(RLlib's {key})", kind="unsupported")
     elif len(block) == 1:
         hint = BLOCK_UNSUPPORTED.get(block[0], {}).get(key)
     else:
         hint = None
     if hint is None:
         return None
-    return f"{path}: an RLlib key rltune does not support yet" + (f": the nearest here is {hint}" if hint else "")
+    return Problem(loc, "an RLlib key rltune does not support yet" + (f": the nearest here is {hint}" if hint else ""),
+                   kind="unsupported")
 
 
 def translate_fields(fields: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

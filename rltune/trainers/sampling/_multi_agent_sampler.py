@@ -88,8 +88,10 @@ class MultiAgentSampler:
         filters: Filters | None = None,
         policy_spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None,
         nan_policy: str = "raise",
+        observation_fn: Any = None,
     ) -> None:
         self.envs = envs
+        self.observation_fn = observation_fn  # an ObservationFn (_observation_fn.py), or None
         self.screen = AgentScreen(self, nan_policy)
         self.nan = self.screen.nan
         self.filters = filters if filters is not None else {}
@@ -148,7 +150,7 @@ class MultiAgentSampler:
             pid = self.mapping(agent, self._episodes[i], self.worker)
             spaces = self.policy_spaces.get(pid)
             if spaces is not None and self._fitted.get((agent, pid)) is not spaces:
-                check_fit(self.envs[i], agent, pid, spaces, self.env_name)
+                check_fit(self.envs[i], agent, pid, spaces, self.env_name, observations=self.observation_fn is None)
                 self._fitted[(agent, pid)] = spaces
             self._agent_policy[i][agent] = pid
             self._agent_preprocessor[i][agent] = self.policies[pid].preprocessor
@@ -180,6 +182,8 @@ class MultiAgentSampler:
         self._held[i], self._done_at[i] = {}, {}
         self._open[i] = {}
         self._lengths[i] = 0
+        if self.observation_fn is not None:
+            obs = self.observation_fn(obs, self.envs[i], episode, lambda a: self._policy_of(i, a), self._place(i))
         self._acting[i] = {agent: self._preprocess(i, agent, o) for agent, o in obs.items()}
         self._hook("on_episode_start", i)
 
@@ -339,6 +343,8 @@ class MultiAgentSampler:
             return
         obs, rewards, terminateds, truncateds, infos = unpack_step(step, self.env_name, self.contexts[i])
         infos = infos or {}
+        if self.observation_fn is not None and obs:
+            obs = self.observation_fn(obs, self.envs[i], self._episodes[i], lambda a: self._policy_of(i, a), self._place(i))
         self._lengths[i] += 1
         if bad_reward(sum(rewards.values())) and self.screen.dropped_for_rewards(i, rewards):
             return

@@ -23,6 +23,7 @@ from rltune.trainers._config import TrainerSettings
 from rltune.trainers.policies._default_policy import default_policy_specs, runs_multi_agent, shared_spaces_problem
 from rltune.trainers.policies._filters import Filters, RunningStats, filter_stats, flush_deltas, make_filter, set_filter_stats
 from rltune.trainers.sampling._multi_agent_sampler import MultiAgentSampler
+from rltune.trainers.sampling._observation_fn import KEY as OBSERVATION_FN, ObservationFn
 from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers.policies._policy_spec import (
     PolicyMapping,
@@ -108,7 +109,7 @@ class RolloutWorker:
     def _make_policy(self, pid: str, spec: PolicySpec, obs_space: gym.Space, act_space: gym.Space) -> Policy:
         cls = spec.policy_class or self.policy_class
         seed = None if self.config.seed is None else self.config.seed + 7919 * self.worker_index + 104729 * len(self.policy_map)
-        return cls(obs_space, act_space, policy_config(self.config, spec.config), device=self.device, seed=seed)
+        return cls(obs_space, act_space, policy_config(self.config, spec.config, cls), device=self.device, seed=seed)
 
     def _make_filter(self, pid: str) -> None:
         obs_filter = make_filter(
@@ -135,10 +136,12 @@ class RolloutWorker:
             complete_episodes=self.config.batch_mode == "complete_episodes",
             nan_policy=self.config.nan_policy,
         )
+        observation_fn = self.config.multiagent.observation_fn
         if self.multi_agent:
             return MultiAgentSampler(
                 self.envs, self.env_contexts, self.policy_map, self.mapping, batched=self.training.candidates,
                 filters=self.filters, policy_spaces=self.policy_spaces, **common,
+                observation_fn=None if observation_fn is None else ObservationFn(observation_fn, self.policy_map, self),
             )
         self._check_spaces_match()
         return VectorSampler(
@@ -147,6 +150,9 @@ class RolloutWorker:
 
     def _check_env_kind(self, env: gym.Env) -> None:
         problem = env_kind_problem(env, self.multi_agent, self.env_spec.name)
+        if not problem and not self.multi_agent and self.config.multiagent.observation_fn is not None:
+            problem = (f"{OBSERVATION_FN}: rewrites the observations of a multi-agent env's agents, but env "
+                       f"{self.env_spec.name!r} is a single-agent gymnasium.Env (rewrite its observations with a wrapper)")
         if problem:
             raise ConfigError(problem)
 
@@ -159,7 +165,8 @@ class RolloutWorker:
             problem = None if self.config.multiagent.policies else shared_spaces_problem(env, self.env_spec.name)
             if problem:
                 raise ConfigError(problem)
-            return policy_spaces_from_env(env, self.policy_specs, self.mapping, self, self.env_spec.name)
+            return policy_spaces_from_env(env, self.policy_specs, self.mapping, self, self.env_spec.name,
+                                          observations=self.config.multiagent.observation_fn is None)
         finally:
             if temporary:
                 env.close()

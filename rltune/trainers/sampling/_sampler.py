@@ -3,8 +3,8 @@
 The sampler is the only code that touches envs while sampling; it runs in
 the trainer's process (``num_workers=0``) and in every rollout worker
 process alike. A single-agent env is one agent mapped to ``default_policy``;
-a multi-agent sampler will return the same :class:`SampleResult` keyed by
-policy id.
+the multi-agent sampler (``_multi_agent_sampler.py``) returns the same
+:class:`SampleResult`, keyed by policy id.
 """
 
 from __future__ import annotations
