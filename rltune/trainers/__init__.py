@@ -11,6 +11,9 @@ Public names::
     PPOPolicy, DQNPolicy                    the algorithms' policies, to subclass (a custom model or postprocessing)
     PolicySpec                              one policy of a multi-agent config
     MultiAgentEnv (defined in rltune.env)
+    SampleSource, SampleResult, Fragment, EpisodeMetrics
+                                            a sample source's contract: raw episode fragments in, weights out
+                                            (plug one in with Trainer.make_sample_source; docs/sample_sources.md)
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy, RandomPo
 from rltune.trainers.rllib._config_builder import AlgorithmConfig, DQNConfig, PPOConfig
 from rltune.trainers.policies._policy_spec import PolicySpec
 from rltune.trainers._trainer import Trainer
+from rltune.trainers.sampling._fragment import Fragment
+from rltune.trainers.sampling._sample_batch import EpisodeMetrics, SampleResult
+from rltune.trainers.sampling._sample_source import SampleSource
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers and the API reference (docs/api/trainers.md)
     from rltune.trainers.algorithms._dqn import DQN, DQNPolicy
@@ -78,6 +84,8 @@ __all__ = [
     "DQNPolicy",
     "DQNTrainer",
     "EnvContext",
+    "EpisodeMetrics",
+    "Fragment",
     "MultiAgentEnv",
     "PPO",
     "PPOConfig",
@@ -86,6 +94,8 @@ __all__ = [
     "Policy",
     "PolicySpec",
     "RandomPolicy",
+    "SampleResult",
+    "SampleSource",
     "Trainer",
     "get_trainer_class",
     "pretty_print",

@@ -35,6 +35,7 @@ from rltune.env._context import EnvContext
 from rltune.env._registry import resolve_env
 from rltune.errors import ConfigError, RLTuneError
 from rltune.trainers.algorithms._algorithm import Algorithm, StepOutcome
+from rltune.trainers.algorithms._postprocess import Postprocessor
 from rltune.trainers._config import TrainerSettings, default_config, describe_config, validate_config
 from rltune.trainers.rllib._config_builder import AlgorithmConfig, config_for_trainer
 from rltune.trainers.learning._learner import Learner
@@ -45,7 +46,7 @@ from rltune.trainers.sampling._remote import set_compute_threads, setup_logging
 from rltune.trainers.rllib._rllib_names import add_result_spellings, copy_config, env_in_rltune_names, translate_config
 from rltune.trainers.sampling._rollout_worker import RolloutWorker
 from rltune.trainers.sampling._sample_batch import EpisodeMetrics
-from rltune.trainers.sampling._sample_source import SampleSource
+from rltune.trainers.sampling._sample_source import SampleSource, checked_source
 from rltune.trainers.checkpoints._trainer_checkpoints import CheckpointMixin, _state_dict_mismatch
 from rltune.trainers._trainer_evaluation import EvaluationMixin, _mean_or_nan
 from rltune.trainers._trainer_policies import PoliciesMixin
@@ -209,11 +210,12 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         self._finalizer = weakref.finalize(self, WorkerSet.stop, self.workers)
         try:
             self.workers.on_worker_recreated(self._worker_recreated)
-            self.sample_source = self.make_sample_source()
+            self.sample_source = checked_source(self.make_sample_source(), f"{type(self).__name__}.make_sample_source()")
             local = self.workers.local_worker
             trained = {pid: p for pid, p in local.policy_map.items() if pid in local.training.candidates()}
             self.algorithm = self.algorithm_class(self.cfg, trained, self.sample_source, self.rng)
             self.algorithm.trains = lambda pid, batch: self.workers.local_worker.training.trains(pid, batch)
+            self.algorithm.postprocessor = Postprocessor(local.callbacks, worker=local)
             self.setup()
             self.workers.sync_weights({"timestep": 0})
             self.workers.foreach_env(lambda env: None)  # learn the envs' initial tasks
@@ -260,7 +262,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         """Anything beyond the algorithm and its learners (already built); e.g. config warnings."""
 
     def make_sample_source(self) -> SampleSource:
-        """Where the algorithm's batches come from (default: the rollout workers)."""
+        """The algorithm's data source, built once in ``__init__`` (default: the rollout workers; docs/sample_sources.md)."""
         return self.workers
 
     def training_step(self) -> StepOutcome:

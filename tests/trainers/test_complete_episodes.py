@@ -33,7 +33,7 @@ def test_a_sample_holds_whole_episodes_only(trainer_cls, truncate):
         worker = trainer.workers.local_worker
         for _ in range(4):  # later samples start with the steps the earlier ones stepped past their last episode end
             result = worker.sample()
-            batch = result.batches["default_policy"]
+            batch = trainer.algorithm.postprocess(result)["default_policy"]
             rows = len(batch[REWARDS])
             episodes = len(result.episodes)
             assert rows == EPISODE * episodes >= NUM_ENVS * FRAGMENT
@@ -53,7 +53,7 @@ def test_a_sample_holds_whole_episodes_only(trainer_cls, truncate):
 
 def test_truncate_episodes_cuts_them_at_the_fragment():
     with PPO(config=counting_config(PPO, "truncate_episodes")) as trainer:
-        batch = trainer.workers.local_worker.sample().batches["default_policy"]
+        batch = trainer.algorithm.postprocess(trainer.workers.local_worker.sample())["default_policy"]
         assert len(batch[REWARDS]) == NUM_ENVS * FRAGMENT
         assert len(set(Counter(batch[OBS][:, 0].tolist()).values())) > 1  # some episodes cut
 
@@ -61,7 +61,7 @@ def test_truncate_episodes_cuts_them_at_the_fragment():
 def test_gae_runs_over_each_whole_episode():
     gamma, lam = 0.9, 0.95
     with PPO(config=counting_config(PPO, "complete_episodes")) as trainer:
-        batch = trainer.workers.local_worker.sample().batches["default_policy"]
+        batch = trainer.algorithm.postprocess(trainer.workers.local_worker.sample())["default_policy"]
     t = batch[OBS][:, 0].astype(int)
     values = np.array([batch[VF_PREDS][t == step][0] for step in range(EPISODE)], dtype=np.float32)
     for step in range(EPISODE):  # one set of weights: every episode gets the same values and advantages
@@ -104,7 +104,8 @@ def test_multi_agent_samples_hold_whole_episodes_of_every_agent(callbacks):
             result = worker.sample()
             episodes = len(result.episodes)
             assert result.env_steps == 8 * episodes >= 6
-            x, o = result.batches["pol_x"], result.batches["pol_o"]
+            batches = trainer.algorithm.postprocess(result)
+            x, o = batches["pol_x"], batches["pol_o"]
             assert len(x[REWARDS]) == len(o[REWARDS]) == 4 * episodes == result.agent_steps / 2
             assert x[REWARDS].sum() == pytest.approx(16 * episodes) and o[REWARDS].sum() == pytest.approx(-4 * episodes)
             for batch in (x, o):  # a trajectory's pieces from several fragments are one: no cut is left marked

@@ -192,7 +192,7 @@ def test_the_central_critic_sees_the_partners_observation_and_action(examples, t
               "multiagent": {"policies": {"shared": PolicySpec(policy_class=CentralCriticPolicy)},
                              "policy_mapping_fn": same_policy}}
     with PPO(config=config, results_dir=tmp_path) as trainer:
-        batch = trainer.workers.local_worker.sample().batches["shared"]
+        batch = trainer.algorithm.postprocess(trainer.workers.local_worker.sample())["shared"]
     obs, actions = batch[OBS], batch[ACTIONS]
     own = TARGETS + 1
     assert obs.shape == (10, 2 * own + TARGETS)  # one episode of 5 steps, for each of the two agents

@@ -130,10 +130,10 @@ def test_parameter_noise_stddev_adapts_to_the_action_distance_and_noise_is_redra
         policy.set_global_timestep(100)
         exploration = policy.exploration
         noise = exploration.noise
-        policy.postprocess_trajectory(dict(batch))
+        policy.on_fragment(dict(batch))  # the acting side adapts its noise to what it collected
         assert exploration.stddev == pytest.approx(adapted)
         assert exploration.noise is noise  # no episode ended: the same perturbation
-    policy.postprocess_trajectory(dict(batch, **{TERMINATEDS: np.eye(steps, 1, dtype=bool)}))
+    policy.on_fragment(dict(batch, **{TERMINATEDS: np.eye(steps, 1, dtype=bool)}))
     # An episode ended: new noise, of the adapted stddev.
     assert exploration.noise is not noise
     assert np.std(exploration.noise["body.0.weight"]) == pytest.approx(10.0 / 1.01 / 1.01, rel=0.15)

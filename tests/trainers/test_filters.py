@@ -112,7 +112,7 @@ def test_the_master_merging_two_workers_deltas_has_the_stats_of_everything_they_
 def test_the_batch_holds_filtered_observations_and_new_obs_is_the_next_obs():
     with DQN(config=DQN_TINY, env=ScaledCartPole) as trainer:  # DQN: its batches keep new_obs (PPO's drop it)
         worker = trainer.workers.local_worker
-        batch = worker.sample().batches["default_policy"]
+        batch = trainer.algorithm.postprocess(worker.sample())["default_policy"]
         stats = worker.filters["default_policy"].stats
         raw = np.concatenate([env.seen for env in worker.envs])
         assert stats.count == len(raw)  # every observation the envs returned, resets included, once
@@ -135,7 +135,7 @@ def test_an_env_that_fails_mid_step_repeats_its_filtered_obs_and_its_new_episode
     }
     with DQN(config=config, env=FailingEnv) as trainer:
         worker = trainer.workers.local_worker
-        batch = worker.sample().batches["default_policy"]
+        batch = trainer.algorithm.postprocess(worker.sample())["default_policy"]
         # Each env: its first reset, 3 steps, the 4th raises (no obs), the rebuilt env's reset, 4 more steps.
         raw = np.array([[0.0, v, t] for v in (0, 1) for t in (0, 1, 2, 3, 0, 1, 2, 3, 4)])
         stats = worker.filters["default_policy"].stats
@@ -284,7 +284,7 @@ def test_multi_agent_policies_have_their_own_filters_shared_by_their_agents():
     }
     with DQN(config=config) as trainer:  # DQN: its batches keep new_obs
         worker = trainer.workers.local_worker
-        batches = worker.sample().batches
+        batches = trainer.algorithm.postprocess(worker.sample())
         # One episode of 8 moves per env; x observes at t = 0, 2, 4, 6, its final obs at 8 and the next reset (t = 0);
         # o at 1, 3, 5, 7 and its final obs at 8. Two envs: each observation twice.
         x = np.array([[t / 8, 0.0] for t in (0, 2, 4, 6, 8, 0)] * 2)

@@ -43,7 +43,8 @@ def test_turn_based_rewards_of_a_player_who_does_not_act_reach_its_transition():
     with PPO(config=cfg) as trainer:
         result = trainer.workers.local_worker.sample()
         assert result.env_steps == 8 and result.agent_steps == 8
-        x, o = result.batches["pol_x"], result.batches["pol_o"]
+        batches = trainer.algorithm.postprocess(result)
+        x, o = batches["pol_x"], batches["pol_o"]
         assert sorted(x[REWARDS].tolist()) == [1.5, 1.5, 1.5, 11.5]
         # o's first transition also holds the 1.0 o got from x's first move, before o ever observed
         assert sorted(o[REWARDS].tolist()) == [-9.5, 1.5, 1.5, 2.5]
@@ -60,7 +61,7 @@ def test_transitions_cut_by_fragments_keep_every_reward():
         worker = trainer.workers.local_worker
         rows = {"pol_x": [], "pol_o": []}
         for _ in range(8):  # 24 env steps: 3 episodes
-            for pid, batch in worker.sample().batches.items():
+            for pid, batch in trainer.algorithm.postprocess(worker.sample()).items():
                 rows[pid].extend(batch[REWARDS].tolist())
         # every transition closed so far: 3 episodes, less the one still open at the end
         assert sum(rows["pol_x"]) == pytest.approx(3 * (3 * 1.5 + 11.5))
@@ -71,7 +72,7 @@ def test_agents_that_leave_early_stop_acting_and_their_last_step_is_terminated()
     cfg = ma_config(PPO, LeavingAgents, {"p"}, None, fragment=6)
     with PPO(config=cfg) as trainer:
         result = trainer.workers.local_worker.sample()
-        batch = result.batches["p"]
+        batch = trainer.algorithm.postprocess(result)["p"]
         assert result.agent_steps == 12 == len(batch[REWARDS])  # (1 + 2 + 3) per episode, 2 episodes
         assert batch[TERMINATEDS].sum() == 6
         assert len(result.episodes) == 2
@@ -91,7 +92,7 @@ def test_an_env_that_reuses_its_obs_array_keeps_every_next_obs_for_the_bootstrap
             return postprocess(batch, **kwargs)
 
         monkeypatch.setattr(policy, "postprocess_trajectory", spy)
-        trainer.workers.local_worker.sample()
+        trainer.algorithm.postprocess(trainer.workers.local_worker.sample())
         (batch,) = seen
         truncated = batch[TRUNCATEDS]
         assert truncated.sum() == 3  # two episode ends (steps 5 and 10) and the fragment's cut (step 12)
@@ -356,7 +357,7 @@ def test_rewards_of_an_agent_that_never_observes_count_for_the_episode_and_no_po
         result = trainer.workers.local_worker.sample()
         assert [e.episode_reward for e in result.episodes] == [33.0, 33.0]  # a's 3 and watcher's 30
         assert [e.agent_rewards for e in result.episodes] == [[("a", "p", 3.0)]] * 2
-        assert result.batches["p"][REWARDS].tolist() == [1.0] * 6
+        assert trainer.algorithm.postprocess(result)["p"][REWARDS].tolist() == [1.0] * 6
         assert trainer.train()["policy_reward_mean"] == {"p": 3.0}
     warnings = [r.getMessage() for r in caplog.records if "watcher" in r.getMessage()]
     assert len(warnings) == 1 and "got rewards but no observation" in warnings[0]

@@ -161,7 +161,7 @@ class AgentView(DefaultCallbacks):
 def test_callbacks_see_each_agent_and_can_change_postprocessed_trajectories():
     with PPO(config=config(callbacks=AgentView)) as trainer:
         sample = trainer.workers.local_worker.sample()
-        assert all((b[REWARDS] == 7.0).all() for b in sample.batches.values())
+        assert all((b[REWARDS] == 7.0).all() for b in trainer.algorithm.postprocess(sample).values())
         result = trainer.train()
         metrics = result["custom_metrics"]
         assert metrics["x_return_mean"] == 16.0
@@ -185,7 +185,7 @@ def test_policies_that_take_other_agent_batches_get_them_per_episode():
     CentralizedCriticPolicy.seen = []
     policies = {"pol_x": PolicySpec(policy_class=CentralizedCriticPolicy), "pol_o": None}
     with PPO(config=config(multiagent={"policies": policies})) as trainer:
-        trainer.workers.local_worker.sample()
+        trainer.algorithm.postprocess(trainer.workers.local_worker.sample())
         assert CentralizedCriticPolicy.seen == [(4, ["o"])]
 
 

@@ -123,7 +123,7 @@ def test_drop_episode_leaves_the_episode_out_of_the_batch(bad, rows, lengths, dr
                        train_batch_size=40, env_config={"bad": bad, "every": 2})
     try:
         result = trainer.workers.local_worker.sample()
-        batch = result.batches["default_policy"]
+        batch = trainer.algorithm.postprocess(result)["default_policy"]
         assert len(batch[REWARDS]) == rows and (batch[REWARDS] == 1.0).all()
         assert all(np.isfinite(column).all() for column in batch.values() if column.dtype.kind == "f")
         assert [e.episode_length for e in result.episodes] == lengths and {e.episode_reward for e in result.episodes} == {8.0}
@@ -145,7 +145,7 @@ def test_drop_episode_with_complete_episodes_drops_the_pieces_of_earlier_fragmen
         sampler = worker.sampler
         for _ in range(3):
             result = worker.sample(40)
-            batch = result.batches["p" if multi else "default_policy"]
+            batch = trainer.algorithm.postprocess(result)["p" if multi else "default_policy"]
             assert len(batch[REWARDS]) % 8 == 0 and (batch[REWARDS] == 1.0).all()
             assert batch[TERMINATEDS].sum() == len(batch[REWARDS]) // 8 and result.num_dropped_episodes >= 2
             running = sampler._episode_number[0] if multi else sampler._episode_numbers[0]

@@ -87,7 +87,7 @@ def config(observation_fn: Any = with_partner, spec: PolicySpec | None = None, *
 
 def test_a_centralized_critic_through_observation_fn_learns(tmp_path):
     with PPO(config=config(), results_dir=tmp_path) as trainer:
-        batch = trainer.workers.local_worker.sample().batches["shared"]
+        batch = trainer.algorithm.postprocess(trainer.workers.local_worker.sample())["shared"]
         obs = batch["obs"]
         assert obs.shape[1] == 2 * OWN  # the batches hold what the function returned: own and partner's
         np.testing.assert_array_equal(obs[:, 2 * OWN - 1], obs[:, OWN - 1])  # the same step

@@ -24,8 +24,9 @@ from rltune.errors import ConfigError
 from rltune.trainers._config import TrainerSettings
 from rltune.trainers.learning._learner import Learner
 from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
+from rltune.trainers.algorithms._postprocess import Postprocessor
 from rltune.trainers.algorithms._replay_buffer import ReplayBuffer
-from rltune.trainers.sampling._sample_batch import EpisodeMetrics, SampleBatch
+from rltune.trainers.sampling._sample_batch import EpisodeMetrics, SampleBatch, SampleResult, concat_batches
 from rltune.trainers.sampling._sample_source import SampleSource
 
 
@@ -57,6 +58,8 @@ class Algorithm:
         self.learners: dict[str, Learner] = {pid: self.make_learner(pid, policy) for pid, policy in policies.items()}
         # Whether a sampled batch goes to its policy's learner (multiagent.policies_to_train); set by the trainer.
         self.trains: Callable[[str, SampleBatch], bool] = lambda policy_id, batch: True
+        # Raw fragments to training batches (the trainer gives it the callbacks and the hook's worker).
+        self.postprocessor = Postprocessor()
 
     def make_learner(self, policy_id: str, policy: Policy) -> Learner:
         """The learner of one policy (default: ``learner_class`` with the policy's config and the trainer's generator)."""
@@ -72,9 +75,18 @@ class Algorithm:
         self.policies.pop(policy_id, None)
         self.learners.pop(policy_id, None)
 
-    def batches_to_learn(self, batches: dict[str, SampleBatch]) -> dict[str, SampleBatch]:
-        """The sampled batches that go to a learner: of policies with one, selected by ``policies_to_train``."""
-        return {pid: b for pid, b in batches.items() if pid in self.learners and self.trains(pid, b)}
+    def postprocess(self, sample: SampleResult) -> dict[str, SampleBatch]:
+        """A sample's flat training batches of the policies with a learner: its raw fragments postprocessed
+        here, with the learners' policies (value bootstraps, GAE, n-step returns), plus any ready batches."""
+        batches = {pid: b for pid, b in sample.batches.items() if pid in self.learners}
+        if sample.fragments:
+            for pid, batch in self.postprocessor(self.policies, sample.fragments).items():
+                batches[pid] = concat_batches([batches[pid], batch]) if pid in batches else batch
+        return batches
+
+    def batches_to_learn(self, sample: SampleResult) -> dict[str, SampleBatch]:
+        """A sample's training batches (:meth:`postprocess`) that go to a learner, selected by ``policies_to_train``."""
+        return {pid: b for pid, b in self.postprocess(sample).items() if self.trains(pid, b)}
 
     def training_step(self, timesteps_total: int) -> StepOutcome:
         """Sample and update once (``timesteps_total`` env steps were sampled before); return what was done."""
@@ -137,7 +149,7 @@ class OnPolicyAlgorithm(Algorithm):
         sample = self.source.sample(self.cfg.train_batch_size)
         info = {
             pid: self.learners[pid].update(batch, timestep=timesteps_total)
-            for pid, batch in self.batches_to_learn(sample.batches).items()
+            for pid, batch in self.batches_to_learn(sample).items()
         }
         self.source.sync_weights({"timestep": timesteps_total + sample.env_steps})
         return StepOutcome(sample.env_steps, sample.episodes, info, sample.agent_steps or sample.env_steps)
@@ -243,7 +255,7 @@ class OffPolicyAlgorithm(Algorithm):
             outcome.env_steps += sample.env_steps
             outcome.agent_steps += sample.agent_steps or sample.env_steps
             outcome.episodes.extend(sample.episodes)
-            for pid, batch in self.batches_to_learn(sample.batches).items():
+            for pid, batch in self.batches_to_learn(sample).items():
                 self.buffers[pid].add(batch)
             sampled = timesteps_total + outcome.env_steps
             if sampled >= self.replay.learning_starts and any(len(b) for b in self.buffers.values()):

@@ -211,8 +211,10 @@ class DQNPolicy(Policy):
             self.global_timestep += len(actions)
         return actions, {}
 
-    def postprocess_trajectory(self, batch: SampleBatch) -> SampleBatch:
+    def on_fragment(self, batch: SampleBatch) -> None:
         self.exploration.postprocess(self, batch)
+
+    def postprocess_trajectory(self, batch: SampleBatch) -> SampleBatch:
         gamma = self.config.gamma
         if self.config.n_step > 1:
             returns, offsets, discounts = compute_n_step(

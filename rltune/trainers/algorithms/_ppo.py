@@ -173,7 +173,20 @@ class PPOPolicy(Policy):
             values = value(self.obs_tensor(obs)) if value is not None else self.model(self.obs_tensor(obs))[1]
             return values.cpu().numpy()
 
+    def acting_columns(self, batch: SampleBatch) -> SampleBatch:
+        """``batch`` with the value predictions and action log-probs a source did not record, from this policy."""
+        obs, actions = batch[OBS], batch[ACTIONS]
+        shape = obs.shape[:2]
+        flat_obs = self.obs_tensor(obs.reshape((-1,) + obs.shape[2:]))
+        with torch.inference_mode():
+            dist_inputs, values = self.model(flat_obs)
+            logp = self.distribution(dist_inputs).logp(torch.as_tensor(actions.reshape((-1,) + actions.shape[2:])))
+        extra = {VF_PREDS: values.cpu().numpy().reshape(shape), ACTION_LOGP: logp.cpu().numpy().reshape(shape)}
+        return {**{k: v for k, v in extra.items() if k not in batch}, **batch}
+
     def postprocess_trajectory(self, batch: SampleBatch) -> SampleBatch:
+        if VF_PREDS not in batch or ACTION_LOGP not in batch:
+            batch = self.acting_columns(batch)
         values = batch[VF_PREDS]
         terminateds, truncateds = batch[TERMINATEDS], batch[TRUNCATEDS]
         next_values = np.zeros_like(values)

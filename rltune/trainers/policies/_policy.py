@@ -4,8 +4,9 @@ A Policy acts: it lives in every process that samples (the trainer's local
 worker and each rollout worker process). It never updates itself: its
 :class:`~rltune.trainers.learning._learner.Learner` owns the optimizer and
 the update step, and the algorithm (``algorithms/``) owns the learners of
-the policies it trains. Each algorithm subclasses Policy for its action
-computation and postprocessing (GAE for PPO, n-step for DQN).
+the policies it trains and runs the learning-side postprocessing on them.
+Each algorithm subclasses Policy for its action computation and
+postprocessing (GAE for PPO, n-step for DQN).
 """
 
 from __future__ import annotations
@@ -107,8 +108,18 @@ class Policy:
         raise NotImplementedError
 
     def postprocess_trajectory(self, batch: SampleBatch) -> SampleBatch:
-        """Turn a time-major ``[T, N]`` batch into a flat training batch (default: just flatten)."""
+        """Turn a time-major ``[T, N]`` batch into a flat training batch (default: just flatten).
+
+        Runs where the learner is (the algorithm's postprocessing of the
+        fragments a sample source handed over), on the learner's policy.
+        """
         return flatten_time_major(batch)
+
+    def on_fragment(self, batch: SampleBatch) -> None:
+        """The acting side's look at each raw ``[T, N]`` fragment it collected, before it is handed over (default: nothing).
+
+        Runs where the policy acted (a rollout worker), e.g. to adapt exploration noise.
+        """
 
     # -- shared ----------------------------------------------------------------------
     def obs_tensor(self, obs: np.ndarray) -> torch.Tensor:

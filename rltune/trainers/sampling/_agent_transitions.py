@@ -24,6 +24,8 @@ from rltune.trainers.sampling._sample_batch import (
 )
 
 TrajectoryKey = tuple[int, int, Any]  # (env index, episode number in that env, agent id)
+INFOS = "infos"
+_NO_INFO: dict[str, Any] = {}  # the info of a transition the env gave none (shared: read only)
 
 
 class Transitions:
@@ -42,8 +44,8 @@ class Transitions:
         self.num_rows = 0
         self.rows: list[int] = []
         self.rewards: list[float] = []
-        # transition -> (next obs or None for its own obs, terminated, truncated)
-        self.closes: dict[int, tuple[np.ndarray | None, bool, bool]] = {}
+        # transition -> (next obs or None for its own obs, terminated, truncated, the env's info for the agent)
+        self.closes: dict[int, tuple[np.ndarray | None, bool, bool, Any]] = {}
         self.trajectories: dict[TrajectoryKey, list[int]] = {}
 
     def add_chunk(self, obs: np.ndarray, actions: np.ndarray, extras: dict[str, np.ndarray]) -> int:
@@ -79,9 +81,9 @@ class Transitions:
                 trajectory.append(tid)
         return first
 
-    def close(self, tid: int, new_obs: np.ndarray | None, terminated: bool, truncated: bool) -> None:
-        """The agent observed again (``new_obs``), or left or its episode ended (None: its own obs stands in)."""
-        self.closes[tid] = (new_obs, terminated, truncated)
+    def close(self, tid: int, new_obs: np.ndarray | None, terminated: bool, truncated: bool, info: Any = _NO_INFO) -> None:
+        """The agent observed again (``new_obs``, with the env's ``info`` for it), or left or its episode ended (None: its own obs stands in)."""
+        self.closes[tid] = (new_obs, terminated, truncated, info)
 
     def drop_episode(self, env_index: int, number: int) -> None:
         """Forget the trajectories of episode ``number`` of env ``env_index`` (dropped: nan_policy); their rows stay, unused."""
@@ -103,6 +105,8 @@ class Transitions:
         new_obs = obs.copy()
         terminateds = np.zeros(len(rows), dtype=bool)
         truncateds = np.zeros(len(rows), dtype=bool)
+        closes = self.closes
+        infos = np.fromiter((closes[tid][3] if tid in closes else _NO_INFO for tid in range(len(rows))), dtype=object, count=len(rows))
         if self.closes:
             tids = np.fromiter(self.closes, dtype=np.int64, count=len(self.closes))
             closes = list(self.closes.values())
@@ -118,6 +122,7 @@ class Transitions:
             NEW_OBS: new_obs,
             TERMINATEDS: terminateds,
             TRUNCATEDS: truncateds,
+            INFOS: infos,
         }
         for name, values in extra_rows.items():
             columns[name] = values[rows]
@@ -176,9 +181,3 @@ def in_trajectory_order(
     cut = ~(flat[TERMINATEDS][ends] | flat[TRUNCATEDS][ends])
     flat[TRUNCATEDS][ends[cut]] = True  # bootstrap from the next obs, as at a single-agent fragment's end
     return flat, keys, lengths
-
-
-def trajectory_pieces(flat: SampleBatch, keys: list[TrajectoryKey], lengths: list[int]) -> dict[TrajectoryKey, SampleBatch]:
-    """Each trajectory's rows as a time-major ``[T, 1]`` batch."""
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    return {key: {n: c[s:s + length, None] for n, c in flat.items()} for key, s, length in zip(keys, starts, lengths)}

@@ -5,7 +5,7 @@ episode still running when a fragment ends wait in an :class:`EpisodeBuffer`
 (across ``sample()`` calls) until the episode ends. A ``sample()`` returns
 once the episodes that ended hold at least ``rollout_fragment_length x
 num_envs`` env steps, so its batch is at least that large and never cuts an
-episode; its postprocessing (GAE, n-step returns) sees each episode whole, up
+episode; the algorithm's postprocessing (GAE, n-step returns) sees each episode whole, up
 to its real end (terminated, or truncated by the env). The buffered steps
 were sampled with the weights of their time: with many envs per worker a
 batch holds some off-policy steps, as in RLlib.
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from rltune.trainers.sampling._agent_transitions import TrajectoryKey, pack_trajectories
+from rltune.trainers.sampling._agent_transitions import TrajectoryKey
 from rltune.trainers.sampling._sample_batch import REWARDS, TERMINATEDS, TRUNCATEDS, SampleBatch
 
 # A policy's trajectories ready for postprocessing: flat rows trajectory after trajectory, their keys, lengths.
@@ -117,22 +117,3 @@ def split_env_columns(batch: SampleBatch, numbers: list[int]) -> list[tuple[int,
         if start < done.shape[0]:
             pieces.append((i, numbers[i], {k: v[start:, i] for k, v in batch.items()}, False))
     return pieces
-
-
-def postprocess_packed(policy: Any, flat: SampleBatch, lengths: list[int]) -> SampleBatch:
-    """Trajectories (flat, one after another) postprocessed in one call, packed into ``[T, K]`` columns.
-
-    Each trajectory ends with a done flag, so the recursions (GAE, n-step)
-    never cross from one to the next; padding rows are terminated with zero
-    reward and dropped from the flat result.
-    """
-    slots, _ = pack_trajectories(lengths)
-    pad = slots < 0
-    take = np.where(pad, 0, slots)
-    batch = {name: column[take] for name, column in flat.items()}
-    batch[REWARDS] = np.where(pad, 0.0, batch[REWARDS]).astype(np.float32)
-    batch[TERMINATEDS] = batch[TERMINATEDS] | pad  # padding ends every recursion and needs no value
-    batch[TRUNCATEDS] = batch[TRUNCATEDS] & ~pad
-    processed = policy.postprocess_trajectory(batch)
-    keep = ~pad.reshape(-1)
-    return {name: column[keep] for name, column in processed.items()}

@@ -10,10 +10,13 @@ a turn-based game) are summed into it. A transition still open when a
 fragment ends (the agent acted and has not observed since) moves to the
 next fragment. At the end of a fragment each policy's transitions are
 grouped into trajectories, one per agent and episode, which are packed into
-the time-major ``[T, K]`` columns the policy's postprocessing takes (the
-last step of a trajectory cut by the fragment end is marked truncated, so
-it bootstraps from its next observation), postprocessed in one call and
-flattened, padding rows dropped. Rewards and observations are screened
+the time-major ``[T, K]`` columns of one raw :class:`~._fragment.Fragment`
+(the last step of a trajectory cut by the fragment end is marked truncated,
+so it bootstraps from its next observation; padding rows are not kept),
+which the algorithm postprocesses in one call. A policy whose
+postprocessing takes ``other_agent_batches``, or an
+``on_postprocess_trajectory`` hook, gets each trajectory as a fragment of
+its own, with its episode. Rewards and observations are screened
 for non-finite numbers as they come (``nan_policy``, :mod:`._multi_agent_screen`).
 """
 
@@ -39,9 +42,9 @@ from rltune.trainers.sampling._agent_transitions import (
     TrajectoryKey,
     Transitions,
     in_trajectory_order,
-    trajectory_pieces,
 )
-from rltune.trainers.sampling._complete_episodes import EpisodeBuffer, Trajectories, chunk_steps, postprocess_packed
+from rltune.trainers.sampling._complete_episodes import EpisodeBuffer, Trajectories, chunk_steps
+from rltune.trainers.sampling._fragment import Fragment, pack_rows
 from rltune.trainers.policies._policy import Policy, wants_other_agent_batches
 from rltune.trainers.policies._policy_spec import PolicyMapping
 from rltune.trainers.policies._space_fit import check_fit
@@ -50,7 +53,6 @@ from rltune.trainers.sampling._sample_batch import (
     EpisodeMetrics,
     SampleBatch,
     SampleResult,
-    concat_batches,
 )
 
 logger = logging.getLogger(__name__)
@@ -251,18 +253,19 @@ class MultiAgentSampler:
         self.screen.filter_step()
 
     # -- the sampling loop ------------------------------------------------------------
-    def sample(self, num_steps: int, explore: bool = True, postprocess: bool = True, update_filter: bool = True) -> SampleResult:
-        """Step every env ``num_steps`` times; return the postprocessed batches by policy id and finished episodes.
+    def sample(self, num_steps: int, explore: bool = True, collect: bool = True, update_filter: bool = True) -> SampleResult:
+        """Step every env ``num_steps`` times; return the raw fragments of every batched policy and finished episodes.
 
+        ``collect``: False keeps no steps (evaluation: episodes only).
         ``update_filter``: add the observations to the observation filters'
         statistics (False: apply them frozen, as evaluation does).
         """
         if not self._started:
             self.reset_all(update_filter)
         self._update_filters = update_filter
-        if self.episode_buffer is not None and postprocess:
+        if self.episode_buffer is not None and collect:
             return self._sample_complete_episodes(num_steps, explore)
-        batched = self.batched() if postprocess else set()
+        batched = self.batched() if collect else set()
         for pid in batched:
             self._store.setdefault(pid, Transitions())
         episodes: list[EpisodeMetrics] = []
@@ -270,8 +273,8 @@ class MultiAgentSampler:
         for _ in range(num_steps):
             agent_steps += self._act_and_step(explore, batched, episodes)
         result = SampleResult(episodes=episodes, env_steps=num_steps * self.num_envs, agent_steps=agent_steps)
-        if postprocess:
-            result.batches = self._build_batches(batched)
+        if collect:
+            result.fragments = self._fragments(self._closed_trajectories(batched))
         else:
             self._store = {}
         return result
@@ -299,10 +302,10 @@ class MultiAgentSampler:
                     start += length
             buffer.end_episodes(ended)
         ready = buffer.take(batched)
-        batches = self._postprocess(ready)
+        fragments = self._fragments(ready)
         agent_steps = sum(len(t[0][REWARDS]) for t in ready.values())
         buffer.episodes = {k: v for k, v in buffer.episodes.items() if not ended(k)}
-        return SampleResult(batches=batches, episodes=episodes, env_steps=env_steps, agent_steps=agent_steps)
+        return SampleResult(fragments=fragments, episodes=episodes, env_steps=env_steps, agent_steps=agent_steps)
 
     def _act_and_step(self, explore: bool, batched: set[str], episodes: list[EpisodeMetrics]) -> int:
         action_dicts: list[dict[Any, Any]] = [{} for _ in range(self.num_envs)]
@@ -339,6 +342,7 @@ class MultiAgentSampler:
             self._new_episode(i)
             return
         obs, rewards, terminateds, truncateds, infos = unpack_step(step, self.env_name, self.contexts[i])
+        infos = infos or {}
         if self.observation_fn is not None and obs:
             obs = self.observation_fn(obs, self.envs[i], self._episodes[i], lambda a: self._policy_of(i, a), self._place(i))
         self._lengths[i] += 1
@@ -355,7 +359,7 @@ class MultiAgentSampler:
             elif agent not in policy_of:  # not observed yet in this episode: held for its first transition
                 self._held[i][agent] = self._held[i].get(agent, 0.0) + reward
         if self._track:
-            self._episodes[i].add_multi_agent_step(actions, rewards, obs, infos or {})
+            self._episodes[i].add_multi_agent_step(actions, rewards, obs, infos)
         all_terminated = bool(terminateds.get(ALL, False))
         over = all_terminated or bool(truncateds.get(ALL, False))
         acting: dict[Any, np.ndarray] = {}
@@ -378,7 +382,7 @@ class MultiAgentSampler:
             opened = open_.pop(agent, None)
             if opened is not None:
                 terminated = terminated or all_terminated
-                self._store[opened[0]].close(opened[1], vec, terminated, (done or over) and not terminated)
+                self._store[opened[0]].close(opened[1], vec, terminated, (done or over) and not terminated, infos.get(agent, _NONE))
         for flags in (terminateds, truncateds):  # agents done (and those that left without a final observation)
             for agent, flag in flags.items():
                 if flag and agent != ALL:
@@ -414,11 +418,7 @@ class MultiAgentSampler:
             else:
                 self._close_without_obs(i, agent, terminateds)
 
-    # -- batches ------------------------------------------------------------------------
-    def _build_batches(self, batched: set[str]) -> dict[str, SampleBatch]:
-        """Postprocessed batches of the fragment's closed transitions; open ones move to the next fragment."""
-        return self._postprocess(self._closed_trajectories(batched))
-
+    # -- fragments ----------------------------------------------------------------------
     def _closed_trajectories(self, batched: set[str]) -> dict[str, Trajectories]:
         """Each policy's closed transitions of the fragment as trajectories; open ones move to the next fragment."""
         old = self._store
@@ -432,17 +432,33 @@ class MultiAgentSampler:
         self._carry_open_transitions(old, computed)
         return trajectories
 
-    def _postprocess(self, trajectories: dict[str, Trajectories]) -> dict[str, SampleBatch]:
-        """Each policy's trajectories postprocessed: packed in one call, or one call each (see _postprocess_each)."""
-        each = {pid for pid in trajectories if self._per_trajectory or wants_other_agent_batches(self.policies[pid])}
-        pieces = {pid: trajectory_pieces(*trajectories[pid]) for pid in trajectories} if each else {}  # every policy's: the others' view
-        batches = {}
+    def _fragments(self, trajectories: dict[str, Trajectories]) -> list[Fragment]:
+        """Each policy's trajectories as one packed fragment; or, for per-trajectory postprocessing, one fragment each."""
+        each = self._per_trajectory or any(wants_other_agent_batches(self.policies[pid]) for pid in trajectories)
+        fragments = []
         for pid, (flat, keys, lengths) in trajectories.items():
-            if pid in each:
-                batches[pid] = self._postprocess_each(pid, pieces)
-            else:
-                batches[pid] = postprocess_packed(self.policies[pid], flat, lengths)
-        return batches
+            if not each:
+                batch, keep = pack_rows(flat, lengths)
+                self.policies[pid].on_fragment(batch)
+                fragments.append(Fragment(pid, batch, keep))
+                continue
+            self.policies[pid].on_fragment({name: column[:, None] for name, column in flat.items()})
+            start = 0
+            for key, length in zip(keys, lengths):
+                piece = {name: column[start:start + length, None] for name, column in flat.items()}
+                start += length
+                env_index, number, agent = key
+                agent_key = (self.contexts[env_index].worker_index, env_index, number, agent)
+                fragments.append(Fragment(pid, piece, agents=[agent_key], episodes=[self._episode_of(key)]))
+        return fragments
+
+    def _episode_of(self, key: TrajectoryKey) -> Any:
+        """The episode object of a trajectory (for ``on_postprocess_trajectory`` and centralized critics)."""
+        env_index, number, _ = key
+        episode = self._episodes[env_index]
+        if self.episode_buffer is not None:  # complete episodes: the episode may have ended since
+            episode = self.episode_buffer.episodes.get((env_index, number), episode)
+        return episode
 
     def _carry_open_transitions(self, old: dict[str, Transitions], computed: dict[str, Any]) -> None:
         """The transitions still open (the agent acted, has not observed since) start the next fragment."""
@@ -458,40 +474,3 @@ class MultiAgentSampler:
             for k, (i, agent, tid) in enumerate(items):
                 key = (i, self._episode_number[i], agent)
                 self._open[i][agent] = (pid, new.open(key, first + k, store.rewards[tid]))
-
-    def _postprocess_each(self, pid: str, pieces: dict[str, dict[TrajectoryKey, SampleBatch]]) -> SampleBatch:
-        """One postprocessing call per agent trajectory, with the other agents' batches of the same episode.
-
-        The path of ``on_postprocess_trajectory`` and of policies whose
-        ``postprocess_trajectory`` takes ``other_agent_batches`` (a
-        centralized critic; the batches of the agents of the same env and
-        episode, by agent id, as ``(policy_id, batch)``, flat and in time
-        order): slower, as each trajectory is its own call.
-        """
-        policy = self.policies[pid]
-        wants_others = wants_other_agent_batches(policy)
-        processed = []
-        for key, piece in pieces[pid].items():
-            env_index, number, agent = key
-            others = {
-                a: (other_pid, {n: c[:, 0] for n, c in batch.items()})
-                for other_pid, by_key in pieces.items()
-                for (e, k, a), batch in by_key.items()
-                if e == env_index and k == number and a != agent
-            }
-            episode = self._episodes[env_index]
-            if self.episode_buffer is not None:  # complete episodes: the episode may have ended since
-                episode = self.episode_buffer.episodes.get((env_index, number), episode)
-            if wants_others:
-                out = policy.postprocess_trajectory(piece, other_agent_batches=others, episode=episode)
-            else:
-                out = policy.postprocess_trajectory(piece)
-            if self._per_trajectory:
-                call_hook(
-                    self.callbacks, "on_postprocess_trajectory", f"worker {self.contexts[env_index].worker_index}, env {env_index}",
-                    worker=self.worker, episode=episode, agent_id=agent, policy_id=pid,
-                    policies=self.policies, postprocessed_batch=out, original_batches=others,
-                )
-            processed.append(out)
-        return concat_batches(processed)
-

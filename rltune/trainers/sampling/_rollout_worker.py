@@ -306,7 +306,7 @@ class RolloutWorker:
         self._update_selection(None, policies_to_train)
 
     def sample(self, num_steps: int | None = None, explore: bool | None = None) -> SampleResult:
-        """One fragment of ``rollout_fragment_length`` steps from every env, postprocessed."""
+        """One fragment of ``rollout_fragment_length`` steps from every env, raw (the algorithm postprocesses it)."""
         if self.sampler is None:
             raise EnvError(f"worker {self.worker_index} has no envs to sample from")
         steps = self.config.rollout_fragment_length if num_steps is None else num_steps
@@ -339,7 +339,7 @@ class RolloutWorker:
         self.sampler.reset_all(update_filter=False)
         steps = 0
         while any(len(k) < q for k, q in zip(kept, quota)) and steps < max_steps:
-            result = self.sampler.sample(32, explore=explore, postprocess=False, update_filter=False)
+            result = self.sampler.sample(32, explore=explore, collect=False, update_filter=False)
             for episode in result.episodes:
                 mine = kept[episode.vector_index]
                 if len(mine) < quota[episode.vector_index]:

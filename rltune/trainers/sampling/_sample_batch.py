@@ -1,7 +1,8 @@
 """Sample batches: plain dicts of numpy arrays with the column names below.
 
 A worker's sampler fills time-major ``[T, N, ...]`` columns (T steps of N
-envs); the policy's postprocessing (GAE, n-step returns) works on that layout
+envs) and hands them over raw, as fragments (:mod:`._fragment`);
+the algorithm's postprocessing (GAE, n-step returns) works on that layout
 and returns flat ``[T*N, ...]`` columns that batches are concatenated in.
 """
 
@@ -59,9 +60,15 @@ class EpisodeMetrics:
 
 @dataclass
 class SampleResult:
-    """What one ``sample()`` returns: a postprocessed batch per policy id plus the episodes that ended."""
+    """What one ``sample()`` returns: raw fragments (or ready batches) by policy id, and the episodes that ended.
+
+    ``fragments``: the raw steps, which the algorithm postprocesses with its
+    learner's policies; ``batches``: flat batches already postprocessed
+    (a source that prepares its own), by policy id.
+    """
 
     batches: dict[str, SampleBatch] = field(default_factory=dict)
+    fragments: list[Any] = field(default_factory=list)  # Fragment (see _fragment.py)
     episodes: list[EpisodeMetrics] = field(default_factory=list)
     env_steps: int = 0
     agent_steps: int = 0  # actions computed (single-agent: = env_steps)
@@ -73,12 +80,13 @@ class SampleResult:
 
     @staticmethod
     def merge(results: list["SampleResult"]) -> "SampleResult":
-        """One result holding the batches and episodes of several."""
+        """One result holding the fragments, batches and episodes of several."""
         merged = SampleResult()
         policy_ids = {pid for r in results for pid in r.batches}
         for pid in sorted(policy_ids):
             merged.batches[pid] = concat_batches([r.batches[pid] for r in results if pid in r.batches])
         for r in results:
+            merged.fragments.extend(r.fragments)
             merged.episodes.extend(r.episodes)
             merged.env_steps += r.env_steps
             merged.agent_steps += r.agent_steps or r.env_steps

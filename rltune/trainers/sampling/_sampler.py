@@ -20,7 +20,8 @@ from rltune.callbacks._episode import Episode
 from rltune.env._build import where
 from rltune.env._context import EnvContext
 from rltune.errors import EnvError
-from rltune.trainers.sampling._complete_episodes import EpisodeBuffer, chunk_steps, postprocess_packed, split_env_columns
+from rltune.trainers.sampling._complete_episodes import EpisodeBuffer, chunk_steps, split_env_columns
+from rltune.trainers.sampling._fragment import INFOS, Fragment, info_column, pack_rows
 from rltune.trainers.policies._filters import MeanStdFilter
 from rltune.trainers.sampling._nonfinite import NanPolicy, describe_obs, describe_reward, finite, has_floats
 from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
@@ -33,10 +34,10 @@ from rltune.trainers.sampling._sample_batch import (
     TRUNCATEDS,
     EpisodeMetrics,
     SampleResult,
-    batch_size,
 )
 
 logger = logging.getLogger(__name__)
+_NO_INFO: dict[str, Any] = {}  # the info of a step whose env raised (shared: read only)
 
 
 class VectorSampler:
@@ -180,39 +181,36 @@ class VectorSampler:
             self._episode_numbers = [0] * self.num_envs
 
     # -- the sampling loop ------------------------------------------------------------
-    def sample(self, num_steps: int, explore: bool = True, postprocess: bool = True, update_filter: bool = True) -> SampleResult:
-        """Step every env ``num_steps`` times; return the postprocessed batch and finished episodes.
+    def sample(self, num_steps: int, explore: bool = True, collect: bool = True, update_filter: bool = True) -> SampleResult:
+        """Step every env ``num_steps`` times; return the raw fragment (see :mod:`._fragment`) and finished episodes.
 
-        With ``complete_episodes`` (and ``postprocess``), step until whole
+        With ``complete_episodes`` (and ``collect``), step until whole
         episodes of at least ``num_steps x num_envs`` steps ended, and return
         those only (see :mod:`rltune.trainers.sampling._complete_episodes`).
+        ``collect``: False keeps no steps (evaluation: episodes only).
         ``update_filter``: add the observations to the observation filter's
         statistics (False: apply it frozen, as evaluation does).
         """
-        if self.episode_buffer is not None and postprocess:
+        if self.episode_buffer is not None and collect:
             return self._sample_complete_episodes(num_steps, explore, update_filter)
         batch, episodes = self._step_fragment(num_steps, explore, update_filter)
         result = SampleResult(episodes=episodes, env_steps=num_steps * self.num_envs, agent_steps=num_steps * self.num_envs)
-        if postprocess:
-            processed = self.policy.postprocess_trajectory(batch)
-            if self._dropped:
-                processed = self._without_dropped(processed, num_steps)
-            if batch_size(processed):
-                result.batches[DEFAULT_POLICY_ID] = processed
+        if collect:
+            self.policy.on_fragment(batch)
+            result.fragments.append(Fragment(DEFAULT_POLICY_ID, batch, self._kept(num_steps) if self._dropped else None))
         return result
 
-    def _without_dropped(self, batch: dict[str, np.ndarray], num_steps: int) -> dict[str, np.ndarray]:
-        """A postprocessed fragment (flat rows in time-major order) without the rows of its dropped episodes.
+    def _kept(self, num_steps: int) -> np.ndarray:
+        """The fragment's rows outside its dropped episodes (``[T, N]``).
 
         A dropped episode's last row ends it (truncated), and the row before
         its first ended the episode before, so no recursion of the
-        postprocessing (GAE, n-step returns) crossed into or out of it.
+        postprocessing (GAE, n-step returns) crosses into or out of it.
         """
         keep = np.ones((num_steps, self.num_envs), dtype=bool)
         for i, first, last in self._dropped:
             keep[first:last + 1, i] = False
-        keep = keep.reshape(-1)
-        return {name: column[keep] for name, column in batch.items()}
+        return keep
 
     def _sample_complete_episodes(self, num_steps: int, explore: bool, update_filter: bool) -> SampleResult:
         buffer = self.episode_buffer
@@ -232,8 +230,10 @@ class VectorSampler:
                 buffer.add(DEFAULT_POLICY_ID, (i, number, None), piece, ended=over)
         rows = buffer.ready_rows
         flat, _, lengths = buffer.take()[DEFAULT_POLICY_ID]
-        batch = postprocess_packed(self.policy, flat, lengths)
-        return SampleResult(batches={DEFAULT_POLICY_ID: batch}, episodes=episodes, env_steps=rows, agent_steps=rows)
+        batch, keep = pack_rows(flat, lengths)
+        self.policy.on_fragment(batch)
+        fragment = Fragment(DEFAULT_POLICY_ID, batch, keep)
+        return SampleResult(fragments=[fragment], episodes=episodes, env_steps=rows, agent_steps=rows)
 
     def _step_fragment(
         self, num_steps: int, explore: bool, update_filter: bool = True
@@ -255,6 +255,8 @@ class VectorSampler:
         step_rewards = [0.0] * n
         step_terminated = [False] * n
         step_truncated = [False] * n
+        step_infos: list[Any] = [_NO_INFO] * n
+        infos: list[list[Any]] = []
 
         for t in range(num_steps):
             actions, extras = policy.compute_actions(obs, explore=explore)
@@ -271,12 +273,7 @@ class VectorSampler:
                 try:
                     step = envs[i].step(env_actions[i])
                 except Exception as exc:
-                    self._handle_failure(i, "step", exc)
-                    # The interrupted episode is dropped; the step counts as a cut
-                    # (truncated) transition back to the same observation.
-                    failed.append(i)
-                    step_rewards[i], step_terminated[i], step_truncated[i] = 0.0, False, True
-                    returns[i], lengths[i] = 0.0, 0
+                    self._step_failed(i, exc, failed, step_rewards, step_terminated, step_truncated, step_infos)
                     continue
                 try:
                     next_obs, reward, terminated, truncated, info = step
@@ -286,6 +283,7 @@ class VectorSampler:
                 step_rewards[i] = reward
                 step_terminated[i] = terminated
                 step_truncated[i] = truncated
+                step_infos[i] = info
                 returns[i] += reward
                 lengths[i] += 1
                 if track:
@@ -297,6 +295,7 @@ class VectorSampler:
                     resets.append(i)
             terminateds[t] = step_terminated
             truncateds[t] = step_truncated
+            infos.append(step_infos[:])
             rewards[t] = step_rewards
             if obs_filter is None and not failed:  # NoFilter's usual step, inline: the next step acts on a new array
                 next_obs = pre.batch(step_obs)
@@ -313,8 +312,18 @@ class VectorSampler:
             self._drop_bad_rewards(episodes, update_filter)
 
         batch = {OBS: obs_buf, ACTIONS: actions_buf, REWARDS: rewards, NEW_OBS: new_obs_buf,
-                 TERMINATEDS: terminateds, TRUNCATEDS: truncateds, **extras_buf}
+                 TERMINATEDS: terminateds, TRUNCATEDS: truncateds, INFOS: info_column(infos, n), **extras_buf}
         return batch, episodes
+
+    def _step_failed(
+        self, i: int, exc: Exception, failed: list[int], rewards: list[Any], terminated: list[Any], truncated: list[Any],
+        infos: list[Any],
+    ) -> None:
+        """Env ``i`` raised in step() (it is rebuilt): its episode is dropped; the step is a cut (truncated) transition back to the same observation."""
+        self._handle_failure(i, "step", exc)
+        failed.append(i)
+        rewards[i], terminated[i], truncated[i], infos[i] = 0.0, False, True, _NO_INFO
+        self._returns[i], self._lengths[i] = 0.0, 0
 
     def _observe(
         self, t: int, step_obs: list[Any], obs: np.ndarray, new_obs: np.ndarray, failed: list[int], resets: list[int],
