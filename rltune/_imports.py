@@ -14,7 +14,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from rltune.errors import ConfigError
 
@@ -75,6 +75,15 @@ def import_object(path: str, what: str) -> Any:
         hint = _in_current_directory(module_name, exc)
         raise ConfigError(f"{prefix}cannot import {path!r} ({hint or f'{type(exc).__name__}: {exc}'})") from None
     return obj
+
+
+def resolve_callable(spec: Any, key: str) -> Callable[..., Any]:
+    """A config value that names a function: the function itself or an import string 'pkg.module:fn'."""
+    if isinstance(spec, str) and ":" in spec:
+        spec = import_object(spec, key)
+    if not callable(spec):
+        raise ConfigError(f"{key}: must be a function or an import string 'pkg.module:fn', but got {spec!r}")
+    return spec
 
 
 def _in_current_directory(module_name: str, exc: BaseException) -> str | None:

@@ -14,6 +14,9 @@ Public names::
     SampleSource, SampleResult, Fragment, EpisodeMetrics
                                             a sample source's contract: raw episode fragments in, weights out
                                             (plug one in with Trainer.make_sample_source; docs/sample_sources.md)
+    Learner, OptimizerSpec                  a policy's update step and its named torch.optim optimizers (a new
+                                            algorithm's learner subclasses Learner; docs/development.md)
+    register_encoder                        a model encoder (e.g. a CNN) for an observation kind ("image", ...)
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ from rltune.trainers._trainer import Trainer
 from rltune.trainers.sampling._fragment import Fragment
 from rltune.trainers.sampling._sample_batch import EpisodeMetrics, SampleResult
 from rltune.trainers.sampling._sample_source import SampleSource
+from rltune.trainers.learning._learner import Learner
+from rltune.trainers.learning._optimizers import OptimizerSpec
+from rltune.trainers.policies._encoders import register_encoder
 
 if TYPE_CHECKING:  # the lazy names below, for type checkers and the API reference (docs/api/trainers.md)
     from rltune.trainers.algorithms._dqn import DQN, DQNPolicy
@@ -86,7 +92,9 @@ __all__ = [
     "EnvContext",
     "EpisodeMetrics",
     "Fragment",
+    "Learner",
     "MultiAgentEnv",
+    "OptimizerSpec",
     "PPO",
     "PPOConfig",
     "PPOPolicy",
@@ -99,6 +107,7 @@ __all__ = [
     "Trainer",
     "get_trainer_class",
     "pretty_print",
+    "register_encoder",
     "register_env",
     "registered_envs",
 ]

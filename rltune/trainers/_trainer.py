@@ -29,7 +29,7 @@ from rltune.callbacks._callbacks import DefaultCallbacks, MultiCallbacks, call_h
 from rltune.callbacks._curriculum import CurriculumCallback, parse_curriculum
 from rltune.callbacks._metrics import merge_hist_data, summarize_custom_metrics
 from rltune._disk import check_writable_dir, ensure_dir, writing
-from rltune._imports import import_object
+from rltune._imports import resolve_callable
 from rltune._results_dir import default_results_dir
 from rltune.env._context import EnvContext
 from rltune.env._registry import resolve_env
@@ -53,15 +53,6 @@ from rltune.trainers._trainer_policies import PoliciesMixin
 from rltune.trainers.sampling._worker_set import WorkerSet
 
 logger = logging.getLogger(__name__)
-
-
-def resolve_callable(spec: Any, key: str) -> Callable[..., Any]:
-    """A config value that names a function: the function itself or an import string 'pkg.module:fn'."""
-    if isinstance(spec, str) and ":" in spec:
-        spec = import_object(spec, key)
-    if not callable(spec):
-        raise ConfigError(f"{key}: must be a function or an import string 'pkg.module:fn', but got {spec!r}")
-    return spec
 
 
 class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
@@ -217,7 +208,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
             self.algorithm.trains = lambda pid, batch: self.workers.local_worker.training.trains(pid, batch)
             self.algorithm.postprocessor = Postprocessor(local.callbacks, worker=local)
             self.setup()
-            self.workers.sync_weights({"timestep": 0})
+            self._sync_weights({"timestep": 0})
             self.workers.foreach_env(lambda env: None)  # learn the envs' initial tasks
             self._call("on_trainer_init", trainer=self)
         except BaseException:
@@ -429,7 +420,13 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
             if problem:
                 raise ConfigError(f"set_weights: the weights of policy {pid!r} do not fit its model: {problem}")
         self.workers.local_worker.set_weights(weights)
-        self.workers.sync_weights()
+        self._sync_weights()
+
+    def _sync_weights(self, global_vars: dict[str, Any] | None = None) -> None:
+        """The learner policies' weights reach the rollout workers and the sample source (a user's, if any)."""
+        self.workers.sync_weights(global_vars)
+        if self.sample_source is not self.workers:
+            self.sample_source.sync_weights(global_vars)
 
     def compute_single_action(self, obs: Any, *, explore: bool = False, policy_id: str = DEFAULT_POLICY_ID) -> Any:
         """The action for one raw observation; deterministic unless ``explore``.

@@ -132,3 +132,30 @@ def test_a_sample_source_without_the_contract_is_refused_by_name():
     with pytest.raises(ConfigError, match=r"Broken.make_sample_source\(\) returned object, which lacks the SampleSource "
                                           r"method\(s\) \['sample', 'sync_weights', 'metrics'\]"):
         Broken(TINY, env=Counting)
+
+
+def test_a_users_sample_source_gets_the_weights_at_start_and_on_set_weights():
+    # A policy server must act with the trainer's weights from its first episode, not after the first update.
+    synced = []
+
+    class Source:
+        def sample(self, min_steps):
+            raise AssertionError("not sampled in this test")
+
+        def sync_weights(self, global_vars=None):
+            synced.append(global_vars)
+
+        def metrics(self):
+            return {}
+
+    class WithSource(PPO):
+        def make_sample_source(self):
+            return Source()
+
+    trainer = WithSource(config={"env": Counting, "num_workers": 0, "model": {"fcnet_hiddens": [8]}})
+    try:
+        assert synced == [{"timestep": 0}]
+        trainer.set_weights(trainer.get_weights())
+        assert len(synced) == 2
+    finally:
+        trainer.stop()
