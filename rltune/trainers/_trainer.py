@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 import weakref
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable
 
@@ -24,7 +22,7 @@ import numpy as np
 import torch
 
 from rltune.callbacks._callbacks import call_hook
-from rltune._disk import check_writable_dir, ensure_dir, writing
+from rltune._disk import check_writable_dir, ensure_dir
 from rltune._imports import resolve_callable
 from rltune._results_dir import default_results_dir
 from rltune.env._context import EnvContext
@@ -35,7 +33,9 @@ from rltune.trainers.algorithms._postprocess import Postprocessor
 from rltune.trainers.algorithms._trainer_parts import (
     TrainerParts,
     TrainingProgress,
+    add_task_to_result,
     most_common,
+    new_logdir,
     progress_attribute,
     select_device,
     trainer_callbacks,
@@ -70,9 +70,10 @@ class Trainer:
     :meth:`make_sample_source` and calls :meth:`setup`; each :meth:`train`
     runs one iteration (:meth:`training_step`, the algorithm's) and returns
     the result dict; :meth:`save` / :meth:`restore` checkpoint every policy
-    and learner (``self.checkpoints``, with ``self.evaluation`` and
-    ``self.policy_set`` the trainer's collaborators, over its ``parts``); :meth:`stop` ends the worker processes (also done at
-    interpreter exit and by ``with Trainer(...) as t:``).
+    and learner; :meth:`stop` ends the worker processes (also done at
+    interpreter exit and by ``with Trainer(...) as t:``). Checkpoints,
+    evaluation and the policy set are collaborators (``self.checkpoints``,
+    ``self.evaluation``, ``self.policy_set``) over the shared ``self.parts``.
 
     Subclasses set ``name``, ``config_class`` and ``algorithm_class`` (whose
     ``policy_class`` becomes theirs); the algorithm holds the loss, the
@@ -256,7 +257,7 @@ class Trainer:
         if self.cfg.env_task_fn is not None:
             self.workers.apply_env_task_fn(resolve_callable(self.cfg.env_task_fn, "env_task_fn"), result)
         self._call("on_train_result", trainer=self, result=result)
-        self._add_task_to_result(result)
+        add_task_to_result(result, self.workers.env_tasks)
         elapsed = time.perf_counter() - start
         self.time_total_s += elapsed
         result["time_this_iter_s"] = elapsed
@@ -276,12 +277,6 @@ class Trainer:
     def current_task(self) -> Any:
         """The task most envs have (None when no env is task-settable)."""
         return most_common(list(self.workers.env_tasks.values()))
-
-    def _add_task_to_result(self, result: dict[str, Any]) -> None:
-        if "curriculum_task" in result or not self.workers.env_tasks:
-            return
-        tasks = list(self.workers.env_tasks.values())
-        result["curriculum_task"] = tasks[0] if all(t == tasks[0] for t in tasks) else tasks
 
     # -- policies and inference ---------------------------------------------------------
     def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy:
@@ -390,6 +385,14 @@ class Trainer:
         """The policy set as JSON values (classes as import strings, spaces as data), for checkpoints."""
         return self.policy_set.specs_state()
 
+    def add_saved_policies(self, path: str | os.PathLike[str], saved: Any) -> list[str]:
+        """Add the policies a checkpoint's ``policy_specs`` hold that this trainer lacks; return their ids."""
+        return self.policy_set.add_saved(path, saved)
+
+    def remove_policies(self, policy_ids: list[str]) -> None:
+        """Remove policies added by :meth:`add_saved_policies` (a restore that failed after)."""
+        self.policy_set.remove_saved(policy_ids)
+
     # -- evaluation --------------------------------------------------------------------
     def evaluate(self, num_episodes: int | None = None, *, task: Any = None) -> dict[str, Any]:
         """Run deterministic episodes in a separate env (with ``evaluation_config``); training stats are untouched.
@@ -416,12 +419,7 @@ class Trainer:
     def logdir(self) -> Path:
         """This trainer's own results directory (created on first use)."""
         if self._logdir is None:
-            stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-            env = self.env_spec.name.replace("/", "_").replace(":", "_")
-            with writing(self._results_root, "the trainer's results directory"):
-                self._results_root.mkdir(parents=True, exist_ok=True)
-                # mkdtemp creates the directory exclusively: two trainers never share one.
-                self._logdir = Path(tempfile.mkdtemp(prefix=f"{self.name}_{env}_{stamp}_", dir=self._results_root))
+            self._logdir = new_logdir(self._results_root, self.name, self.env_spec.name)
         return self._logdir
 
     @logdir.setter

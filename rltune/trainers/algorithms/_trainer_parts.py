@@ -11,13 +11,17 @@ They work on a :class:`TrainerParts`, never on the trainer itself.
 from __future__ import annotations
 
 import math
+import tempfile
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 import torch
 
+from rltune._disk import writing
 from rltune._imports import resolve_callable
 from rltune.callbacks._callbacks import DefaultCallbacks, MultiCallbacks, make_callbacks
 from rltune.callbacks._curriculum import CurriculumCallback, parse_curriculum
@@ -235,3 +239,21 @@ def select_device(num_gpus: float) -> torch.device:
             )
         return torch.device("cuda")
     return torch.device("cpu")
+
+
+def add_task_to_result(result: dict[str, Any], env_tasks: dict[tuple[int, int], Any]) -> None:
+    """Put the envs' task (one, or the list of all when they differ) in ``result`` unless a callback did."""
+    if "curriculum_task" in result or not env_tasks:
+        return
+    tasks = list(env_tasks.values())
+    result["curriculum_task"] = tasks[0] if all(t == tasks[0] for t in tasks) else tasks
+
+
+def new_logdir(results_root: Path, trainer_name: str, env_name: str) -> Path:
+    """A new results directory of a trainer under ``results_root``: ``<trainer>_<env>_<time>_<random>``."""
+    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    env = env_name.replace("/", "_").replace(":", "_")
+    with writing(results_root, "the trainer's results directory"):
+        results_root.mkdir(parents=True, exist_ok=True)
+        # mkdtemp creates the directory exclusively: two trainers never share one.
+        return Path(tempfile.mkdtemp(prefix=f"{trainer_name}_{env}_{stamp}_", dir=results_root))
