@@ -11,24 +11,18 @@ result dict.
 from __future__ import annotations
 
 import logging
-import math
 import os
-import tempfile
 import time
 import weakref
-from collections import deque
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Iterable
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from rltune.callbacks._callbacks import DefaultCallbacks, MultiCallbacks, call_hook, make_callbacks
-from rltune.callbacks._curriculum import CurriculumCallback, parse_curriculum
-from rltune.callbacks._metrics import merge_hist_data, summarize_custom_metrics
-from rltune._disk import check_writable_dir, ensure_dir, writing
+from rltune.callbacks._callbacks import call_hook
+from rltune._disk import check_writable_dir, ensure_dir
 from rltune._imports import resolve_callable
 from rltune._results_dir import default_results_dir
 from rltune.env._context import EnvContext
@@ -36,26 +30,36 @@ from rltune.env._registry import resolve_env
 from rltune.errors import ConfigError, RLTuneError
 from rltune.trainers.algorithms._algorithm import Algorithm, StepOutcome
 from rltune.trainers.algorithms._postprocess import Postprocessor
+from rltune.trainers.algorithms._trainer_parts import (
+    TrainerParts,
+    TrainingProgress,
+    add_task_to_result,
+    most_common,
+    new_logdir,
+    progress_attribute,
+    select_device,
+    trainer_callbacks,
+    trainer_config_problems,
+)
 from rltune.trainers._config import TrainerSettings, default_config, describe_config, validate_config
 from rltune.trainers.rllib._config_builder import AlgorithmConfig, config_for_trainer
 from rltune.trainers.learning._learner import Learner
 from rltune.trainers.sampling._nonfinite import NonFiniteWarnings
 from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
-from rltune.trainers.policies._policy_spec import multi_agent_problems
+from rltune.trainers.policies._policy_spec import PolicySpec
 from rltune.trainers.sampling._remote import set_compute_threads, setup_logging
 from rltune.trainers.rllib._rllib_names import add_result_spellings, copy_config, env_in_rltune_names, translate_config
 from rltune.trainers.sampling._rollout_worker import RolloutWorker
-from rltune.trainers.sampling._sample_batch import EpisodeMetrics
 from rltune.trainers.sampling._sample_source import SampleSource, checked_source
-from rltune.trainers.checkpoints._trainer_checkpoints import CheckpointMixin, _state_dict_mismatch
-from rltune.trainers._trainer_evaluation import EvaluationMixin, _mean_or_nan
-from rltune.trainers._trainer_policies import PoliciesMixin
+from rltune.trainers.checkpoints._trainer_checkpoints import TrainerCheckpoints, _state_dict_mismatch, trainer_from_checkpoint
+from rltune.trainers._trainer_evaluation import TrainerEvaluation
+from rltune.trainers._trainer_policies import TrainerPolicies
 from rltune.trainers.sampling._worker_set import WorkerSet
 
 logger = logging.getLogger(__name__)
 
 
-class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
+class Trainer:
     """Base class of PPO, DQN and later algorithms: ``Trainer(config=dict, env=...)``.
 
     ``config`` may also be a config builder (``rltune.trainers.<ALGO>Config()...``); given to
@@ -67,7 +71,9 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
     runs one iteration (:meth:`training_step`, the algorithm's) and returns
     the result dict; :meth:`save` / :meth:`restore` checkpoint every policy
     and learner; :meth:`stop` ends the worker processes (also done at
-    interpreter exit and by ``with Trainer(...) as t:``).
+    interpreter exit and by ``with Trainer(...) as t:``). Checkpoints,
+    evaluation and the policy set are collaborators (``self.checkpoints``,
+    ``self.evaluation``, ``self.policy_set``) over the shared ``self.parts``.
 
     Subclasses set ``name``, ``config_class`` and ``algorithm_class`` (whose
     ``policy_class`` becomes theirs); the algorithm holds the loss, the
@@ -79,6 +85,11 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
     config_class: ClassVar[type[TrainerSettings]] = TrainerSettings
     policy_class: ClassVar[type[Policy]] = Policy
     algorithm_class: ClassVar[type[Algorithm]] = Algorithm
+    iteration = progress_attribute("iteration", "Training iterations run.")
+    timesteps_total = progress_attribute("timesteps_total", "Env steps sampled.")
+    agent_timesteps_total = progress_attribute("agent_timesteps_total", "Agent steps sampled.")
+    episodes_total = progress_attribute("episodes_total", "Episodes ended.")
+    time_total_s = progress_attribute("time_total_s", "Seconds spent in train().")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -122,33 +133,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
     @classmethod
     def check_config(cls, cfg: TrainerSettings) -> list[str]:
         """Cross-field checks of a typed config; return the problems found (each with its arithmetic)."""
-        problems = []
-        problems.extend(multi_agent_problems(cfg, cls.policy_class))
-        if cfg.curriculum is not None:
-            try:
-                parse_curriculum(cfg.curriculum)
-            except ConfigError as exc:
-                problems.extend(exc.problems)
-        if cfg.env_task_fn is not None:
-            try:
-                resolve_callable(cfg.env_task_fn, "env_task_fn")
-            except ConfigError as exc:
-                problems.extend(exc.problems)
-        try:
-            make_callbacks(cfg.callbacks)
-        except ConfigError as exc:
-            problems.extend(exc.problems)
-        if cfg.evaluation_config:
-            extra = set(cfg.evaluation_config) - set(cls.config_class.model_fields) - {"lambda"}
-            if extra:
-                problems.append(f"evaluation_config: unknown keys {sorted(extra)}")
-            eval_filter = cfg.evaluation_config.get("observation_filter", cfg.observation_filter)
-            if (eval_filter == "NoFilter") != (cfg.observation_filter == "NoFilter"):
-                problems.append(
-                    f"evaluation_config.observation_filter: {eval_filter!r} differs from observation_filter "
-                    f"{cfg.observation_filter!r}; evaluation applies the training filter (frozen), so leave it out"
-                )
-        return problems
+        return trainer_config_problems(cfg, cls.config_class, cls.policy_class)
 
     # -- construction -----------------------------------------------------------------
     def __new__(cls, config: Any = None, *args: Any, **kwargs: Any) -> "Trainer":
@@ -172,30 +157,23 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         self.cfg = self.validate(config)
         self.config: dict[str, Any] = self.cfg.model_dump(by_alias=True)
         self.env_spec = resolve_env(self.cfg.env)
-        self._set_log_level(self.cfg.log_level)
-        self.device = self._select_device(self.cfg.num_gpus)
+        # As in the worker processes, so that env code sampled here (num_workers: 0) logs the same way.
+        setup_logging(self.cfg.log_level, in_users_process=True)
+        self.device = select_device(self.cfg.num_gpus)
         set_compute_threads(self.cfg.torch_num_threads)
         if self.cfg.seed is not None:
             torch.manual_seed(self.cfg.seed)
         self.rng = np.random.default_rng(self.cfg.seed)
 
-        self.iteration = 0
-        self.timesteps_total = 0
-        self.agent_timesteps_total = 0
-        self.episodes_total = 0
-        self.time_total_s = 0.0
-        self._episode_window: deque[EpisodeMetrics] = deque(maxlen=self.cfg.metrics_num_episodes_for_smoothing)
+        self.progress = TrainingProgress(self.cfg.metrics_num_episodes_for_smoothing)
         self._results_root = Path(os.path.expanduser(results_dir)) if results_dir else default_results_dir()
         if results_dir:  # before any worker starts: a results dir given that cannot be written is refused now
             check_writable_dir(self._results_root, "results_dir")
         self._logdir: Path | None = None
-        self._eval_workers: dict[int, RolloutWorker] = {}  # by number of envs
-        self._eval_cfg: TrainerSettings | None = None
-        self._last_evaluation: dict[str, Any] | None = None
         self._stopped = False
         self._nonfinite_warnings = NonFiniteWarnings(self.name)
 
-        self.callbacks = self._make_trainer_callbacks()
+        self.callbacks = trainer_callbacks(self.cfg)
         self.workers = WorkerSet(self.env_spec, self.cfg, self.policy_class, str(self.device))
         # Stop the worker processes at interpreter exit even if stop() is never called.
         self._finalizer = weakref.finalize(self, WorkerSet.stop, self.workers)
@@ -207,6 +185,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
             self.algorithm = self.algorithm_class(self.cfg, trained, self.sample_source, self.rng)
             self.algorithm.trains = lambda pid, batch: self.workers.local_worker.training.trains(pid, batch)
             self.algorithm.postprocessor = Postprocessor(local.callbacks, worker=local)
+            self._make_collaborators()
             self.setup()
             self._sync_weights({"timestep": 0})
             self.workers.foreach_env(lambda env: None)  # learn the envs' initial tasks
@@ -215,15 +194,12 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
             self.stop()
             raise
 
-    def _make_trainer_callbacks(self) -> DefaultCallbacks:
-        callbacks = make_callbacks(self.cfg.callbacks)
-        if self.cfg.curriculum is None:
-            return callbacks
-        curriculum = CurriculumCallback(self.cfg.curriculum)
-        if type(callbacks) is DefaultCallbacks:
-            return curriculum
-        inner = callbacks.callbacks if isinstance(callbacks, MultiCallbacks) else [callbacks]
-        return MultiCallbacks([*inner, curriculum])
+    def _make_collaborators(self) -> None:
+        self.parts = TrainerParts(self.name, self.cfg, self.config, self.env_spec, self.policy_class, self.workers,
+                                  self.algorithm, self.callbacks, self.rng, self.progress)
+        self.policy_set = TrainerPolicies(self.parts)
+        self.evaluation = TrainerEvaluation(self.parts, self.validate, self.current_task)
+        self.checkpoints = TrainerCheckpoints(self.parts, self, self.policy_set, self.set_task, lambda: self.logdir)
 
     def _call(self, hook: str, **kwargs: Any) -> None:
         if self.callbacks.overrides(hook):
@@ -231,22 +207,6 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
 
     def _worker_recreated(self, worker_index: int) -> None:
         self._call("on_worker_recreated", trainer=self, worker_index=worker_index)
-
-    @staticmethod
-    def _set_log_level(level: str) -> None:
-        # As in the worker processes, so that env code sampled here (num_workers: 0) logs the same way.
-        setup_logging(level, in_users_process=True)
-
-    @staticmethod
-    def _select_device(num_gpus: float) -> torch.device:
-        if num_gpus > 0:
-            if not torch.cuda.is_available():
-                raise ConfigError(
-                    f"num_gpus: {num_gpus} asks for a GPU, but torch.cuda.is_available() is False here "
-                    "(no CUDA device or a CPU build of torch); set num_gpus: 0"
-                )
-            return torch.device("cuda")
-        return torch.device("cpu")
 
     # -- to implement by algorithms ------------------------------------------------------
     def setup(self) -> None:
@@ -287,19 +247,17 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
             raise RLTuneError(f"{self.name} was stopped; create a new trainer")
         start = time.perf_counter()
         outcome = self.training_step()
-        self.iteration += 1
-        self.timesteps_total += outcome.env_steps
-        self.agent_timesteps_total += outcome.agent_steps or outcome.env_steps
-        self.episodes_total += len(outcome.episodes)
-        self._episode_window.extend(outcome.episodes)
-        result = self._make_result(outcome, time.perf_counter() - start)
+        self.progress.record(outcome)
+        nonfinite = sum(learner.num_nonfinite_updates for learner in self.algorithm.learners.values())
+        result = self.progress.result(outcome, time.perf_counter() - start, nonfinite)
+        result = add_result_spellings({**result, **self.sample_source.metrics()})
         self._nonfinite_warnings(result)
         if self.cfg.evaluation_interval is not None:
-            result["evaluation"] = self._periodic_evaluation()
+            result["evaluation"] = self.evaluation.periodic()
         if self.cfg.env_task_fn is not None:
             self.workers.apply_env_task_fn(resolve_callable(self.cfg.env_task_fn, "env_task_fn"), result)
         self._call("on_train_result", trainer=self, result=result)
-        self._add_task_to_result(result)
+        add_task_to_result(result, self.workers.env_tasks)
         elapsed = time.perf_counter() - start
         self.time_total_s += elapsed
         result["time_this_iter_s"] = elapsed
@@ -310,8 +268,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
     def set_task(self, task: Any) -> None:
         """Give every task-settable env of every worker (and the evaluation env) ``task``."""
         self.workers.set_task(task)
-        for worker in self._eval_workers.values():
-            worker.set_task_all(task)
+        self.evaluation.set_task(task)
 
     def get_tasks(self) -> dict[tuple[int, int], Any]:
         """The last known task of every task-settable env, by (worker_index, vector_index)."""
@@ -319,66 +276,7 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
 
     def current_task(self) -> Any:
         """The task most envs have (None when no env is task-settable)."""
-        tasks = list(self.workers.env_tasks.values())
-        if not tasks:
-            return None
-        counts: list[tuple[int, Any]] = []
-        for task in tasks:
-            for i, (count, seen) in enumerate(counts):
-                if seen == task:
-                    counts[i] = (count + 1, seen)
-                    break
-            else:
-                counts.append((1, task))
-        return max(counts, key=lambda c: c[0])[1]
-
-    def _add_task_to_result(self, result: dict[str, Any]) -> None:
-        if "curriculum_task" in result or not self.workers.env_tasks:
-            return
-        tasks = list(self.workers.env_tasks.values())
-        result["curriculum_task"] = tasks[0] if all(t == tasks[0] for t in tasks) else tasks
-
-    def _make_result(self, outcome: StepOutcome, elapsed: float) -> dict[str, Any]:
-        window = list(self._episode_window)
-        rewards = [e.episode_reward for e in window]
-        lengths = [float(e.episode_length) for e in window]
-        policy_rewards: dict[str, list[float]] = {}  # one entry per agent and episode (multi-agent)
-        for episode in window:
-            for _, pid, reward in episode.agent_rewards:
-                policy_rewards.setdefault(pid, []).append(reward)
-        result: dict[str, Any] = {
-            "episode_reward_mean": _mean_or_nan(rewards),
-            "episode_reward_min": float(np.min(rewards)) if rewards else math.nan,
-            "episode_reward_max": float(np.max(rewards)) if rewards else math.nan,
-            "episode_len_mean": _mean_or_nan(lengths),
-            "episodes_this_iter": len(outcome.episodes),
-            "episodes_total": self.episodes_total,
-            "timesteps_this_iter": outcome.env_steps,
-            "timesteps_total": self.timesteps_total,
-            "num_env_steps_sampled": self.timesteps_total,
-            "num_agent_steps_sampled": self.agent_timesteps_total,
-            "agent_timesteps_total": self.agent_timesteps_total,
-            "training_iteration": self.iteration,
-            "time_this_iter_s": elapsed,
-            "time_total_s": self.time_total_s,
-            "env_steps_per_s": outcome.env_steps / elapsed if elapsed > 0 else math.nan,
-            "info": {"learner": outcome.learner_info},
-            "num_nonfinite_updates": sum(learner.num_nonfinite_updates for learner in self.algorithm.learners.values()),
-            # Custom metrics summarise the same window of episodes as episode_reward_mean, so an
-            # iteration in which no episode ended keeps the keys (with the last window's values).
-            "custom_metrics": summarize_custom_metrics(e.custom_metrics for e in window),
-            "hist_stats": {
-                "episode_reward": rewards,
-                "episode_lengths": [int(x) for x in lengths],
-                **merge_hist_data(e.hist_data for e in outcome.episodes),
-                **{f"policy_{pid}_reward": r for pid, r in policy_rewards.items()},
-            },
-            "policy_reward_mean": {pid: _mean_or_nan(r) for pid, r in policy_rewards.items()},
-            "policy_reward_min": {pid: float(np.min(r)) for pid, r in policy_rewards.items()},
-            "policy_reward_max": {pid: float(np.max(r)) for pid, r in policy_rewards.items()},
-            **self.sample_source.metrics(),
-        }
-        return add_result_spellings(result)
+        return most_common(list(self.workers.env_tasks.values()))
 
     # -- policies and inference ---------------------------------------------------------
     def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy:
@@ -442,6 +340,67 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         actions, _ = policy.compute_actions(obs_filter.normalize(policy.preprocessor(obs)[None]), explore=explore)
         return policy.to_env_actions(actions)[0]
 
+    def add_policy(
+        self,
+        policy_id: str,
+        policy_cls: Any = None,
+        *,
+        observation_space: gym.Space | None = None,
+        action_space: gym.Space | None = None,
+        config: dict[str, Any] | None = None,
+        policy_state: dict[str, np.ndarray] | None = None,
+        policy_mapping_fn: Any = None,
+        policies_to_train: Any = None,
+        policy: Policy | None = None,
+    ) -> Policy:
+        """Add a policy to the learner and every rollout worker and return it (RLlib's signature).
+
+        ``policy``: copy this policy's class, spaces, config overrides and
+        weights (a frozen snapshot for self-play). ``policy_state``: its
+        weights (``get_weights()`` of a policy of the same model). Spaces
+        left out are those every existing policy shares. A new mapping
+        function applies to agents from their next episode on; a policy of
+        the algorithm's class gets a learner, trained if ``policies_to_train``
+        (the new list or function, or the current one) selects it.
+        """
+        wanted = PolicySpec(policy_cls, observation_space, action_space, dict(config or {}))
+        return self.policy_set.add_policy(policy_id, wanted, policy_state=policy_state, policy=policy,
+                                          policy_mapping_fn=policy_mapping_fn, policies_to_train=policies_to_train)
+
+    def remove_policy(
+        self, policy_id: str = DEFAULT_POLICY_ID, *, policy_mapping_fn: Any = None, policies_to_train: Any = None
+    ) -> None:
+        """Remove a policy (and its learner) from the trainer and every rollout worker."""
+        self.policy_set.remove_policy(policy_id, policy_mapping_fn=policy_mapping_fn, policies_to_train=policies_to_train)
+
+    def set_policy_mapping_fn(self, policy_mapping_fn: Any) -> None:
+        """Map agents with this function, on every worker, from their next episode on."""
+        self.policy_set.set_policy_mapping_fn(policy_mapping_fn)
+
+    def set_policies_to_train(self, policies_to_train: Any) -> None:
+        """Train these policies (ids, or ``fn(policy_id, batch) -> bool``) from the next iteration on."""
+        self.policy_set.set_policies_to_train(policies_to_train)
+
+    def policy_specs_state(self) -> dict[str, Any]:
+        """The policy set as JSON values (classes as import strings, spaces as data), for checkpoints."""
+        return self.policy_set.specs_state()
+
+    def add_saved_policies(self, path: str | os.PathLike[str], saved: Any) -> list[str]:
+        """Add the policies a checkpoint's ``policy_specs`` hold that this trainer lacks; return their ids."""
+        return self.policy_set.add_saved(path, saved)
+
+    def remove_policies(self, policy_ids: list[str]) -> None:
+        """Remove policies added by :meth:`add_saved_policies` (a restore that failed after)."""
+        self.policy_set.remove_saved(policy_ids)
+
+    # -- evaluation --------------------------------------------------------------------
+    def evaluate(self, num_episodes: int | None = None, *, task: Any = None) -> dict[str, Any]:
+        """Run deterministic episodes in a separate env (with ``evaluation_config``); training stats are untouched.
+
+        Observations go through the trainer's filters, frozen; the env gets the training envs' task, or ``task``.
+        """
+        return self.evaluation.evaluate(num_episodes, task=task)
+
     # -- workers and envs --------------------------------------------------------------
     def foreach_worker(self, fn: Callable[[RolloutWorker], Any]) -> list[Any]:
         """``fn(worker)`` on the local worker and every rollout worker process; results in worker order."""
@@ -460,17 +419,59 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
     def logdir(self) -> Path:
         """This trainer's own results directory (created on first use)."""
         if self._logdir is None:
-            stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-            env = self.env_spec.name.replace("/", "_").replace(":", "_")
-            with writing(self._results_root, "the trainer's results directory"):
-                self._results_root.mkdir(parents=True, exist_ok=True)
-                # mkdtemp creates the directory exclusively: two trainers never share one.
-                self._logdir = Path(tempfile.mkdtemp(prefix=f"{self.name}_{env}_{stamp}_", dir=self._results_root))
+            self._logdir = new_logdir(self._results_root, self.name, self.env_spec.name)
         return self._logdir
 
     @logdir.setter
     def logdir(self, path: str | os.PathLike[str]) -> None:
         self._logdir = ensure_dir(path, "the trainer's results directory")
+
+    @classmethod
+    def saved_config(cls, config: dict[str, Any]) -> dict[str, Any]:
+        """A checkpoint's saved config as this version reads it (default: as saved).
+
+        A trainer whose defaults changed since a checkpoint was written puts
+        the old values of the keys that checkpoint lacks here.
+        """
+        return config
+
+    def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> str:
+        """Write a checkpoint directory atomically and return its path (default: ``<logdir>/checkpoint_<iteration>``)."""
+        path = self.checkpoints.save(checkpoint_dir)
+        self._call("on_checkpoint_saved", trainer=self, path=path)
+        return path
+
+    def save_checkpoint(self, checkpoint_dir: str | os.PathLike[str]) -> str:
+        """RLlib's name for :meth:`save` into a given directory: the checkpoint is ``checkpoint_dir`` (new or empty)."""
+        return self.save(checkpoint_dir)
+
+    def restore(self, checkpoint_path: str | os.PathLike[str]) -> None:
+        """Load a checkpoint of this algorithm; training goes on from its counts (docs/checkpoints.md).
+
+        All or nothing: a checkpoint that does not fit raises :class:`~rltune.errors.CheckpointError`.
+        """
+        self.checkpoints.restore(checkpoint_path)
+        self._call("on_checkpoint_loaded", trainer=self)
+
+    def load_checkpoint(self, checkpoint_path: str | os.PathLike[str]) -> None:
+        """RLlib's name for :meth:`restore`."""
+        self.restore(checkpoint_path)
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        checkpoint_path: str | os.PathLike[str],
+        config_overrides: dict[str, Any] | None = None,
+        *,
+        trust: Iterable[str] | None = None,
+        **kwargs: Any,
+    ) -> "Trainer":
+        """Build the trainer a checkpoint was written by (its saved config, updated by ``config_overrides``) and restore it.
+
+        On :class:`Trainer` itself it picks the algorithm; it imports nothing the checkpoint names
+        unless trusted (``trust``, ``$RLTUNE_TRUST``): :func:`trainer_from_checkpoint`, docs/checkpoints.md.
+        """
+        return trainer_from_checkpoint(cls, checkpoint_path, config_overrides, trust=trust, **kwargs)
 
     # -- shutdown ----------------------------------------------------------------------
     def stop(self) -> None:
@@ -478,8 +479,8 @@ class Trainer(CheckpointMixin, EvaluationMixin, PoliciesMixin):
         if self._stopped:
             return
         self._stopped = True
-        for worker in self._eval_workers.values():
-            worker.stop()
+        if getattr(self, "evaluation", None) is not None:
+            self.evaluation.stop()
         finalizer = getattr(self, "_finalizer", None)
         if finalizer is not None:
             finalizer()

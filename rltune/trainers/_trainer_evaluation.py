@@ -3,25 +3,39 @@
 from __future__ import annotations
 
 import copy
-import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
-import numpy as np
-
+from rltune.trainers._config import TrainerSettings
+from rltune.trainers.algorithms._trainer_parts import episode_stats
 from rltune.trainers.rllib._rllib_names import Translated, add_result_spellings
 from rltune.trainers.sampling._rollout_worker import RolloutWorker
-from rltune.trainers.sampling._sample_batch import EpisodeMetrics
+
+if TYPE_CHECKING:
+    from rltune.trainers.algorithms._trainer_parts import TrainerParts
 
 
-def _mean_or_nan(values: list[float]) -> float:
-    return float(np.mean(values)) if values else math.nan
+class TrainerEvaluation:
+    """A trainer's evaluation: its own rollout workers (built on first use) and the stats of each evaluation.
 
+    ``validate`` checks the evaluation config (the trainer's
+    :meth:`~rltune.trainers._trainer.Trainer.validate`); ``current_task``
+    gives the training envs' task, which the evaluation envs get unless
+    another is asked for. The latest stats live in ``parts.progress``.
+    """
 
+    def __init__(
+        self,
+        parts: "TrainerParts",
+        validate: Callable[[Any], TrainerSettings],
+        current_task: Callable[[], Any],
+    ) -> None:
+        self.parts = parts
+        self.validate = validate
+        self.current_task = current_task
+        self.workers: dict[int, RolloutWorker] = {}  # by number of envs
+        self._eval_cfg: TrainerSettings | None = None
 
-class EvaluationMixin:
-    """The evaluation methods of :class:`~rltune.trainers._trainer.Trainer`."""
-
-    def _periodic_evaluation(self) -> dict[str, Any]:
+    def periodic(self) -> dict[str, Any]:
         """The ``evaluation`` stats for this iteration's result (``evaluation_interval`` is set).
 
         The first iteration (of a trainer that has no evaluation yet) and
@@ -31,10 +45,11 @@ class EvaluationMixin:
         on ``evaluation/episode_reward_mean`` works from the first result on,
         and a trial that stops early still has a final value.
         """
-        if self._last_evaluation is None or self.iteration % self.cfg.evaluation_interval == 0:
-            self._last_evaluation = self.evaluate()["evaluation"]
-            return copy.deepcopy(self._last_evaluation)  # callbacks may edit the result; the carried stats stay as measured
-        carried = {**copy.deepcopy(self._last_evaluation), "episodes_this_iter": 0, "hist_stats": {"episode_reward": []}}
+        progress = self.parts.progress
+        if progress.last_evaluation is None or progress.iteration % self.parts.cfg.evaluation_interval == 0:
+            progress.last_evaluation = self.evaluate()["evaluation"]
+            return copy.deepcopy(progress.last_evaluation)  # callbacks may edit the result; the carried stats stay as measured
+        carried = {**copy.deepcopy(progress.last_evaluation), "episodes_this_iter": 0, "hist_stats": {"episode_reward": []}}
         return add_result_spellings(carried)
 
     def evaluate(self, num_episodes: int | None = None, *, task: Any = None) -> dict[str, Any]:
@@ -45,19 +60,19 @@ class EvaluationMixin:
         The evaluation env gets the training envs' current task, or ``task``
         when given (e.g. the hardest task, to judge a curriculum).
         """
-        n = num_episodes or self.cfg.evaluation_duration
-        worker = self._evaluation_worker(n)
+        n = num_episodes or self.parts.cfg.evaluation_duration
+        worker = self.worker(n)
         if task is None:
             task = self.current_task()
         if task is not None:
             worker.set_task_all(task)
-        worker.set_policy_set(self.workers.local_worker.policy_set_state())
-        local = self.workers.local_worker
-        worker.set_weights(local.get_weights(), {"timestep": self.timesteps_total}, local.get_filters())
+        local = self.parts.workers.local_worker
+        worker.set_policy_set(local.policy_set_state())
+        worker.set_weights(local.get_weights(), {"timestep": self.parts.progress.timesteps_total}, local.get_filters())
         episodes = worker.run_episodes(n, explore=False)
-        return {"evaluation": _evaluation_stats(episodes)}
+        return {"evaluation": episode_stats(episodes)}
 
-    def _evaluation_worker(self, num_episodes: int) -> RolloutWorker:
+    def worker(self, num_episodes: int) -> RolloutWorker:
         """The worker that runs ``num_episodes`` evaluation episodes, built on first use.
 
         It steps up to ``num_envs_per_worker`` envs of the evaluation config
@@ -65,44 +80,35 @@ class EvaluationMixin:
         env). Its ``worker_index`` is ``num_workers + 1``: its envs get seeds
         (and indices) of their own, not the training envs'.
         """
+        cfg = self.parts.cfg
         if self._eval_cfg is None:  # validated once: evaluate() may run every few iterations
             # (the typed multiagent block: its dump holds the policies' spaces as text)
-            overrides = {**self.config, "multiagent": self.cfg.multiagent, **self.cfg.evaluation_config}
-            self._eval_cfg = self.validate(Translated(overrides)) if self.cfg.evaluation_config else self.cfg
+            overrides = {**self.parts.config, "multiagent": cfg.multiagent, **cfg.evaluation_config}
+            self._eval_cfg = self.validate(Translated(overrides)) if cfg.evaluation_config else cfg
         eval_cfg = self._eval_cfg
         num_envs = min(eval_cfg.num_envs_per_worker, num_episodes)
-        worker = self._eval_workers.get(num_envs)
+        worker = self.workers.get(num_envs)
         if worker is None:
-            local = self.workers.local_worker
+            local = self.parts.workers.local_worker
             worker = RolloutWorker(
-                env_spec=self.env_spec,
+                env_spec=self.parts.env_spec,
                 config=eval_cfg,
-                policy_class=self.policy_class,
-                worker_index=self.cfg.num_workers + 1,
-                num_workers=self.cfg.num_workers,
+                policy_class=self.parts.policy_class,
+                worker_index=cfg.num_workers + 1,
+                num_workers=cfg.num_workers,
                 num_envs=num_envs,
                 spaces=local.get_policy_spaces(),
                 multi_agent=local.multi_agent,
             )
-            self._eval_workers[num_envs] = worker
+            self.workers[num_envs] = worker
         return worker
 
+    def set_task(self, task: Any) -> None:
+        """Give every env of the evaluation workers built so far ``task``."""
+        for worker in self.workers.values():
+            worker.set_task_all(task)
 
-def _evaluation_stats(episodes: list[EpisodeMetrics]) -> dict[str, Any]:
-    """The ``evaluation`` dict of a result for these episodes (NaN stats when there are none)."""
-    rewards = [e.episode_reward for e in episodes]
-    policy_rewards: dict[str, list[float]] = {}  # multi-agent: one entry per agent and episode
-    for episode in episodes:
-        for _, pid, reward in episode.agent_rewards:
-            policy_rewards.setdefault(pid, []).append(reward)
-    return add_result_spellings({
-        "episode_reward_mean": _mean_or_nan(rewards),
-        "episode_reward_min": float(np.min(rewards)) if rewards else math.nan,
-        "episode_reward_max": float(np.max(rewards)) if rewards else math.nan,
-        "episode_len_mean": _mean_or_nan([float(e.episode_length) for e in episodes]),
-        "episodes_this_iter": len(episodes),
-        "hist_stats": {"episode_reward": rewards, **{f"policy_{pid}_reward": r for pid, r in policy_rewards.items()}},
-        **({"policy_reward_mean": {pid: _mean_or_nan(r) for pid, r in policy_rewards.items()},
-            "policy_reward_min": {pid: float(np.min(r)) for pid, r in policy_rewards.items()},
-            "policy_reward_max": {pid: float(np.max(r)) for pid, r in policy_rewards.items()}} if policy_rewards else {}),
-    })
+    def stop(self) -> None:
+        """Stop the evaluation workers (close their envs)."""
+        for worker in self.workers.values():
+            worker.stop()

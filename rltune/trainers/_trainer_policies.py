@@ -1,4 +1,4 @@
-"""Adding and removing policies while training (self-play leagues), and saving the policy set in checkpoints."""
+"""The trainer's policy set: adding and removing policies while training (self-play leagues), and saving the policy set in checkpoints."""
 
 from __future__ import annotations
 
@@ -21,46 +21,48 @@ from rltune.trainers.policies._policy_spec import (
 from rltune.trainers.policies._space_json import space_from_json, space_to_json
 
 if TYPE_CHECKING:
-    from rltune.trainers._trainer import Trainer
+    from rltune.trainers.algorithms._trainer_parts import TrainerParts
 
 
-class PoliciesMixin:
-    """The policy-set methods of :class:`~rltune.trainers._trainer.Trainer` (multi-agent configs)."""
+class TrainerPolicies:
+    """A trainer's policy set (multi-agent configs): add and remove policies, the learners follow, checkpoint form.
+
+    Works on the trainer's ``parts`` (its workers, whose local worker holds
+    the learner's policies, and its algorithm, which owns their learners).
+    """
+
+    def __init__(self, parts: "TrainerParts") -> None:
+        self.parts = parts
 
     def add_policy(
-        self: "Trainer",
+        self,
         policy_id: str,
-        policy_cls: Any = None,
+        wanted: PolicySpec,
         *,
-        observation_space: gym.Space | None = None,
-        action_space: gym.Space | None = None,
-        config: dict[str, Any] | None = None,
         policy_state: dict[str, np.ndarray] | None = None,
+        policy: Policy | None = None,
         policy_mapping_fn: Any = None,
         policies_to_train: Any = None,
-        policy: Policy | None = None,
     ) -> Policy:
-        """Add a policy to the learner and every rollout worker and return it (RLlib's signature).
+        """Add a policy to the learner and every rollout worker and return it (``Trainer.add_policy``).
 
-        ``policy``: copy this policy's class, spaces, config overrides and
-        weights (a frozen snapshot for self-play). ``policy_state``: its
-        weights (``get_weights()`` of a policy of the same model). Spaces
-        left out are those every existing policy shares. A new mapping
-        function applies to agents from their next episode on; a policy of
-        the algorithm's class gets a learner, trained if ``policies_to_train``
-        (the new list or function, or the current one) selects it.
+        ``wanted``: the class, spaces and config overrides given (None where
+        left out); ``policy``: copy what ``wanted`` leaves out and the
+        weights from this policy (a frozen snapshot for self-play). Spaces
+        still missing are those every existing policy shares.
         """
-        local = self.workers.local_worker
+        local = self.parts.workers.local_worker
         if not local.multi_agent:
             raise ConfigError("add_policy: the trainer is single-agent (no 'multiagent.policies' in its config)")
         if policy_id in local.policy_map:
             raise ConfigError(f"add_policy: a policy {policy_id!r} exists already (the policies are {sorted(local.policy_map)})")
-        overrides = dict(config or {})
+        policy_cls, observation_space, action_space = wanted.policy_class, wanted.observation_space, wanted.action_space
+        overrides = dict(wanted.config or {})
         if policy is not None:
             source_pid = next((pid for pid, p in local.policy_map.items() if p is policy), None)
             if source_pid is not None and not overrides:
                 overrides = dict(local.policy_specs[source_pid].config)
-            if policy_cls is None and type(policy) is not self.policy_class:
+            if policy_cls is None and type(policy) is not self.parts.policy_class:
                 policy_cls = type(policy)
             observation_space = observation_space or policy.observation_space
             action_space = action_space or policy.action_space
@@ -70,71 +72,71 @@ class PoliciesMixin:
         spaces = (spec.observation_space, spec.action_space)
         if spaces[0] is None or spaces[1] is None:
             spaces = self._shared_spaces(policy_id, spaces)
-        self.workers.add_policy(policy_id, spec, spaces, policy_state, policy_mapping_fn, policies_to_train)
-        self._sync_learners()
+        self.parts.workers.add_policy(policy_id, spec, spaces, policy_state, policy_mapping_fn, policies_to_train)
+        self.sync_learners()
         return local.policy_map[policy_id]
 
     def remove_policy(
-        self: "Trainer", policy_id: str = DEFAULT_POLICY_ID, *, policy_mapping_fn: Any = None, policies_to_train: Any = None
+        self, policy_id: str = DEFAULT_POLICY_ID, *, policy_mapping_fn: Any = None, policies_to_train: Any = None
     ) -> None:
         """Remove a policy (and its learner) from the trainer and every rollout worker.
 
         Give a ``policy_mapping_fn`` that no longer returns it; running
         episodes with an agent mapped to it are dropped.
         """
-        local = self.workers.local_worker
+        local = self.parts.workers.local_worker
         if policy_id not in local.policy_map:
             raise ConfigError(f"remove_policy: no policy {policy_id!r}; the policies are {sorted(local.policy_map)}")
         if len(local.policy_map) == 1:
             raise ConfigError(f"remove_policy: {policy_id!r} is the only policy")
-        self.workers.remove_policy(policy_id, policy_mapping_fn, policies_to_train)
-        self._sync_learners()
+        self.parts.workers.remove_policy(policy_id, policy_mapping_fn, policies_to_train)
+        self.sync_learners()
 
-    def set_policy_mapping_fn(self: "Trainer", policy_mapping_fn: Any) -> None:
+    def set_policy_mapping_fn(self, policy_mapping_fn: Any) -> None:
         """Map agents with this function, on every worker, from their next episode on."""
-        self.workers.set_policy_mapping_fn(policy_mapping_fn)
+        self.parts.workers.set_policy_mapping_fn(policy_mapping_fn)
 
-    def set_policies_to_train(self: "Trainer", policies_to_train: Any) -> None:
+    def set_policies_to_train(self, policies_to_train: Any) -> None:
         """Train these policies (ids, or ``fn(policy_id, batch) -> bool``) from the next iteration on."""
-        self.workers.set_policies_to_train(policies_to_train)
-        self._sync_learners()
+        self.parts.workers.set_policies_to_train(policies_to_train)
+        self.sync_learners()
 
-    def _checked_spec(self: "Trainer", policy_id: str, spec: PolicySpec) -> PolicySpec:
+    def _checked_spec(self, policy_id: str, spec: PolicySpec) -> PolicySpec:
         try:
             spec = parse_policies({policy_id: spec})[policy_id]
         except ValueError as exc:
             raise ConfigError(f"add_policy: {exc}") from None
-        hosted = hosted_config_class(self.cfg, spec.policy_class)
-        problems = policy_overrides_problems(hosted or type(self.cfg), policy_id, spec.config)
+        hosted = hosted_config_class(self.parts.cfg, spec.policy_class)
+        problems = policy_overrides_problems(hosted or type(self.parts.cfg), policy_id, spec.config)
         if not problems and (spec.config or hosted):
             try:
-                policy_config(self.cfg, spec.config, spec.policy_class)
+                policy_config(self.parts.cfg, spec.config, spec.policy_class)
             except ConfigError as exc:
                 problems = [f"add_policy config: {p}" for p in exc.problems]
         if problems:
             raise ConfigError(problems, where="add_policy")
         return spec
 
-    def _shared_spaces(self: "Trainer", policy_id: str, given: tuple[Any, Any]) -> tuple[gym.Space, gym.Space]:
-        spaces = list(self.workers.local_worker.get_policy_spaces().values())
+    def _shared_spaces(self, policy_id: str, given: tuple[Any, Any]) -> tuple[gym.Space, gym.Space]:
+        spaces = list(self.parts.workers.local_worker.get_policy_spaces().values())
         if not all(s == spaces[0] for s in spaces):
             raise ConfigError(
                 f"add_policy({policy_id!r}): the policies' spaces differ, so give observation_space and action_space"
             )
         return (given[0] or spaces[0][0], given[1] or spaces[0][1])
 
-    def _sync_learners(self: "Trainer") -> None:
+    def sync_learners(self) -> None:
         """A learner for every policy that may be trained now, none for a removed one."""
-        local = self.workers.local_worker
-        for pid in sorted(local.training.candidates() - set(self.algorithm.learners)):
-            self.algorithm.add_policy(pid, local.policy_map[pid])
-        for pid in [pid for pid in self.algorithm.learners if pid not in local.policy_map]:
-            self.algorithm.remove_policy(pid)
+        local = self.parts.workers.local_worker
+        for pid in sorted(local.training.candidates() - set(self.parts.algorithm.learners)):
+            self.parts.algorithm.add_policy(pid, local.policy_map[pid])
+        for pid in [pid for pid in self.parts.algorithm.learners if pid not in local.policy_map]:
+            self.parts.algorithm.remove_policy(pid)
 
     # -- checkpoints -----------------------------------------------------------------------
-    def policy_specs_state(self: "Trainer") -> dict[str, Any]:
+    def specs_state(self) -> dict[str, Any]:
         """The policy set as JSON values (classes as import strings, spaces as data), for checkpoints."""
-        local = self.workers.local_worker
+        local = self.parts.workers.local_worker
         if not local.multi_agent:
             return {}
         state = {}
@@ -149,7 +151,7 @@ class PoliciesMixin:
             }
         return state
 
-    def add_saved_policies(self: "Trainer", path: str | os.PathLike[str], saved: Any) -> list[str]:
+    def add_saved(self, path: str | os.PathLike[str], saved: Any) -> list[str]:
         """Add the policies a checkpoint holds that this trainer lacks (a league's snapshots); return their ids.
 
         A saved policy class is used only if this trainer's config names the
@@ -158,11 +160,11 @@ class PoliciesMixin:
         """
         if not isinstance(saved, dict) or not saved:
             return []
-        local = self.workers.local_worker
+        local = self.parts.workers.local_worker
         if not local.multi_agent and any(pid not in local.policy_map for pid in saved):
             raise CheckpointError(
                 f"checkpoint {str(path)!r} holds the policies {sorted(saved)} of a multi-agent config; this "
-                f"{self.name} is single-agent (its only policy is {sorted(local.policy_map)[0]!r}): build it with the "
+                f"{self.parts.name} is single-agent (its only policy is {sorted(local.policy_map)[0]!r}): build it with the "
                 "checkpoint's multiagent config (Trainer.from_checkpoint does)"
             )
         known = {f"{c.__module__}:{c.__qualname__}": c for c in self._known_policy_classes()}
@@ -177,7 +179,7 @@ class PoliciesMixin:
                 if cls_name is not None and cls_name not in known:
                     raise ValueError(f"names the policy class {cls_name!r}, which this trainer's config does not use")
                 spec = PolicySpec(
-                    None if cls_name is None or known[cls_name] is self.policy_class else known[cls_name],
+                    None if cls_name is None or known[cls_name] is self.parts.policy_class else known[cls_name],
                     space_from_json(entry["observation_space"]),
                     space_from_json(entry["action_space"]),
                     dict(entry.get("config") or {}),
@@ -187,19 +189,19 @@ class PoliciesMixin:
                 raise CheckpointError(f"checkpoint {str(path)!r}: metadata field {field!r} {exc}") from None
             prepared.append((pid, spec))
         for pid, spec in prepared:
-            self.workers.add_policy(pid, spec, (spec.observation_space, spec.action_space), None, None, None)
-        self._sync_learners()
+            self.parts.workers.add_policy(pid, spec, (spec.observation_space, spec.action_space), None, None, None)
+        self.sync_learners()
         return [pid for pid, _ in prepared]
 
-    def _known_policy_classes(self: "Trainer") -> list[type]:
-        classes = [self.policy_class]
-        for spec in self.cfg.multiagent.policies.values():
+    def _known_policy_classes(self) -> list[type]:
+        classes = [self.parts.policy_class]
+        for spec in self.parts.cfg.multiagent.policies.values():
             if spec.policy_class is not None:
                 classes.append(spec.policy_class)
         return classes
 
-    def remove_policies(self: "Trainer", policy_ids: list[str]) -> None:
-        """Remove policies added by :meth:`add_saved_policies` (a restore that failed after)."""
+    def remove_saved(self, policy_ids: list[str]) -> None:
+        """Remove policies added by :meth:`add_saved` (a restore that failed after)."""
         for pid in policy_ids:
-            self.workers.remove_policy(pid, None, None)
-        self._sync_learners()
+            self.parts.workers.remove_policy(pid, None, None)
+        self.sync_learners()

@@ -1,5 +1,8 @@
 """Trainer checkpoints: save, restore (checked first, all or nothing) and from_checkpoint.
 
+:class:`TrainerCheckpoints` is the trainer's collaborator for them; the
+trainer's hooks that algorithms override (``get_algorithm_state``...) reach
+it through the :class:`AlgorithmStateHooks` protocol.
 Every policy's weights and RNG state, every learner's state (through the
 algorithm, ``Algorithm.get_state``) and the master observation filters'
 statistics are saved; the layout is ``_checkpoint.py``'s.
@@ -11,7 +14,7 @@ import copy
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 import torch
 
@@ -22,7 +25,11 @@ from rltune.trainers.policies._filters import filter_stats
 from rltune.trainers.sampling._nonfinite import check_finite_tensors
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from rltune.trainers._trainer import Trainer
+    from rltune.trainers._trainer_policies import TrainerPolicies
+    from rltune.trainers.algorithms._trainer_parts import TrainerParts
 
 logger = logging.getLogger(__name__)
 
@@ -52,69 +59,86 @@ def saved_spaces(policy: Any) -> dict[str, Any] | None:
         return None
 
 
-class CheckpointMixin:
-    """The checkpoint methods of :class:`~rltune.trainers._trainer.Trainer`."""
+class AlgorithmStateHooks(Protocol):
+    """The trainer's hooks for what an algorithm checkpoints beyond the policies (subclasses override them)."""
 
-    @classmethod
-    def saved_config(cls, config: dict[str, Any]) -> dict[str, Any]:
-        """A checkpoint's saved config as this version reads it (default: as saved).
+    def get_algorithm_state(self) -> tuple[dict[str, Any], dict[str, Any]]: ...
 
-        A trainer whose defaults changed since a checkpoint was written puts
-        the old values of the keys that checkpoint lacks here.
-        """
-        return config
+    def set_algorithm_state(self, values: dict[str, Any], tensors: dict[str, Any]) -> None: ...
+
+    def checkpoint_array_names(self) -> list[str]: ...
+
+    def get_checkpoint_arrays(self) -> dict[str, dict[str, np.ndarray]]: ...
+
+    def set_checkpoint_arrays(self, arrays: dict[str, dict[str, np.ndarray] | None]) -> None: ...
+
+
+class TrainerCheckpoints:
+    """A trainer's checkpoints: write, read and check, load all or nothing (the trainer calls the callbacks).
+
+    ``hooks``: the algorithm state hooks (the trainer, whose subclasses
+    override them); ``policies``: the policy set (policies added while
+    training are saved and restored); ``set_task``: gives every env a task;
+    ``logdir``: the directory a checkpoint goes to when none is given.
+    """
+
+    def __init__(
+        self,
+        parts: "TrainerParts",
+        hooks: AlgorithmStateHooks,
+        policies: "TrainerPolicies",
+        set_task: Callable[[Any], None],
+        logdir: Callable[[], Path],
+    ) -> None:
+        self.parts = parts
+        self.hooks = hooks
+        self.policies = policies
+        self.set_task = set_task
+        self.logdir = logdir
 
     def save(self, checkpoint_dir: str | os.PathLike[str] | None = None) -> str:
         """Write a checkpoint directory atomically and return its path.
 
         Without ``checkpoint_dir``: ``<logdir>/checkpoint_<iteration>``.
         """
-        path = Path(checkpoint_dir) if checkpoint_dir is not None else self.logdir / f"checkpoint_{self.iteration:06d}"
-        values, tensors = self.get_algorithm_state()
-        policy = next(iter(self.workers.local_worker.policy_map.values()))  # the first (the only one, single-agent)
+        progress = self.parts.progress
+        path = Path(checkpoint_dir) if checkpoint_dir is not None else self.logdir() / f"checkpoint_{progress.iteration:06d}"
+        values, tensors = self.hooks.get_algorithm_state()
+        policy = next(iter(self.parts.workers.local_worker.policy_map.values()))  # the first (the only one, single-agent)
         metadata = {
-            "algorithm": self.name,
+            "algorithm": self.parts.name,
             "rltune_version": __version__,
-            "iteration": self.iteration,
-            "timesteps_total": self.timesteps_total,
-            "episodes_total": self.episodes_total,
-            "time_total_s": self.time_total_s,
+            "iteration": progress.iteration,
+            "timesteps_total": progress.timesteps_total,
+            "episodes_total": progress.episodes_total,
+            "time_total_s": progress.time_total_s,
             "episode_window": [
                 [e.episode_reward, e.episode_length, ckpt.json_safe(e.custom_metrics)]
                 + ([[[ckpt.json_safe(a), p, r] for a, p, r in e.agent_rewards]] if e.agent_rewards else [])
-                for e in self._episode_window
+                for e in progress.episode_window
             ],
-            "last_evaluation": self._last_evaluation,
-            "config": ckpt.json_safe(self.config),
+            "last_evaluation": progress.last_evaluation,
+            "config": ckpt.json_safe(self.parts.config),
             "observation_space": repr(policy.observation_space),
             "action_space": repr(policy.action_space),
             "spaces": saved_spaces(policy),
-            "numpy_rng": self.rng.bit_generator.state,
-            "policy_rngs": {pid: p.rng.bit_generator.state for pid, p in self.workers.local_worker.policy_map.items()},
-            "policy_specs": self.policy_specs_state(),
+            "numpy_rng": self.parts.rng.bit_generator.state,
+            "policy_rngs": {pid: p.rng.bit_generator.state for pid, p in self.parts.workers.local_worker.policy_map.items()},
+            "policy_specs": self.policies.specs_state(),
             "algorithm_state": values,
-            "callbacks_state": self.callbacks.get_state(),
-            "env_tasks": [[w, v, ckpt.json_safe(task)] for (w, v), task in self.workers.env_tasks.items()],
+            "callbacks_state": self.parts.callbacks.get_state(),
+            "env_tasks": [[w, v, ckpt.json_safe(task)] for (w, v), task in self.parts.workers.env_tasks.items()],
         }
         state = {
-            "policies": {pid: p.model.state_dict() for pid, p in self.workers.local_worker.policy_map.items()},
+            "policies": {pid: p.model.state_dict() for pid, p in self.parts.workers.local_worker.policy_map.items()},
             "torch_rng": torch.get_rng_state(),
             "algorithm": tensors,
         }
-        if self.workers.local_worker.filters:
-            state["observation_filters"] = ckpt.filter_tensors(filter_stats(self.workers.local_worker.filters))
+        if self.parts.workers.local_worker.filters:
+            state["observation_filters"] = ckpt.filter_tensors(filter_stats(self.parts.workers.local_worker.filters))
         check_finite_tensors(state, f"cannot save checkpoint {str(path)!r}")
-        saved = ckpt.write_checkpoint(path, metadata, state, self.get_checkpoint_arrays())
-        self._call("on_checkpoint_saved", trainer=self, path=str(saved))
+        saved = ckpt.write_checkpoint(path, metadata, state, self.hooks.get_checkpoint_arrays())
         return str(saved)
-
-    def save_checkpoint(self, checkpoint_dir: str | os.PathLike[str]) -> str:
-        """RLlib's name for :meth:`save` into a given directory: the checkpoint is ``checkpoint_dir`` (new or empty)."""
-        return self.save(checkpoint_dir)
-
-    def load_checkpoint(self, checkpoint_path: str | os.PathLike[str]) -> None:
-        """RLlib's name for :meth:`restore`."""
-        self.restore(checkpoint_path)
 
     def restore(self, checkpoint_path: str | os.PathLike[str]) -> None:
         """Load a checkpoint of this algorithm; training goes on from its iteration and timestep counts.
@@ -132,46 +156,46 @@ class CheckpointMixin:
         another policy set (multi-agent into single-agent, a policy missing)
         is a :class:`CheckpointError` naming both.
         """
+        progress = self.parts.progress
         # Policies the checkpoint holds beyond this trainer's config (added while training) are added first.
-        added = self.add_saved_policies(checkpoint_path, ckpt.read_metadata(checkpoint_path).get("policy_specs"))
+        added = self.policies.add_saved(checkpoint_path, ckpt.read_metadata(checkpoint_path).get("policy_specs"))
         try:
-            saved = self._read_checkpoint(checkpoint_path, self.checkpoint_array_names())
+            saved = self._read_checkpoint(checkpoint_path, self.hooks.checkpoint_array_names())
         except BaseException:
-            self.remove_policies(added)
+            self.policies.remove_saved(added)
             raise
         before = self._current_state()  # to go back to if loading fails
         try:
             self._set_state(saved, checkpoint_path)
             with ckpt.loading(checkpoint_path, f"the arrays ({', '.join(f'{n}.npz' for n in saved.arrays)})"):
-                self.set_checkpoint_arrays(saved.arrays)  # last; changes nothing when it fails
+                self.hooks.set_checkpoint_arrays(saved.arrays)  # last; changes nothing when it fails
         except BaseException:
             try:
                 self._set_state(before)
             except Exception:  # keep the original error: it is what the user must fix
-                logger.exception("%s: putting back the state from before the failed restore failed too", self.name)
-            self.remove_policies(added)
+                logger.exception("%s: putting back the state from before the failed restore failed too", self.parts.name)
+            self.policies.remove_saved(added)
             raise
-        self.workers.sync_weights({"timestep": self.timesteps_total})
+        self.parts.workers.sync_weights({"timestep": progress.timesteps_total})
         self._restore_tasks(saved.env_tasks)
-        self._call("on_checkpoint_loaded", trainer=self)
 
     def _read_checkpoint(self, checkpoint_path: str | os.PathLike[str], array_names: list[str]) -> ckpt.TrainerState:
         """Read and check everything :meth:`restore` loads, without changing this trainer."""
-        saved = ckpt.read_trainer_state(checkpoint_path, self.name)
+        saved = ckpt.read_trainer_state(checkpoint_path, self.parts.name)
         path = str(checkpoint_path)
         check_finite_tensors({"policies": saved.weights, "algorithm": saved.algorithm_tensors}, f"checkpoint {path!r}")
-        policies = self.workers.local_worker.policy_map
+        policies = self.parts.workers.local_worker.policy_map
         missing = set(policies) - set(saved.weights)
         if missing:
-            single = not (saved.metadata or {}).get("policy_specs") and self.workers.local_worker.multi_agent
-            shape = f" of a single-agent config; this {self.name} is multi-agent" if single else ""
+            single = not (saved.metadata or {}).get("policy_specs") and self.parts.workers.local_worker.multi_agent
+            shape = f" of a single-agent config; this {self.parts.name} is multi-agent" if single else ""
             raise CheckpointError(f"checkpoint {path!r} has no weights for policies {sorted(missing)}: it holds "
                                   f"{sorted(saved.weights)}{shape}")
         for pid, policy in policies.items():
             problem = _state_dict_mismatch(policy.model.state_dict(), saved.weights[pid])
             if problem:
                 raise CheckpointError(
-                    f"checkpoint {path!r} does not fit this {self.name}'s {pid!r} model "
+                    f"checkpoint {path!r} does not fit this {self.parts.name}'s {pid!r} model "
                     f"(another env or model config?): {problem}"
                 )
             rng = policy.rng.bit_generator
@@ -179,19 +203,19 @@ class CheckpointMixin:
                 problem = f"is not a valid numpy {type(rng).__name__} state for policy {pid!r}"
                 raise ckpt.field_error(path, "policy_rngs", problem)
         self._check_saved_filters(path, saved)
-        if saved.numpy_rng is not None and not ckpt.valid_rng_state(saved.numpy_rng, self.rng.bit_generator):
-            raise ckpt.field_error(path, "numpy_rng", f"is not a valid numpy {type(self.rng.bit_generator).__name__} state")
+        if saved.numpy_rng is not None and not ckpt.valid_rng_state(saved.numpy_rng, self.parts.rng.bit_generator):
+            raise ckpt.field_error(path, "numpy_rng", f"is not a valid numpy {type(self.parts.rng.bit_generator).__name__} state")
         saved.arrays = {name: ckpt.read_arrays(checkpoint_path, name, saved.metadata) for name in array_names}
         return saved
 
     def _check_saved_filters(self, path: str, saved: ckpt.TrainerState) -> None:
         """The checkpoint's observation filters must be this trainer's: its policies act on what they were trained on."""
-        filters = self.workers.local_worker.filters
-        name = self.cfg.observation_filter
+        filters = self.parts.workers.local_worker.filters
+        name = self.parts.cfg.observation_filter
         if bool(filters) != bool(saved.observation_filters):
             had = "a MeanStdFilter" if saved.observation_filters else "no observation filter (NoFilter)"
             raise CheckpointError(
-                f"checkpoint {path!r} was trained with {had}, but this {self.name} has observation_filter {name!r}: "
+                f"checkpoint {path!r} was trained with {had}, but this {self.parts.name} has observation_filter {name!r}: "
                 "its policies would act on observations unlike those they learned on; "
                 f"set observation_filter to {'MeanStdFilter' if saved.observation_filters else 'NoFilter'}"
             )
@@ -207,23 +231,24 @@ class CheckpointMixin:
 
     def _current_state(self) -> ckpt.TrainerState:
         """What :meth:`restore` would change, tensors cloned: the state a failed restore goes back to."""
-        values, tensors = self.get_algorithm_state()
-        policies = self.workers.local_worker.policy_map
+        progress = self.parts.progress
+        values, tensors = self.hooks.get_algorithm_state()
+        policies = self.parts.workers.local_worker.policy_map
         return ckpt.TrainerState(
-            iteration=self.iteration,
-            timesteps_total=self.timesteps_total,
-            episodes_total=self.episodes_total,
-            time_total_s=self.time_total_s,
-            episode_window=list(self._episode_window),
-            last_evaluation=copy.deepcopy(self._last_evaluation),
+            iteration=progress.iteration,
+            timesteps_total=progress.timesteps_total,
+            episodes_total=progress.episodes_total,
+            time_total_s=progress.time_total_s,
+            episode_window=list(progress.episode_window),
+            last_evaluation=copy.deepcopy(progress.last_evaluation),
             weights={pid: copy.deepcopy(p.model.state_dict()) for pid, p in policies.items()},
             policy_rngs={pid: p.rng.bit_generator.state for pid, p in policies.items()},
-            numpy_rng=self.rng.bit_generator.state,
+            numpy_rng=self.parts.rng.bit_generator.state,
             torch_rng=torch.get_rng_state(),
             algorithm_values=copy.deepcopy(values),
             algorithm_tensors=copy.deepcopy(tensors),
-            callbacks_state=copy.deepcopy(self.callbacks.get_state()),
-            observation_filters=filter_stats(self.workers.local_worker.filters),
+            callbacks_state=copy.deepcopy(self.parts.callbacks.get_state()),
+            observation_filters=filter_stats(self.parts.workers.local_worker.filters),
         )
 
     def _set_state(self, state: ckpt.TrainerState, checkpoint_path: str | os.PathLike[str] | None = None) -> None:
@@ -234,27 +259,27 @@ class CheckpointMixin:
         with ``checkpoint_path`` that is a :class:`CheckpointError` naming
         the part, and :meth:`restore` puts the state from before back.
         """
+        progress = self.parts.progress
         with ckpt.loading(checkpoint_path, f"{ckpt.TENSORS_FILE} entry 'policies'"):
-            for pid, policy in self.workers.local_worker.policy_map.items():
+            for pid, policy in self.parts.workers.local_worker.policy_map.items():
                 policy.model.load_state_dict(state.weights[pid])
                 if pid in state.policy_rngs:
                     policy.rng.bit_generator.state = state.policy_rngs[pid]
         algorithm_part = f"the algorithm state (metadata field 'algorithm_state', {ckpt.TENSORS_FILE} entry 'algorithm')"
         with ckpt.loading(checkpoint_path, algorithm_part):
-            self.set_algorithm_state(state.algorithm_values, state.algorithm_tensors)
+            self.hooks.set_algorithm_state(state.algorithm_values, state.algorithm_tensors)
         with ckpt.loading(checkpoint_path, "metadata field 'callbacks_state'"):
-            self.callbacks.set_state(state.callbacks_state)
-        for pid, obs_filter in self.workers.local_worker.filters.items():  # checked to fit by _read_checkpoint
+            self.parts.callbacks.set_state(state.callbacks_state)
+        for pid, obs_filter in self.parts.workers.local_worker.filters.items():  # checked to fit by _read_checkpoint
             obs_filter.set_stats(state.observation_filters[pid])
-        self.iteration = state.iteration
-        self.timesteps_total = state.timesteps_total
-        self.episodes_total = state.episodes_total
-        self.time_total_s = state.time_total_s
-        self._episode_window.clear()
-        self._episode_window.extend(state.episode_window)
-        self._last_evaluation = state.last_evaluation
+        progress.iteration = state.iteration
+        progress.timesteps_total = state.timesteps_total
+        progress.episodes_total = state.episodes_total
+        progress.time_total_s = state.time_total_s
+        progress.set_window(state.episode_window)
+        progress.last_evaluation = state.last_evaluation
         if state.numpy_rng is not None:
-            self.rng.bit_generator.state = state.numpy_rng
+            self.parts.rng.bit_generator.state = state.numpy_rng
         if state.torch_rng is not None:
             torch.set_rng_state(state.torch_rng)
 
@@ -265,59 +290,61 @@ class CheckpointMixin:
         if all(t == values[0] for t in values):
             self.set_task(values[0])  # one task for all: fits any num_workers
         else:
-            self.workers.set_env_tasks(tasks)
+            self.parts.workers.set_env_tasks(tasks)
 
-    @classmethod
-    def from_checkpoint(
-        cls,
-        checkpoint_path: str | os.PathLike[str],
-        config_overrides: dict[str, Any] | None = None,
-        *,
-        trust: Iterable[str] | None = None,
-        **kwargs: Any,
-    ) -> "Trainer":
-        """Build the trainer a checkpoint was written by (its saved config, updated by ``config_overrides``) and restore it.
 
-        Called on :class:`Trainer` itself it picks the algorithm from the
-        checkpoint. A config value that could not be saved as JSON (a lambda,
-        a class from ``__main__``) must be given again in ``config_overrides``.
+def trainer_from_checkpoint(
+    cls: type["Trainer"],
+    checkpoint_path: str | os.PathLike[str],
+    config_overrides: dict[str, Any] | None = None,
+    *,
+    trust: Iterable[str] | None = None,
+    **kwargs: Any,
+) -> "Trainer":
+    """``cls.from_checkpoint(...)``: build the trainer that wrote a checkpoint and restore it.
 
-        A checkpoint is data, and opening it imports nothing it names by
-        itself: an import string of its saved config (``env``,
-        ``callbacks``, policy classes, a trainer class) is imported only from
-        rltune, from a module this process has imported, from a module of an
-        import string in ``config_overrides``, or from a module or package
-        in ``trust`` (or ``$RLTUNE_TRUST``, comma-separated); a function
-        (``env_task_fn``, ``multiagent.policy_mapping_fn``) only when given
-        in ``config_overrides`` or defined in a module of ``trust``. Classes
-        must be of the kind their key expects (a ``gymnasium.Env``,
-        ``DefaultCallbacks`` or ``Policy`` subclass). Anything else is a
-        :class:`CheckpointError` naming the key and how to allow it, raised
-        before anything the checkpoint names is imported. See
-        docs/checkpoints.md.
-        """
-        from rltune.trainers import Trainer, get_trainer_class
-        from rltune.trainers.checkpoints._checkpoint_trust import CheckpointTrust
+    The trainer gets the checkpoint's saved config, updated by ``config_overrides``.
 
-        checked_trust = CheckpointTrust.of(trust, config_overrides)
-        meta = ckpt.Fields(checkpoint_path, ckpt.read_metadata(checkpoint_path))
-        trainer_cls = cls
-        if cls is Trainer:
-            algorithm = meta.get("algorithm", str)
-            problem = checked_trust.import_problem(algorithm) if ":" in algorithm else None
-            if problem:
-                raise meta.error("algorithm", problem)
-            try:
-                trainer_cls = get_trainer_class(algorithm)
-            except ConfigError as exc:
-                raise meta.error("algorithm", f"names no trainer here ({'; '.join(exc.problems)})") from None
-        saved_config = trainer_cls.saved_config(meta.get("config", dict, {}))
-        config = ckpt.checked_config(checkpoint_path, saved_config, config_overrides, trust=checked_trust,
-                                     config_class=trainer_cls.config_class)
-        trainer = trainer_cls(config, **kwargs)
+    Called on :class:`Trainer` itself it picks the algorithm from the
+    checkpoint. A config value that could not be saved as JSON (a lambda,
+    a class from ``__main__``) must be given again in ``config_overrides``.
+
+    A checkpoint is data, and opening it imports nothing it names by
+    itself: an import string of its saved config (``env``,
+    ``callbacks``, policy classes, a trainer class) is imported only from
+    rltune, from a module this process has imported, from a module of an
+    import string in ``config_overrides``, or from a module or package
+    in ``trust`` (or ``$RLTUNE_TRUST``, comma-separated); a function
+    (``env_task_fn``, ``multiagent.policy_mapping_fn``) only when given
+    in ``config_overrides`` or defined in a module of ``trust``. Classes
+    must be of the kind their key expects (a ``gymnasium.Env``,
+    ``DefaultCallbacks`` or ``Policy`` subclass). Anything else is a
+    :class:`CheckpointError` naming the key and how to allow it, raised
+    before anything the checkpoint names is imported. See
+    docs/checkpoints.md.
+    """
+    from rltune.trainers import Trainer, get_trainer_class
+    from rltune.trainers.checkpoints._checkpoint_trust import CheckpointTrust
+
+    checked_trust = CheckpointTrust.of(trust, config_overrides)
+    meta = ckpt.Fields(checkpoint_path, ckpt.read_metadata(checkpoint_path))
+    trainer_cls = cls
+    if cls is Trainer:
+        algorithm = meta.get("algorithm", str)
+        problem = checked_trust.import_problem(algorithm) if ":" in algorithm else None
+        if problem:
+            raise meta.error("algorithm", problem)
         try:
-            trainer.restore(checkpoint_path)
-        except BaseException:
-            trainer.stop()
-            raise
-        return trainer
+            trainer_cls = get_trainer_class(algorithm)
+        except ConfigError as exc:
+            raise meta.error("algorithm", f"names no trainer here ({'; '.join(exc.problems)})") from None
+    saved_config = trainer_cls.saved_config(meta.get("config", dict, {}))
+    config = ckpt.checked_config(checkpoint_path, saved_config, config_overrides, trust=checked_trust,
+                                 config_class=trainer_cls.config_class)
+    trainer = trainer_cls(config, **kwargs)
+    try:
+        trainer.restore(checkpoint_path)
+    except BaseException:
+        trainer.stop()
+        raise
+    return trainer
