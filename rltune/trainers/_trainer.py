@@ -30,7 +30,7 @@ from rltune.env._registry import resolve_env
 from rltune.errors import ConfigError, RLTuneError
 from rltune.trainers.algorithms._algorithm import Algorithm, StepOutcome
 from rltune.trainers.algorithms._postprocess import Postprocessor
-from rltune.trainers.algorithms._trainer_parts import (
+from rltune.trainers._trainer_parts import (
     TrainerParts,
     TrainingProgress,
     add_task_to_result,
@@ -321,10 +321,7 @@ class Trainer:
         self._sync_weights()
 
     def _sync_weights(self, global_vars: dict[str, Any] | None = None) -> None:
-        """The learner policies' weights reach the rollout workers and the sample source (a user's, if any)."""
-        self.workers.sync_weights(global_vars)
-        if self.sample_source is not self.workers:
-            self.sample_source.sync_weights(global_vars)
+        self.parts.sync_weights(global_vars)
 
     def compute_single_action(self, obs: Any, *, explore: bool = False, policy_id: str = DEFAULT_POLICY_ID) -> Any:
         """The action for one raw observation; deterministic unless ``explore``.

@@ -6,12 +6,12 @@ import copy
 from typing import TYPE_CHECKING, Any, Callable
 
 from rltune.trainers._config import TrainerSettings
-from rltune.trainers.algorithms._trainer_parts import episode_stats
+from rltune.trainers._trainer_parts import episode_stats
 from rltune.trainers.rllib._rllib_names import Translated, add_result_spellings
 from rltune.trainers.sampling._rollout_worker import RolloutWorker
 
 if TYPE_CHECKING:
-    from rltune.trainers.algorithms._trainer_parts import TrainerParts
+    from rltune.trainers._trainer_parts import TrainerParts
 
 
 class TrainerEvaluation:

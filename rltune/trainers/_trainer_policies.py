@@ -21,7 +21,7 @@ from rltune.trainers.policies._policy_spec import (
 from rltune.trainers.policies._space_json import space_from_json, space_to_json
 
 if TYPE_CHECKING:
-    from rltune.trainers.algorithms._trainer_parts import TrainerParts
+    from rltune.trainers._trainer_parts import TrainerParts
 
 
 class TrainerPolicies:

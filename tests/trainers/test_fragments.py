@@ -134,7 +134,7 @@ def test_a_sample_source_without_the_contract_is_refused_by_name():
         Broken(TINY, env=Counting)
 
 
-def test_a_users_sample_source_gets_the_weights_at_start_and_on_set_weights():
+def test_a_users_sample_source_gets_the_weights_at_start_on_set_weights_and_restore(tmp_path):
     # A policy server must act with the trainer's weights from its first episode, not after the first update.
     synced = []
 
@@ -157,5 +157,7 @@ def test_a_users_sample_source_gets_the_weights_at_start_and_on_set_weights():
         assert synced == [{"timestep": 0}]
         trainer.set_weights(trainer.get_weights())
         assert len(synced) == 2
+        trainer.restore(trainer.save(str(tmp_path / "checkpoint")))
+        assert len(synced) == 3 and synced[-1] == {"timestep": 0}
     finally:
         trainer.stop()

@@ -21,7 +21,7 @@ from rltune.trainers import PPO, PolicySpec
 from rltune.trainers._trainer_evaluation import TrainerEvaluation
 from rltune.trainers._trainer_policies import TrainerPolicies
 from rltune.trainers.algorithms._algorithm import StepOutcome
-from rltune.trainers.algorithms._trainer_parts import (
+from rltune.trainers._trainer_parts import (
     TrainerParts,
     TrainingProgress,
     episode_stats,

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from rltune.trainers._trainer import Trainer
     from rltune.trainers._trainer_policies import TrainerPolicies
-    from rltune.trainers.algorithms._trainer_parts import TrainerParts
+    from rltune.trainers._trainer_parts import TrainerParts
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ class TrainerCheckpoints:
                 logger.exception("%s: putting back the state from before the failed restore failed too", self.parts.name)
             self.policies.remove_saved(added)
             raise
-        self.parts.workers.sync_weights({"timestep": progress.timesteps_total})
+        self.parts.sync_weights({"timestep": progress.timesteps_total})
         self._restore_tasks(saved.env_tasks)
 
     def _read_checkpoint(self, checkpoint_path: str | os.PathLike[str], array_names: list[str]) -> ckpt.TrainerState:

@@ -168,6 +168,12 @@ class TrainerParts:
     rng: np.random.Generator
     progress: TrainingProgress
 
+    def sync_weights(self, global_vars: dict[str, Any] | None = None) -> None:
+        """The learner policies' weights reach the rollout workers and the sample source (a user's, if any)."""
+        self.workers.sync_weights(global_vars)
+        if self.algorithm.source is not self.workers:
+            self.algorithm.source.sync_weights(global_vars)
+
 
 def trainer_config_problems(
     cfg: TrainerSettings, config_class: type[TrainerSettings], policy_class: type[Policy]
