@@ -152,7 +152,7 @@ def _write_episodes(trainer: Any, episodes: int | None, steps: int | None, out: 
     from rltune.env._context import EnvContext
 
     cfg = trainer.cfg
-    if trainer.workers.local_worker.multi_agent:
+    if trainer.algorithm.policy_set.multi_agent:
         raise ConfigError("writes single-agent episodes; multi-agent envs are not supported yet (rollout without "
                           "--out evaluates them)", where="--out")
     env_config = cfg.evaluation_config.get("env_config", cfg.env_config)

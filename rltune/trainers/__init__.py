@@ -10,6 +10,8 @@ Public names::
     Policy, RandomPolicy, DEFAULT_POLICY_ID
     PPOPolicy, DQNPolicy                    the algorithms' policies, to subclass (a custom model or postprocessing)
     PolicySpec                              one policy of a multi-agent config
+    PolicySet                               the policies an algorithm owns: by id, with specs, spaces, observation
+                                            filters, agent mapping and policies_to_train (trainer.algorithm.policy_set)
     MultiAgentEnv (defined in rltune.env)
     SampleSource, SampleResult, Fragment, EpisodeMetrics
                                             a sample source's contract: raw episode fragments in, weights out
@@ -38,6 +40,7 @@ from rltune.trainers.sampling._fragment import Fragment
 from rltune.trainers.sampling._sample_batch import EpisodeMetrics, SampleResult
 from rltune.trainers.sampling._sample_source import SampleSource
 from rltune.trainers.learning._learner import Learner
+from rltune.trainers.policies._policy_set import PolicySet
 from rltune.trainers.learning._optimizers import OptimizerSpec
 from rltune.trainers.policies._encoders import register_encoder
 
@@ -100,6 +103,7 @@ __all__ = [
     "PPOPolicy",
     "PPOTrainer",
     "Policy",
+    "PolicySet",
     "PolicySpec",
     "RandomPolicy",
     "SampleResult",

@@ -73,7 +73,7 @@ class Trainer:
     and learner; :meth:`stop` ends the worker processes (also done at
     interpreter exit and by ``with Trainer(...) as t:``). Checkpoints,
     evaluation and the policy set are collaborators (``self.checkpoints``,
-    ``self.evaluation``, ``self.policy_set``) over the shared ``self.parts``.
+    ``self.evaluation``, ``self.policy_changes``) over the shared ``self.parts``.
 
     Subclasses set ``name``, ``config_class`` and ``algorithm_class`` (whose
     ``policy_class`` becomes theirs); the algorithm holds the loss, the
@@ -179,11 +179,11 @@ class Trainer:
         self._finalizer = weakref.finalize(self, WorkerSet.stop, self.workers)
         try:
             self.workers.on_worker_recreated(self._worker_recreated)
-            self.sample_source = checked_source(self.make_sample_source(), f"{type(self).__name__}.make_sample_source()")
+            # The policy set the algorithm owns (the local worker acts with it); a user's sample source may read it at once.
             local = self.workers.local_worker
-            trained = {pid: p for pid, p in local.policy_map.items() if pid in local.training.candidates()}
-            self.algorithm = self.algorithm_class(self.cfg, trained, self.sample_source, self.rng)
-            self.algorithm.trains = lambda pid, batch: self.workers.local_worker.training.trains(pid, batch)
+            self._policies = local.policy_set
+            self.sample_source = checked_source(self.make_sample_source(), f"{type(self).__name__}.make_sample_source()")
+            self.algorithm = self.algorithm_class(self.cfg, self._policies, self.sample_source, self.rng)
             self.algorithm.postprocessor = Postprocessor(local.callbacks, worker=local)
             self._make_collaborators()
             self.setup()
@@ -197,9 +197,9 @@ class Trainer:
     def _make_collaborators(self) -> None:
         self.parts = TrainerParts(self.name, self.cfg, self.config, self.env_spec, self.policy_class, self.workers,
                                   self.algorithm, self.callbacks, self.rng, self.progress)
-        self.policy_set = TrainerPolicies(self.parts)
+        self.policy_changes = TrainerPolicies(self.parts)
         self.evaluation = TrainerEvaluation(self.parts, self.validate, self.current_task)
-        self.checkpoints = TrainerCheckpoints(self.parts, self, self.policy_set, self.set_task, lambda: self.logdir)
+        self.checkpoints = TrainerCheckpoints(self.parts, self, self.policy_changes, self.set_task, lambda: self.logdir)
 
     def _call(self, hook: str, **kwargs: Any) -> None:
         if self.callbacks.overrides(hook):
@@ -282,9 +282,9 @@ class Trainer:
     def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy:
         """The learner's policy with this id (``get_weights()`` / ``set_weights()``)."""
         try:
-            return self.workers.local_worker.policy_map[policy_id]
+            return self._policies.policies[policy_id]
         except KeyError:
-            known = sorted(self.workers.local_worker.policy_map)
+            known = sorted(self._policies.policies)
             raise ConfigError(f"no policy {policy_id!r}; the policies are {known}") from None
 
     def get_learner(self, policy_id: str = DEFAULT_POLICY_ID) -> Learner:
@@ -297,7 +297,7 @@ class Trainer:
     def get_weights(self, policies: list[str] | None = None) -> dict[str, dict[str, np.ndarray]]:
         """The weights of these policies (default: every one), by policy id (numpy arrays, as ``Policy.get_weights``)."""
         if policies is None:
-            return self.workers.local_worker.get_weights()
+            return self._policies.get_weights()
         if isinstance(policies, str):
             policies = [policies]
         return {pid: self.get_policy(pid).get_weights() for pid in policies}
@@ -309,7 +309,7 @@ class Trainer:
         (as in RLlib), so remote workers sample with their old weights until
         the next sync at the end of an iteration; this method syncs at once.
         """
-        policies = self.workers.local_worker.policy_map
+        policies = self._policies.policies
         unknown = set(weights) - set(policies)
         if unknown:
             raise ConfigError(f"set_weights: no policy {sorted(unknown)}; the policies are {sorted(policies)}")
@@ -317,7 +317,7 @@ class Trainer:
             problem = _state_dict_mismatch(policies[pid].model.state_dict(), policy_weights, "the weights given")
             if problem:
                 raise ConfigError(f"set_weights: the weights of policy {pid!r} do not fit its model: {problem}")
-        self.workers.local_worker.set_weights(weights)
+        self._policies.set_weights(weights)
         self._sync_weights()
 
     def _sync_weights(self, global_vars: dict[str, Any] | None = None) -> None:
@@ -331,7 +331,7 @@ class Trainer:
         takes the observation as it is.
         """
         policy = self.get_policy(policy_id)
-        obs_filter = self.workers.local_worker.filters.get(policy_id)
+        obs_filter = self._policies.filters.get(policy_id)
         if obs_filter is None:
             return policy.compute_single_action(obs, explore=explore)
         actions, _ = policy.compute_actions(obs_filter.normalize(policy.preprocessor(obs)[None]), explore=explore)
@@ -361,34 +361,34 @@ class Trainer:
         (the new list or function, or the current one) selects it.
         """
         wanted = PolicySpec(policy_cls, observation_space, action_space, dict(config or {}))
-        return self.policy_set.add_policy(policy_id, wanted, policy_state=policy_state, policy=policy,
+        return self.policy_changes.add_policy(policy_id, wanted, policy_state=policy_state, policy=policy,
                                           policy_mapping_fn=policy_mapping_fn, policies_to_train=policies_to_train)
 
     def remove_policy(
         self, policy_id: str = DEFAULT_POLICY_ID, *, policy_mapping_fn: Any = None, policies_to_train: Any = None
     ) -> None:
         """Remove a policy (and its learner) from the trainer and every rollout worker."""
-        self.policy_set.remove_policy(policy_id, policy_mapping_fn=policy_mapping_fn, policies_to_train=policies_to_train)
+        self.policy_changes.remove_policy(policy_id, policy_mapping_fn=policy_mapping_fn, policies_to_train=policies_to_train)
 
     def set_policy_mapping_fn(self, policy_mapping_fn: Any) -> None:
         """Map agents with this function, on every worker, from their next episode on."""
-        self.policy_set.set_policy_mapping_fn(policy_mapping_fn)
+        self.policy_changes.set_policy_mapping_fn(policy_mapping_fn)
 
     def set_policies_to_train(self, policies_to_train: Any) -> None:
         """Train these policies (ids, or ``fn(policy_id, batch) -> bool``) from the next iteration on."""
-        self.policy_set.set_policies_to_train(policies_to_train)
+        self.policy_changes.set_policies_to_train(policies_to_train)
 
     def policy_specs_state(self) -> dict[str, Any]:
         """The policy set as JSON values (classes as import strings, spaces as data), for checkpoints."""
-        return self.policy_set.specs_state()
+        return self.policy_changes.specs_state()
 
     def add_saved_policies(self, path: str | os.PathLike[str], saved: Any) -> list[str]:
         """Add the policies a checkpoint's ``policy_specs`` hold that this trainer lacks; return their ids."""
-        return self.policy_set.add_saved(path, saved)
+        return self.policy_changes.add_saved(path, saved)
 
     def remove_policies(self, policy_ids: list[str]) -> None:
         """Remove policies added by :meth:`add_saved_policies` (a restore that failed after)."""
-        self.policy_set.remove_saved(policy_ids)
+        self.policy_changes.remove_saved(policy_ids)
 
     # -- evaluation --------------------------------------------------------------------
     def evaluate(self, num_episodes: int | None = None, *, task: Any = None) -> dict[str, Any]:

@@ -66,9 +66,9 @@ class TrainerEvaluation:
             task = self.current_task()
         if task is not None:
             worker.set_task_all(task)
-        local = self.parts.workers.local_worker
-        worker.set_policy_set(local.policy_set_state())
-        worker.set_weights(local.get_weights(), {"timestep": self.parts.progress.timesteps_total}, local.get_filters())
+        owned = self.parts.policy_set
+        worker.set_policy_set(owned.state())
+        worker.set_weights(owned.get_weights(), {"timestep": self.parts.progress.timesteps_total}, owned.filter_stats())
         episodes = worker.run_episodes(n, explore=False)
         return {"evaluation": episode_stats(episodes)}
 
@@ -89,7 +89,7 @@ class TrainerEvaluation:
         num_envs = min(eval_cfg.num_envs_per_worker, num_episodes)
         worker = self.workers.get(num_envs)
         if worker is None:
-            local = self.parts.workers.local_worker
+            owned = self.parts.policy_set
             worker = RolloutWorker(
                 env_spec=self.parts.env_spec,
                 config=eval_cfg,
@@ -97,8 +97,8 @@ class TrainerEvaluation:
                 worker_index=cfg.num_workers + 1,
                 num_workers=cfg.num_workers,
                 num_envs=num_envs,
-                spaces=local.get_policy_spaces(),
-                multi_agent=local.multi_agent,
+                spaces=owned.policy_spaces(),
+                multi_agent=owned.multi_agent,
             )
             self.workers[num_envs] = worker
         return worker

@@ -16,7 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, cast
 
 import numpy as np
 import torch
@@ -28,6 +28,7 @@ from rltune.callbacks._curriculum import CurriculumCallback, parse_curriculum
 from rltune.callbacks._metrics import merge_hist_data, summarize_custom_metrics
 from rltune.errors import ConfigError
 from rltune.trainers.algorithms._algorithm import StepOutcome
+from rltune.trainers.policies._policy_set import PolicySet
 from rltune.trainers.policies._policy_spec import multi_agent_problems
 from rltune.trainers.rllib._rllib_names import add_result_spellings
 from rltune.trainers.sampling._sample_batch import EpisodeMetrics
@@ -167,6 +168,11 @@ class TrainerParts:
     callbacks: DefaultCallbacks
     rng: np.random.Generator
     progress: TrainingProgress
+
+    @property
+    def policy_set(self) -> PolicySet:
+        """The policy set the algorithm owns (the trainer's local rollout worker acts with it)."""
+        return cast(PolicySet, self.algorithm.policy_set)  # a trainer's algorithm is always given its set
 
     def sync_weights(self, global_vars: dict[str, Any] | None = None) -> None:
         """The learner policies' weights reach the rollout workers and the sample source (a user's, if any)."""

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 class TrainerPolicies:
     """A trainer's policy set (multi-agent configs): add and remove policies, the learners follow, checkpoint form.
 
-    Works on the trainer's ``parts`` (its workers, whose local worker holds
-    the learner's policies, and its algorithm, which owns their learners).
+    Works on the trainer's ``parts``: its algorithm owns the policy set and
+    the learners; a change goes to every rollout worker (the local one acts
+    with the algorithm's set itself) and the learners follow.
     """
 
     def __init__(self, parts: "TrainerParts") -> None:
@@ -51,17 +52,17 @@ class TrainerPolicies:
         weights from this policy (a frozen snapshot for self-play). Spaces
         still missing are those every existing policy shares.
         """
-        local = self.parts.workers.local_worker
-        if not local.multi_agent:
+        owned = self.parts.policy_set
+        if not owned.multi_agent:
             raise ConfigError("add_policy: the trainer is single-agent (no 'multiagent.policies' in its config)")
-        if policy_id in local.policy_map:
-            raise ConfigError(f"add_policy: a policy {policy_id!r} exists already (the policies are {sorted(local.policy_map)})")
+        if policy_id in owned.policies:
+            raise ConfigError(f"add_policy: a policy {policy_id!r} exists already (the policies are {sorted(owned.policies)})")
         policy_cls, observation_space, action_space = wanted.policy_class, wanted.observation_space, wanted.action_space
         overrides = dict(wanted.config or {})
         if policy is not None:
-            source_pid = next((pid for pid, p in local.policy_map.items() if p is policy), None)
+            source_pid = next((pid for pid, p in owned.policies.items() if p is policy), None)
             if source_pid is not None and not overrides:
-                overrides = dict(local.policy_specs[source_pid].config)
+                overrides = dict(owned.specs[source_pid].config)
             if policy_cls is None and type(policy) is not self.parts.policy_class:
                 policy_cls = type(policy)
             observation_space = observation_space or policy.observation_space
@@ -74,7 +75,7 @@ class TrainerPolicies:
             spaces = self._shared_spaces(policy_id, spaces)
         self.parts.workers.add_policy(policy_id, spec, spaces, policy_state, policy_mapping_fn, policies_to_train)
         self.sync_learners()
-        return local.policy_map[policy_id]
+        return owned.policies[policy_id]
 
     def remove_policy(
         self, policy_id: str = DEFAULT_POLICY_ID, *, policy_mapping_fn: Any = None, policies_to_train: Any = None
@@ -84,10 +85,10 @@ class TrainerPolicies:
         Give a ``policy_mapping_fn`` that no longer returns it; running
         episodes with an agent mapped to it are dropped.
         """
-        local = self.parts.workers.local_worker
-        if policy_id not in local.policy_map:
-            raise ConfigError(f"remove_policy: no policy {policy_id!r}; the policies are {sorted(local.policy_map)}")
-        if len(local.policy_map) == 1:
+        owned = self.parts.policy_set
+        if policy_id not in owned.policies:
+            raise ConfigError(f"remove_policy: no policy {policy_id!r}; the policies are {sorted(owned.policies)}")
+        if len(owned.policies) == 1:
             raise ConfigError(f"remove_policy: {policy_id!r} is the only policy")
         self.parts.workers.remove_policy(policy_id, policy_mapping_fn, policies_to_train)
         self.sync_learners()
@@ -118,7 +119,7 @@ class TrainerPolicies:
         return spec
 
     def _shared_spaces(self, policy_id: str, given: tuple[Any, Any]) -> tuple[gym.Space, gym.Space]:
-        spaces = list(self.parts.workers.local_worker.get_policy_spaces().values())
+        spaces = list(self.parts.policy_set.policy_spaces().values())
         if not all(s == spaces[0] for s in spaces):
             raise ConfigError(
                 f"add_policy({policy_id!r}): the policies' spaces differ, so give observation_space and action_space"
@@ -127,21 +128,17 @@ class TrainerPolicies:
 
     def sync_learners(self) -> None:
         """A learner for every policy that may be trained now, none for a removed one."""
-        local = self.parts.workers.local_worker
-        for pid in sorted(local.training.candidates() - set(self.parts.algorithm.learners)):
-            self.parts.algorithm.add_policy(pid, local.policy_map[pid])
-        for pid in [pid for pid in self.parts.algorithm.learners if pid not in local.policy_map]:
-            self.parts.algorithm.remove_policy(pid)
+        self.parts.algorithm.sync_learners()
 
     # -- checkpoints -----------------------------------------------------------------------
     def specs_state(self) -> dict[str, Any]:
         """The policy set as JSON values (classes as import strings, spaces as data), for checkpoints."""
-        local = self.parts.workers.local_worker
-        if not local.multi_agent:
+        owned = self.parts.policy_set
+        if not owned.multi_agent:
             return {}
         state = {}
-        for pid, spec in local.policy_specs.items():
-            policy = local.policy_map[pid]
+        for pid, spec in owned.specs.items():
+            policy = owned.policies[pid]
             cls = spec.policy_class
             state[pid] = {
                 "policy_class": None if cls is None else f"{cls.__module__}:{cls.__qualname__}",
@@ -160,17 +157,17 @@ class TrainerPolicies:
         """
         if not isinstance(saved, dict) or not saved:
             return []
-        local = self.parts.workers.local_worker
-        if not local.multi_agent and any(pid not in local.policy_map for pid in saved):
+        owned = self.parts.policy_set
+        if not owned.multi_agent and any(pid not in owned.policies for pid in saved):
             raise CheckpointError(
                 f"checkpoint {str(path)!r} holds the policies {sorted(saved)} of a multi-agent config; this "
-                f"{self.parts.name} is single-agent (its only policy is {sorted(local.policy_map)[0]!r}): build it with the "
+                f"{self.parts.name} is single-agent (its only policy is {sorted(owned.policies)[0]!r}): build it with the "
                 "checkpoint's multiagent config (Trainer.from_checkpoint does)"
             )
         known = {f"{c.__module__}:{c.__qualname__}": c for c in self._known_policy_classes()}
         prepared = []
         for pid, entry in saved.items():
-            if pid in local.policy_map:
+            if pid in owned.policies:
                 continue
             field = f"policy_specs.{pid}"
             try:

@@ -52,8 +52,7 @@ def make_parts(config: dict[str, Any]) -> TrainerParts:
     workers = WorkerSet(env_spec, cfg, PPO.policy_class, "cpu")
     local = workers.local_worker
     rng = np.random.default_rng(0)
-    trained = {pid: p for pid, p in local.policy_map.items() if pid in local.training.candidates()}
-    algorithm = PPO.algorithm_class(cfg, trained, workers, rng)
+    algorithm = PPO.algorithm_class(cfg, local.policy_set, workers, rng)  # the algorithm owns the set the local worker acts with
     return TrainerParts("PPO", cfg, cfg.model_dump(by_alias=True), env_spec, PPO.policy_class, workers, algorithm,
                         trainer_callbacks(cfg), rng, TrainingProgress(cfg.metrics_num_episodes_for_smoothing))
 
@@ -236,7 +235,7 @@ class CountingPPO(PPO):
 
 def test_the_trainer_delegates_to_its_collaborators_over_one_set_of_parts(tmp_path) -> None:
     with CountingPPO({"env": "CartPole-v1", **TINY}, results_dir=tmp_path) as trainer:
-        assert trainer.checkpoints.parts is trainer.parts is trainer.evaluation.parts is trainer.policy_set.parts
+        assert trainer.checkpoints.parts is trainer.parts is trainer.evaluation.parts is trainer.policy_changes.parts
         trainer.train()
         assert trainer.iteration == trainer.progress.iteration == 1
         trainer.iteration = 5  # the counters are the progress's, settable as before

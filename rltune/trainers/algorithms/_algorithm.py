@@ -24,6 +24,7 @@ from rltune.errors import ConfigError
 from rltune.trainers._config import TrainerSettings
 from rltune.trainers.learning._learner import Learner
 from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
+from rltune.trainers.policies._policy_set import PolicySet
 from rltune.trainers.algorithms._postprocess import Postprocessor
 from rltune.trainers.algorithms._replay_buffer import ReplayBuffer
 from rltune.trainers.sampling._sample_batch import EpisodeMetrics, SampleBatch, SampleResult, concat_batches
@@ -41,25 +42,35 @@ class StepOutcome:
 
 
 class Algorithm:
-    """Base of PPO, DQN and later algorithms: one :class:`Learner` per policy and a training step.
+    """Base of PPO, DQN and later algorithms: the policy set it owns, one :class:`Learner` per trained policy, a training step.
 
-    ``policies`` are the learner-side policies by policy id (the trainer's
-    local worker's); ``source`` gives the batches and takes the weights.
+    ``policies``: the trainer's :class:`~rltune.trainers.policies._policy_set.PolicySet`
+    (every policy the trainer trains or hosts, the master observation
+    filters, ``policies_to_train``), which the algorithm owns and the
+    trainer's local rollout worker acts with; or, for an algorithm used on
+    its own, just the policies to train by id. ``self.policies`` holds the
+    learner-side policies that have a learner. ``source`` gives the
+    batches and takes the weights.
     """
 
     policy_class: ClassVar[type[Policy]] = Policy
     learner_class: ClassVar[type[Learner]] = Learner
 
-    def __init__(self, cfg: TrainerSettings, policies: dict[str, Policy], source: SampleSource, rng: np.random.Generator) -> None:
+    def __init__(
+        self, cfg: TrainerSettings, policies: PolicySet | dict[str, Policy], source: SampleSource, rng: np.random.Generator
+    ) -> None:
         self.cfg = cfg
-        self.policies = policies
+        self.policy_set: PolicySet | None = policies if isinstance(policies, PolicySet) else None
+        self.policies: dict[str, Policy] = policies.trained() if isinstance(policies, PolicySet) else policies
         self.source = source
         self.rng = rng
-        self.learners: dict[str, Learner] = {pid: self.make_learner(pid, policy) for pid, policy in policies.items()}
-        # Whether a sampled batch goes to its policy's learner (multiagent.policies_to_train); set by the trainer.
-        self.trains: Callable[[str, SampleBatch], bool] = lambda policy_id, batch: True
+        self.learners: dict[str, Learner] = {pid: self.make_learner(pid, policy) for pid, policy in self.policies.items()}
         # Raw fragments to training batches (the trainer gives it the callbacks and the hook's worker).
         self.postprocessor = Postprocessor()
+
+    def trains(self, policy_id: str, batch: SampleBatch) -> bool:
+        """Whether a sampled batch goes to its policy's learner (the policy set's ``policies_to_train``)."""
+        return self.policy_set is None or self.policy_set.training.trains(policy_id, batch)
 
     def make_learner(self, policy_id: str, policy: Policy) -> Learner:
         """The learner of one policy (default: ``learner_class`` with the policy's config and the trainer's generator)."""
@@ -74,6 +85,16 @@ class Algorithm:
         """A removed policy's learner goes with it."""
         self.policies.pop(policy_id, None)
         self.learners.pop(policy_id, None)
+
+    def sync_learners(self) -> None:
+        """After the policy set changed: a learner for every policy that may be trained now, none for a removed one."""
+        if self.policy_set is None:
+            return
+        policies = self.policy_set.policies
+        for pid in sorted(self.policy_set.training.candidates() - set(self.learners)):
+            self.add_policy(pid, policies[pid])
+        for pid in [pid for pid in self.learners if pid not in policies]:
+            self.remove_policy(pid)
 
     def postprocess(self, sample: SampleResult) -> dict[str, SampleBatch]:
         """A sample's flat training batches of the policies with a learner: its raw fragments postprocessed

@@ -255,6 +255,7 @@ class TrainerState:
     env_tasks: dict[tuple[int, int], Any] = field(default_factory=dict)
     metadata: dict[str, Any] | None = None  # the checkpoint's, as read (its checksums verify the arrays files)
     observation_filters: dict[str, RunningStats] = field(default_factory=dict)  # master statistics by policy id
+    agent_timesteps_total: int | None = None  # None: a checkpoint from before it was saved (then = timesteps_total)
 
 
 def read_trainer_state(path: str | os.PathLike[str], algorithm: str) -> TrainerState:
@@ -273,6 +274,7 @@ def read_trainer_state(path: str | os.PathLike[str], algorithm: str) -> TrainerS
         iteration=meta.count("iteration"),
         timesteps_total=meta.count("timesteps_total"),
         episodes_total=meta.count("episodes_total", 0),
+        agent_timesteps_total=meta.count("agent_timesteps_total") if "agent_timesteps_total" in metadata else None,
         time_total_s=float(meta.get("time_total_s", (int, float), 0.0)),
         episode_window=_episode_window(meta),
         last_evaluation=meta.get("last_evaluation", (dict, type(None)), None),

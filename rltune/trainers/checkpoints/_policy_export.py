@@ -117,7 +117,7 @@ def export_policy(trainer_or_checkpoint: Any, out: str | os.PathLike[str], *, po
         policy = trainer.get_policy(policy_id)
         obs_space, act_space = policy.observation_space, policy.action_space
         weights = {k: v.detach().cpu() for k, v in policy.model.state_dict().items()}
-        obs_filter = trainer.workers.local_worker.filters.get(policy_id)
+        obs_filter = trainer.algorithm.policy_set.filters.get(policy_id)
         filter_stats = obs_filter.stats.copy() if obs_filter is not None else None
     else:
         metadata = ckpt.read_metadata(trainer_or_checkpoint)

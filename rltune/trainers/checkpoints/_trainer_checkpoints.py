@@ -104,12 +104,13 @@ class TrainerCheckpoints:
         progress = self.parts.progress
         path = Path(checkpoint_dir) if checkpoint_dir is not None else self.logdir() / f"checkpoint_{progress.iteration:06d}"
         values, tensors = self.hooks.get_algorithm_state()
-        policy = next(iter(self.parts.workers.local_worker.policy_map.values()))  # the first (the only one, single-agent)
+        policy = next(iter(self.parts.policy_set.policies.values()))  # the first (the only one, single-agent)
         metadata = {
             "algorithm": self.parts.name,
             "rltune_version": __version__,
             "iteration": progress.iteration,
             "timesteps_total": progress.timesteps_total,
+            "agent_timesteps_total": progress.agent_timesteps_total,
             "episodes_total": progress.episodes_total,
             "time_total_s": progress.time_total_s,
             "episode_window": [
@@ -123,19 +124,19 @@ class TrainerCheckpoints:
             "action_space": repr(policy.action_space),
             "spaces": saved_spaces(policy),
             "numpy_rng": self.parts.rng.bit_generator.state,
-            "policy_rngs": {pid: p.rng.bit_generator.state for pid, p in self.parts.workers.local_worker.policy_map.items()},
+            "policy_rngs": {pid: p.rng.bit_generator.state for pid, p in self.parts.policy_set.policies.items()},
             "policy_specs": self.policies.specs_state(),
             "algorithm_state": values,
             "callbacks_state": self.parts.callbacks.get_state(),
             "env_tasks": [[w, v, ckpt.json_safe(task)] for (w, v), task in self.parts.workers.env_tasks.items()],
         }
         state = {
-            "policies": {pid: p.model.state_dict() for pid, p in self.parts.workers.local_worker.policy_map.items()},
+            "policies": {pid: p.model.state_dict() for pid, p in self.parts.policy_set.policies.items()},
             "torch_rng": torch.get_rng_state(),
             "algorithm": tensors,
         }
-        if self.parts.workers.local_worker.filters:
-            state["observation_filters"] = ckpt.filter_tensors(filter_stats(self.parts.workers.local_worker.filters))
+        if self.parts.policy_set.filters:
+            state["observation_filters"] = ckpt.filter_tensors(filter_stats(self.parts.policy_set.filters))
         check_finite_tensors(state, f"cannot save checkpoint {str(path)!r}")
         saved = ckpt.write_checkpoint(path, metadata, state, self.hooks.get_checkpoint_arrays())
         return str(saved)
@@ -184,10 +185,10 @@ class TrainerCheckpoints:
         saved = ckpt.read_trainer_state(checkpoint_path, self.parts.name)
         path = str(checkpoint_path)
         check_finite_tensors({"policies": saved.weights, "algorithm": saved.algorithm_tensors}, f"checkpoint {path!r}")
-        policies = self.parts.workers.local_worker.policy_map
+        policies = self.parts.policy_set.policies
         missing = set(policies) - set(saved.weights)
         if missing:
-            single = not (saved.metadata or {}).get("policy_specs") and self.parts.workers.local_worker.multi_agent
+            single = not (saved.metadata or {}).get("policy_specs") and self.parts.policy_set.multi_agent
             shape = f" of a single-agent config; this {self.parts.name} is multi-agent" if single else ""
             raise CheckpointError(f"checkpoint {path!r} has no weights for policies {sorted(missing)}: it holds "
                                   f"{sorted(saved.weights)}{shape}")
@@ -210,7 +211,7 @@ class TrainerCheckpoints:
 
     def _check_saved_filters(self, path: str, saved: ckpt.TrainerState) -> None:
         """The checkpoint's observation filters must be this trainer's: its policies act on what they were trained on."""
-        filters = self.parts.workers.local_worker.filters
+        filters = self.parts.policy_set.filters
         name = self.parts.cfg.observation_filter
         if bool(filters) != bool(saved.observation_filters):
             had = "a MeanStdFilter" if saved.observation_filters else "no observation filter (NoFilter)"
@@ -233,10 +234,11 @@ class TrainerCheckpoints:
         """What :meth:`restore` would change, tensors cloned: the state a failed restore goes back to."""
         progress = self.parts.progress
         values, tensors = self.hooks.get_algorithm_state()
-        policies = self.parts.workers.local_worker.policy_map
+        policies = self.parts.policy_set.policies
         return ckpt.TrainerState(
             iteration=progress.iteration,
             timesteps_total=progress.timesteps_total,
+            agent_timesteps_total=progress.agent_timesteps_total,
             episodes_total=progress.episodes_total,
             time_total_s=progress.time_total_s,
             episode_window=list(progress.episode_window),
@@ -248,7 +250,7 @@ class TrainerCheckpoints:
             algorithm_values=copy.deepcopy(values),
             algorithm_tensors=copy.deepcopy(tensors),
             callbacks_state=copy.deepcopy(self.parts.callbacks.get_state()),
-            observation_filters=filter_stats(self.parts.workers.local_worker.filters),
+            observation_filters=filter_stats(self.parts.policy_set.filters),
         )
 
     def _set_state(self, state: ckpt.TrainerState, checkpoint_path: str | os.PathLike[str] | None = None) -> None:
@@ -261,7 +263,7 @@ class TrainerCheckpoints:
         """
         progress = self.parts.progress
         with ckpt.loading(checkpoint_path, f"{ckpt.TENSORS_FILE} entry 'policies'"):
-            for pid, policy in self.parts.workers.local_worker.policy_map.items():
+            for pid, policy in self.parts.policy_set.policies.items():
                 policy.model.load_state_dict(state.weights[pid])
                 if pid in state.policy_rngs:
                     policy.rng.bit_generator.state = state.policy_rngs[pid]
@@ -270,10 +272,12 @@ class TrainerCheckpoints:
             self.hooks.set_algorithm_state(state.algorithm_values, state.algorithm_tensors)
         with ckpt.loading(checkpoint_path, "metadata field 'callbacks_state'"):
             self.parts.callbacks.set_state(state.callbacks_state)
-        for pid, obs_filter in self.parts.workers.local_worker.filters.items():  # checked to fit by _read_checkpoint
+        for pid, obs_filter in self.parts.policy_set.filters.items():  # checked to fit by _read_checkpoint
             obs_filter.set_stats(state.observation_filters[pid])
         progress.iteration = state.iteration
         progress.timesteps_total = state.timesteps_total
+        agent_steps = state.agent_timesteps_total
+        progress.agent_timesteps_total = state.timesteps_total if agent_steps is None else agent_steps
         progress.episodes_total = state.episodes_total
         progress.time_total_s = state.time_total_s
         progress.set_window(state.episode_window)

@@ -21,7 +21,8 @@ from rltune.env._task import task_env
 from rltune.errors import ConfigError, EnvError
 from rltune.trainers._config import TrainerSettings
 from rltune.trainers.policies._default_policy import default_policy_specs, runs_multi_agent, shared_spaces_problem
-from rltune.trainers.policies._filters import Filters, RunningStats, filter_stats, flush_deltas, make_filter, set_filter_stats
+from rltune.trainers.policies._filters import Filters, RunningStats, flush_deltas, set_filter_stats
+from rltune.trainers.policies._policy_set import PolicySet
 from rltune.trainers.sampling._multi_agent_sampler import MultiAgentSampler
 from rltune.trainers.sampling._observation_fn import KEY as OBSERVATION_FN, ObservationFn
 from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
@@ -30,7 +31,6 @@ from rltune.trainers.policies._policy_spec import (
     PolicySpec,
     TrainingSelection,
     env_kind_problem,
-    policy_config,
     policy_spaces_from_env,
 )
 from rltune.trainers.sampling._sample_batch import EpisodeMetrics, SampleResult
@@ -55,6 +55,7 @@ class RolloutWorker:
         device: str = "cpu",
         env_config: dict[str, Any] | None = None,
         multi_agent: bool | None = None,
+        policy_set: PolicySet | None = None,
     ) -> None:
         self.env_spec = env_spec
         self.config = config
@@ -81,23 +82,17 @@ class RolloutWorker:
         if multi_agent is None:
             multi_agent = runs_multi_agent(self.envs[0] if self.envs else None, configured)
         self.multi_agent = multi_agent
-        self.policy_specs: dict[str, PolicySpec] = dict(config.multiagent.policies) or default_policy_specs()
-        self.mapping = PolicyMapping(config.multiagent.policy_mapping_fn, list(self.policy_specs)) if self.multi_agent else None
+        specs: dict[str, PolicySpec] = dict(config.multiagent.policies) or default_policy_specs()
         if self.envs:
             self._check_env_kind(self.envs[0])
-        if spaces is None:
-            spaces = self._policy_spaces()
-        self.policy_map: dict[str, Policy] = {}
-        # Observation filters by policy id (none for NoFilter); the local worker's are the trainer's master
-        # filters, which take the other workers' deltas, so only remote workers keep deltas (see _filters.py).
-        self.filters: Filters = {}
-        # The spaces each policy was built with (a Policy subclass may act in another space internally): its agents must fit them.
-        self.policy_spaces: dict[str, tuple[gym.Space, gym.Space]] = {}
-        for pid, spec in self.policy_specs.items():
-            self.policy_map[pid] = self._make_policy(pid, spec, *spaces[pid])
-            self.policy_spaces[pid] = spaces[pid]
-            self._make_filter(pid)
-        self.training = TrainingSelection(config.multiagent.policies_to_train, self._trainable_ids())
+        if policy_set is None:
+            if spaces is None:
+                spaces = self._policy_spaces(specs)
+            policy_set = PolicySet(config, policy_class, specs, spaces, multi_agent=self.multi_agent,
+                                   worker_index=worker_index, device=device)
+        # The policies this worker acts with: the algorithm's own set on the trainer's local worker, a copy elsewhere.
+        self.policy_set = policy_set
+        spaces = policy_set.spaces
         self.observation_space, self.action_space = next(iter(spaces.values()))
         self.sampler: VectorSampler | MultiAgentSampler | None = None
         self._env_restarts_reported = 0
@@ -105,25 +100,36 @@ class RolloutWorker:
         if self.envs:
             self.sampler = self._make_sampler()
 
-    # -- policies ------------------------------------------------------------------------
-    def _make_policy(self, pid: str, spec: PolicySpec, obs_space: gym.Space, act_space: gym.Space) -> Policy:
-        cls = spec.policy_class or self.policy_class
-        seed = None if self.config.seed is None else self.config.seed + 7919 * self.worker_index + 104729 * len(self.policy_map)
-        return cls(obs_space, act_space, policy_config(self.config, spec.config, cls), device=self.device, seed=seed)
+    # -- the policy set's parts, by RLlib's names ------------------------------------------
+    @property
+    def policy_map(self) -> dict[str, Policy]:
+        """The policies this worker acts with, by policy id."""
+        return self.policy_set.policies
 
-    def _make_filter(self, pid: str) -> None:
-        obs_filter = make_filter(
-            self.config.observation_filter, self.policy_map[pid].preprocessor.size, track_delta=self.worker_index != 0
-        )
-        if obs_filter is not None:
-            self.filters[pid] = obs_filter
+    @property
+    def filters(self) -> Filters:
+        """The observation filters by policy id (none for NoFilter); the local worker's are the trainer's masters."""
+        return self.policy_set.filters
 
-    def _trainable_ids(self) -> set[str]:
-        """Policies of the algorithm's own class (or a subclass): those a learner can train."""
-        return {
-            pid for pid, spec in self.policy_specs.items()
-            if spec.policy_class is None or issubclass(spec.policy_class, self.policy_class)
-        }
+    @property
+    def policy_specs(self) -> dict[str, PolicySpec]:
+        """The spec each policy was built from, by policy id."""
+        return self.policy_set.specs
+
+    @property
+    def policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+        """The spaces each policy was built with (a Policy subclass may act in another space internally)."""
+        return self.policy_set.spaces
+
+    @property
+    def mapping(self) -> PolicyMapping | None:
+        """Agent id to policy id (multi-agent only)."""
+        return self.policy_set.mapping
+
+    @property
+    def training(self) -> TrainingSelection:
+        """``policies_to_train``: which policies' batches go to a learner."""
+        return self.policy_set.training
 
     def _make_sampler(self) -> VectorSampler | MultiAgentSampler:
         common = dict(
@@ -156,7 +162,7 @@ class RolloutWorker:
         if problem:
             raise ConfigError(problem)
 
-    def _policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
+    def _policy_spaces(self, specs: dict[str, PolicySpec]) -> dict[str, tuple[gym.Space, gym.Space]]:
         """Each policy's (observation, action) spaces: from its spec, the config, or the env's agents."""
         if not self.multi_agent:
             return {DEFAULT_POLICY_ID: self._spaces_from_config_or_env()}
@@ -165,7 +171,8 @@ class RolloutWorker:
             problem = None if self.config.multiagent.policies else shared_spaces_problem(env, self.env_spec.name)
             if problem:
                 raise ConfigError(problem)
-            return policy_spaces_from_env(env, self.policy_specs, self.mapping, self, self.env_spec.name,
+            mapping = PolicyMapping(self.config.multiagent.policy_mapping_fn, list(specs))
+            return policy_spaces_from_env(env, specs, mapping, self, self.env_spec.name,
                                           observations=self.config.multiagent.observation_fn is None)
         finally:
             if temporary:
@@ -233,7 +240,7 @@ class RolloutWorker:
 
     def get_policy_spaces(self) -> dict[str, tuple[gym.Space, gym.Space]]:
         """The (observation, action) spaces of every policy, by policy id."""
-        return {pid: (p.observation_space, p.action_space) for pid, p in self.policy_map.items()}
+        return self.policy_set.policy_spaces()
 
     def add_policy(
         self,
@@ -245,65 +252,40 @@ class RolloutWorker:
         policies_to_train: Any = None,
     ) -> None:
         """Build a new policy (and optionally load its weights), and the mapping and training set that go with it."""
-        if policy_id in self.policy_map:
-            raise ConfigError(f"add_policy: a policy {policy_id!r} exists already")
-        policy = self._make_policy(policy_id, spec, *spaces)
-        if weights is not None:
-            policy.set_weights(weights)
-        self.policy_specs[policy_id] = spec
-        self.policy_map[policy_id] = policy
-        self.policy_spaces[policy_id] = spaces
-        self._make_filter(policy_id)
-        self._update_selection(policy_mapping_fn, policies_to_train)
+        self.policy_set.add(policy_id, spec, spaces, weights, policy_mapping_fn, policies_to_train)
+        self.policy_set_changed()
 
     def remove_policy(self, policy_id: str, policy_mapping_fn: Any = None, policies_to_train: Any = None) -> None:
         """Drop a policy; running episodes with an agent mapped to it are dropped (their envs reset)."""
-        self.policy_map.pop(policy_id)
-        self.policy_specs.pop(policy_id)
-        self.policy_spaces.pop(policy_id)
-        self.filters.pop(policy_id, None)
-        self._update_selection(policy_mapping_fn, policies_to_train)
-        if isinstance(self.sampler, MultiAgentSampler) and self.sampler.uses_policy(policy_id):
-            self.sampler.reset_all()
+        self.policy_set.remove(policy_id, policy_mapping_fn, policies_to_train)
+        self.policy_set_changed([policy_id])
 
-    def _update_selection(self, policy_mapping_fn: Any, policies_to_train: Any) -> None:
-        fn = self.mapping.fn if policy_mapping_fn is None else policy_mapping_fn
-        self.mapping = PolicyMapping(fn, list(self.policy_specs))
+    def policy_set_changed(self, removed: list[str] = ()) -> None:  # type: ignore[assignment]
+        """The sampler takes the policy set's new mapping and training set; episodes using a ``removed`` policy are dropped."""
         if isinstance(self.sampler, MultiAgentSampler):
             self.sampler.mapping = self.mapping
-        to_train = self.training.value if policies_to_train is None else policies_to_train
-        if isinstance(to_train, list):
-            to_train = [pid for pid in to_train if pid in self.policy_map]
-        self.training = TrainingSelection(to_train, self._trainable_ids())
-        if isinstance(self.sampler, MultiAgentSampler):
             self.sampler.batched = self.training.candidates
+            if any(self.sampler.uses_policy(pid) for pid in removed):
+                self.sampler.reset_all()
 
     def policy_set_state(self) -> dict[str, Any]:
         """The policies (specs and spaces), mapping and training set, for another worker to match (:meth:`set_policy_set`)."""
-        return {
-            "specs": {pid: (self.policy_specs[pid], (p.observation_space, p.action_space)) for pid, p in self.policy_map.items()},
-            "mapping_fn": self.mapping.fn if self.mapping is not None else None,
-            "policies_to_train": self.training.value,
-        }
+        return self.policy_set.state()
 
     def set_policy_set(self, state: dict[str, Any]) -> None:
         """Add and remove policies to match another worker's (a restarted worker, an evaluation worker)."""
-        if not self.multi_agent:
-            return
-        for pid in [pid for pid in self.policy_map if pid not in state["specs"]]:
-            self.remove_policy(pid, state["mapping_fn"], state["policies_to_train"])
-        for pid, (spec, spaces) in state["specs"].items():
-            if pid not in self.policy_map:
-                self.add_policy(pid, spec, spaces, None, state["mapping_fn"], state["policies_to_train"])
-        self._update_selection(state["mapping_fn"], state["policies_to_train"])
+        if self.multi_agent:
+            self.policy_set_changed(self.policy_set.match(state))
 
     def set_policy_mapping_fn(self, policy_mapping_fn: Any) -> None:
         """Map agents with this function from their next episode on."""
-        self._update_selection(policy_mapping_fn, None)
+        self.policy_set.select(policy_mapping_fn, None)
+        self.policy_set_changed()
 
     def set_policies_to_train(self, policies_to_train: Any) -> None:
         """Train these policies (a list of ids, or fn(policy_id, batch) -> bool) from now on."""
-        self._update_selection(None, policies_to_train)
+        self.policy_set.select(None, policies_to_train)
+        self.policy_set_changed()
 
     def sample(self, num_steps: int | None = None, explore: bool | None = None) -> SampleResult:
         """One fragment of ``rollout_fragment_length`` steps from every env, raw (the algorithm postprocesses it)."""
@@ -359,21 +341,11 @@ class RolloutWorker:
         ``filters``: the trainer's master statistics by policy id (they come
         with the weights, so that syncing them costs no message of its own).
         """
-        for policy_id, policy_weights in weights.items():
-            if policy_id in self.policy_map:  # a policy removed meanwhile is skipped
-                self.policy_map[policy_id].set_weights(policy_weights)
-        if global_vars:
-            for policy in self.policy_map.values():
-                policy.set_global_timestep(global_vars.get("timestep", 0))
-        if filters:
-            set_filter_stats(self.filters, filters)
+        self.policy_set.set_weights(weights, global_vars, filters)
 
     def get_filters(self, flush_after: bool = False) -> dict[str, RunningStats]:
         """The observation filters' statistics by policy id (copies); ``flush_after``: start the deltas afresh (RLlib's name)."""
-        stats = filter_stats(self.filters)
-        if flush_after:
-            flush_deltas(self.filters)
-        return stats
+        return self.policy_set.filter_stats(flush_after)
 
     def sync_filters(self, new_filters: dict[str, RunningStats]) -> None:
         """Filter with these statistics by policy id from now on (plus what is not reported yet; RLlib's name)."""
@@ -381,7 +353,7 @@ class RolloutWorker:
 
     def get_weights(self) -> dict[str, dict[str, np.ndarray]]:
         """Weights of every policy, by policy id."""
-        return {pid: p.get_weights() for pid, p in self.policy_map.items()}
+        return self.policy_set.get_weights()
 
     def get_policy(self, policy_id: str = DEFAULT_POLICY_ID) -> Policy:
         """The policy with this id."""
