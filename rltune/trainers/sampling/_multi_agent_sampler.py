@@ -28,9 +28,8 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 
-from rltune.callbacks._callbacks import EPISODE_HOOKS, DefaultCallbacks, call_hook
+from rltune.callbacks._callbacks import DefaultCallbacks
 from rltune.callbacks._episode import MultiAgentEpisode
-from rltune.env._build import where
 from rltune.env._context import EnvContext
 from rltune.env._multi_agent import ALL
 from rltune.env._multi_agent_check import done_agent_observed, unpack_reset, unpack_step
@@ -43,6 +42,7 @@ from rltune.trainers.sampling._agent_transitions import (
     Transitions,
     in_trajectory_order,
 )
+from rltune.trainers.sampling._env_slots import EnvSlots
 from rltune.trainers.sampling._complete_episodes import EpisodeBuffer, Trajectories, chunk_steps
 from rltune.trainers.sampling._fragment import Fragment, pack_rows
 from rltune.trainers.policies._policy import Policy, wants_other_agent_batches
@@ -58,7 +58,7 @@ from rltune.trainers.sampling._sample_batch import (
 logger = logging.getLogger(__name__)
 _NONE: dict[Any, Any] = {}  # no fast-path preprocessors
 
-class MultiAgentSampler:
+class MultiAgentSampler(EnvSlots):
     """Collects fragments from N multi-agent envs whose agents act through a map of policies.
 
     ``batched`` names the policies whose transitions are kept and
@@ -90,26 +90,17 @@ class MultiAgentSampler:
         nan_policy: str = "raise",
         observation_fn: Any = None,
     ) -> None:
-        self.envs = envs
+        super().__init__(envs, contexts, env_name=env_name, seed=seed, restart_failed=restart_failed,
+                         rebuild_env=rebuild_env, callbacks=callbacks, worker=worker)
         self.observation_fn = observation_fn  # an ObservationFn (_observation_fn.py), or None
         self.screen = AgentScreen(self, nan_policy)
         self.nan = self.screen.nan
         self.filters = filters if filters is not None else {}
         self._update_filters = True
         self._unfiltered: dict[str, list[np.ndarray]] = {}  # this step's observations, by policy, until filtered
-        self.contexts = contexts
         self.policies = policies
         self.mapping = mapping
         self.batched = batched
-        self.env_name = env_name
-        self.restart_failed = restart_failed
-        self.rebuild_env = rebuild_env
-        self.num_envs = len(envs)
-        self._seed = seed
-        self.num_env_restarts = 0
-        self.callbacks = callbacks or DefaultCallbacks()
-        self.worker = worker
-        self._track = any(self.callbacks.overrides(h) for h in EPISODE_HOOKS)
         self._per_trajectory = self.callbacks.overrides("on_postprocess_trajectory")
         self._started = False
         n = self.num_envs
@@ -135,15 +126,6 @@ class MultiAgentSampler:
         return any(policy_id in mapped.values() for mapped in self._agent_policy)
 
     # -- episodes -------------------------------------------------------------------------
-    def _env_seed(self, i: int) -> int | None:
-        if self._seed is None:
-            return None
-        ctx = self.contexts[i]
-        return self._seed + 1000 * ctx.worker_index + ctx.vector_index
-
-    def _place(self, i: int) -> str:
-        return f"env {self.env_name!r} ({where(self.contexts[i])})"
-
     def _policy_of(self, i: int, agent: Any) -> str:
         pid = self._agent_policy[i].get(agent)
         if pid is None:
@@ -159,16 +141,7 @@ class MultiAgentSampler:
 
     def _new_episode(self, i: int, seed: int | None = None) -> None:
         """Reset env ``i`` and start its next episode (its agents to act, their policies)."""
-        for attempt in range(3):
-            try:
-                result = self.envs[i].reset(seed=seed, options=None)
-            except Exception as exc:
-                self._handle_failure(i, "reset", exc)
-                continue
-            break
-        else:
-            raise EnvError(f"{self._place(i)}: reset() failed 3 times in a row")
-        obs, infos = unpack_reset(result, self.env_name, self.contexts[i])
+        obs, infos = unpack_reset(self._reset_env(i, seed), self.env_name, self.contexts[i])
         if not obs:
             raise EnvError(f"{self._place(i)}: reset() returned no observation, so no agent can act")
         episode = MultiAgentEpisode(env_index=i, worker_index=self.contexts[i].worker_index, observation=obs, info=infos or {})
@@ -203,24 +176,7 @@ class MultiAgentSampler:
         return vec
 
     def _hook(self, hook: str, i: int) -> None:
-        if self.callbacks.overrides(hook):
-            episode = self._episodes[i]
-            place = f"worker {self.contexts[i].worker_index}, env {i}, episode {episode.episode_id}"
-            call_hook(self.callbacks, hook, place, episode=episode, env=self.envs[i], env_index=i, worker=self.worker)
-
-    def _handle_failure(self, i: int, method: str, exc: Exception) -> None:
-        if not self.restart_failed:
-            raise EnvError(
-                f"{self._place(i)} raised in {method}(): {type(exc).__name__}: {exc} "
-                "(set 'restart_failed_sub_environments': True to rebuild failing envs and go on)"
-            ) from exc
-        logger.warning("%s raised in %s(): %s: %s; rebuilding it", self._place(i), method, type(exc).__name__, exc)
-        try:
-            self.envs[i].close()
-        except Exception:  # a broken env may fail to close too; it is dropped either way
-            pass
-        self.envs[i] = self.rebuild_env(i)
-        self.num_env_restarts += 1
+        self._call_episode_hook(hook, i, self._episodes[i])
 
     def _episode_ended(self, i: int) -> EpisodeMetrics:
         returns = self._agent_returns[i]

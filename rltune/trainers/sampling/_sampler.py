@@ -9,17 +9,16 @@ the multi-agent sampler (``_multi_agent_sampler.py``) returns the same
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable
 
 import gymnasium as gym
 import numpy as np
 
-from rltune.callbacks._callbacks import EPISODE_HOOKS, DefaultCallbacks, call_hook
+from rltune.callbacks._callbacks import DefaultCallbacks
 from rltune.callbacks._episode import Episode
-from rltune.env._build import where
 from rltune.env._context import EnvContext
 from rltune.errors import EnvError
+from rltune.trainers.sampling._env_slots import EnvSlots
 from rltune.trainers.sampling._complete_episodes import EpisodeBuffer, chunk_steps, split_env_columns
 from rltune.trainers.sampling._fragment import INFOS, Fragment, info_column, pack_rows
 from rltune.trainers.policies._filters import MeanStdFilter
@@ -36,11 +35,10 @@ from rltune.trainers.sampling._sample_batch import (
     SampleResult,
 )
 
-logger = logging.getLogger(__name__)
 _NO_INFO: dict[str, Any] = {}  # the info of a step whose env raised (shared: read only)
 
 
-class VectorSampler:
+class VectorSampler(EnvSlots):
     """Collects ``[T, N]`` fragments from N envs that share one policy.
 
     ``rebuild_env(i)`` is called to replace env ``i`` after it raised, when
@@ -69,65 +67,34 @@ class VectorSampler:
         obs_filter: MeanStdFilter | None = None,
         nan_policy: str = "raise",
     ) -> None:
-        self.envs = envs
+        super().__init__(envs, contexts, env_name=env_name, seed=seed, restart_failed=restart_failed,
+                         rebuild_env=rebuild_env, callbacks=callbacks, worker=worker)
         self.nan = NanPolicy(nan_policy)
         self._screen_obs = has_floats(policy.observation_space)
         self._dropped: list[tuple[int, int, int]] = []  # this fragment's dropped episodes: (env, first row, last row)
         self._ends: dict[tuple[int, int], EpisodeMetrics] = {}  # this fragment's ended episodes, by (step, env)
         self._start_lengths: list[int] = []  # the running episodes' lengths as this fragment started
         self.obs_filter = obs_filter
-        self.contexts = contexts
         self.policy = policy
-        self.env_name = env_name
-        self.restart_failed = restart_failed
-        self.rebuild_env = rebuild_env
-        self.num_envs = len(envs)
-        self._seed = seed
         self._obs: np.ndarray | None = None
         self._returns = [0.0] * self.num_envs
         self._lengths = [0] * self.num_envs
-        self.num_env_restarts = 0
-        self.callbacks = callbacks or DefaultCallbacks()
-        self.worker = worker
-        # Episode objects exist only when an episode hook is overridden: no cost otherwise.
-        self._track = any(self.callbacks.overrides(h) for h in EPISODE_HOOKS)
         self._episodes: list[Episode | None] = [None] * self.num_envs
         # batch_mode complete_episodes: running episodes' steps wait here until their episode ends
         self.episode_buffer = EpisodeBuffer() if complete_episodes else None
         self._episode_numbers = [0] * self.num_envs
 
-    # -- env calls with failure handling --------------------------------------------------
-    def _env_seed(self, i: int) -> int | None:
-        if self._seed is None:
-            return None
-        ctx = self.contexts[i]
-        return self._seed + 1000 * ctx.worker_index + ctx.vector_index
-
+    # -- env calls (seeding, retries and failure handling: EnvSlots) -------------------------
     def _reset(self, i: int, seed: int | None = None) -> Any:
-        for attempt in range(3):
-            try:
-                # both keywords, as RLlib does: an env written reset(self, seed, options) has no defaults
-                result = self.envs[i].reset(seed=seed, options=None)
-            except Exception as exc:
-                self._handle_failure(i, "reset", exc)
-                continue
-            if not (isinstance(result, tuple) and len(result) == 2):
-                raise EnvError(
-                    f"env {self.env_name!r} ({where(self.contexts[i])}): reset() must return (obs, info), "
-                    f"but returned {type(result).__name__}"
-                )
-            return result
-        raise EnvError(f"env {self.env_name!r} ({where(self.contexts[i])}): reset() failed 3 times in a row")
+        result = self._reset_env(i, seed)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise EnvError(f"{self._place(i)}: reset() must return (obs, info), but returned {type(result).__name__}")
+        return result
 
     def _start_episode(self, i: int, obs: Any, info: dict[str, Any]) -> None:
         episode = Episode(env_index=i, worker_index=self.contexts[i].worker_index, observation=obs, info=info)
         self._episodes[i] = episode
-        self._hook("on_episode_start", i, episode)
-
-    def _hook(self, hook: str, i: int, episode: Episode) -> None:
-        if self.callbacks.overrides(hook):
-            where = f"worker {self.contexts[i].worker_index}, env {i}, episode {episode.episode_id}"
-            call_hook(self.callbacks, hook, where, episode=episode, env=self.envs[i], env_index=i, worker=self.worker)
+        self._call_episode_hook("on_episode_start", i, episode)
 
     def _new_episode(self, i: int, seed: int | None = None) -> Any:
         """Reset env ``i``, start tracking its new episode; return the raw first observation."""
@@ -145,24 +112,6 @@ class VectorSampler:
             self.nan.found(self._place(i), describe_obs(vec), 0)
             seed = None
         raise EnvError(f"{self._place(i)}: reset() returned a non-finite observation 3 times in a row")
-
-    def _place(self, i: int) -> str:
-        return f"env {self.env_name!r} ({where(self.contexts[i])})"
-
-    def _handle_failure(self, i: int, method: str, exc: Exception) -> None:
-        place = f"env {self.env_name!r} ({where(self.contexts[i])})"
-        if not self.restart_failed:
-            raise EnvError(
-                f"{place} raised in {method}(): {type(exc).__name__}: {exc} "
-                "(set 'restart_failed_sub_environments': True to rebuild failing envs and go on)"
-            ) from exc
-        logger.warning("%s raised in %s(): %s: %s; rebuilding it", place, method, type(exc).__name__, exc)
-        try:
-            self.envs[i].close()
-        except Exception:  # a broken env may fail to close too; it is dropped either way
-            pass
-        self.envs[i] = self.rebuild_env(i)
-        self.num_env_restarts += 1
 
     def reset_all(self, update_filter: bool = True) -> None:
         """Start a new episode in every env (first call seeds them); in-progress episodes are dropped."""
@@ -289,7 +238,7 @@ class VectorSampler:
                 if track:
                     episode = self._episodes[i]
                     episode.add_step(env_actions[i], reward, next_obs, info)
-                    self._hook("on_episode_step", i, episode)
+                    self._call_episode_hook("on_episode_step", i, episode)
                 if terminated or truncated:
                     episodes.append(self._episode_ended(i, t))
                     resets.append(i)
@@ -473,7 +422,7 @@ class VectorSampler:
         self._ends[(t, i)] = metrics
         if self._track:
             episode = self._episodes[i]
-            self._hook("on_episode_end", i, episode)
+            self._call_episode_hook("on_episode_end", i, episode)
             metrics.custom_metrics = episode.custom_metrics
             metrics.hist_data = episode.hist_data
         self._returns[i] = 0.0
@@ -482,6 +431,6 @@ class VectorSampler:
 
     def _bad_step(self, i: int, step: Any) -> EnvError:
         return EnvError(
-            f"env {self.env_name!r} ({where(self.contexts[i])}): step() must return "
+            f"{self._place(i)}: step() must return "
             f"(obs, reward, terminated, truncated, info), but returned {step!r:.200}"
         )
