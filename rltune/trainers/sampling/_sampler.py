@@ -76,6 +76,7 @@ class VectorSampler:
         self._ends: dict[tuple[int, int], EpisodeMetrics] = {}  # this fragment's ended episodes, by (step, env)
         self._start_lengths: list[int] = []  # the running episodes' lengths as this fragment started
         self.obs_filter = obs_filter
+        self._obs_dtype = policy.preprocessor.dtype if obs_filter is None else np.float32  # a filter's rows are float
         self.contexts = contexts
         self.policy = policy
         self.env_name = env_name
@@ -168,7 +169,7 @@ class VectorSampler:
         """Start a new episode in every env (first call seeds them); in-progress episodes are dropped."""
         first = self._obs is None
         pre = self.policy.preprocessor
-        obs = np.empty((self.num_envs, pre.size), dtype=np.float32)
+        obs = np.empty((self.num_envs, pre.size), dtype=self._obs_dtype)
         for i in range(self.num_envs):
             obs[i] = self._first_obs(i, self._env_seed(i) if first else None)
         if self.obs_filter is not None:
@@ -468,7 +469,7 @@ class VectorSampler:
         running episodes' lengths as it starts.
         """
         n, policy = self.num_envs, self.policy
-        obs = np.empty((num_steps, n, policy.preprocessor.size), dtype=np.float32)
+        obs = np.empty((num_steps, n, policy.preprocessor.size), dtype=self._obs_dtype)
         actions = np.empty((num_steps, n) + policy.action_shape, dtype=policy.action_dtype)
         self._columns = (np.zeros((num_steps, n), dtype=np.float32), np.zeros((num_steps, n), dtype=bool), np.zeros((num_steps, n), dtype=bool))
         self._dropped, self._ends, self._start_lengths = [], {}, list(self._lengths)
