@@ -209,3 +209,20 @@ def test_the_example_runs():
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     example.main(iterations=1)
+
+
+class NoFinalObs(SyncVectorEnv):
+    """Says SAME_STEP but its infos lose the final observation."""
+
+    def step(self, actions):
+        obs, rewards, terminateds, truncateds, infos = super().step(actions)
+        infos.pop("final_obs", None)
+        return obs, rewards, terminateds, truncateds, infos
+
+
+def test_a_same_step_env_without_final_obs_is_one_clear_error():
+    from rltune.errors import EnvError
+
+    env = NoFinalObs([lambda: CountingEnv({"episode_len": 3})] * 2, autoreset_mode=AutoresetMode.SAME_STEP)
+    with PPO(config=ppo_config(env)) as trainer, pytest.raises(EnvError, match=r"SAME_STEP.*final_obs"):
+        trainer.workers.local_worker.sample()

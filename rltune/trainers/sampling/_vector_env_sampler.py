@@ -123,7 +123,7 @@ class VectorEnvSampler(VectorSampler):
             reward, terminated, truncated = float(rewards[i]), bool(terminateds[i]), bool(truncateds[i])
             done = terminated or truncated
             if done and same_step:
-                next_obs, info = infos["final_obs"][i], sub_info(infos.get("final_info", {}), i)
+                next_obs, info = self._final_obs(infos, i), sub_info(infos.get("final_info", {}), i)
             else:
                 next_obs, info = obs[i], sub_info(infos, i)
             step_obs[i], step_rewards[i], step_terminated[i], step_truncated[i], step_infos[i] = (
@@ -141,6 +141,14 @@ class VectorEnvSampler(VectorSampler):
             first, first_infos = self._vector_reset(None, mask)
             self._pending.update((i, (first[i], sub_info(first_infos, i))) for i in resets)
         return resets
+
+    def _final_obs(self, infos: dict[str, Any], i: int) -> Any:
+        """SAME_STEP: sub-env ``i``'s final observation, from ``infos['final_obs']``."""
+        try:
+            return infos["final_obs"][i]
+        except (KeyError, IndexError, TypeError):
+            raise EnvError(f"{self._where()}: its autoreset mode is SAME_STEP, but the infos of the step that ended "
+                           f"sub-env {i}'s episode hold no infos['final_obs'][{i}] (its final observation)") from None
 
     def _track_step(self, i: int, action: Any, reward: float, obs: Any, info: dict[str, Any]) -> None:
         """Sub-env ``i``'s step into its episode object; ``on_episode_step``."""
