@@ -59,10 +59,12 @@ def test_ppo_trains_on_a_vector_env(env):
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.SAME_STEP, AutoresetMode.DISABLED])
-def test_episodes_match_the_same_envs_as_a_list(mode):
+@pytest.mark.parametrize("obs_filter", ["NoFilter", "MeanStdFilter"])
+def test_episodes_match_the_same_envs_as_a_list(mode, obs_filter):
     """Same seed, same sub-envs: the episodes of a vector env are those of the list of envs, step for step."""
     results = []
-    for config in (ppo_config(cartpoles(4, mode)), ppo_config("CartPole-v1", num_envs_per_worker=4)):
+    for config in (ppo_config(cartpoles(4, mode), observation_filter=obs_filter),
+                   ppo_config("CartPole-v1", num_envs_per_worker=4, observation_filter=obs_filter)):
         with PPO(config=config) as trainer:
             results.append([trainer.train() for _ in range(2)])
     for vector, listed in zip(*results):
