@@ -12,9 +12,11 @@ Public names (re-exported by :mod:`rltune.trainers`, ``TaskSettableEnv`` also by
 
 Modules: ``_context`` (EnvContext), ``_registry`` (register_env and resolving
 a trainer's ``env`` into an ``EnvSpec``), ``_build`` (building one env and
-running gymnasium's env checker on it), ``_task`` (TaskSettableEnv),
+running gymnasium's env checker on it), ``_task`` (TaskSettableEnv, and a
+SyncVectorEnv's sub-envs' task),
 ``_multi_agent`` (MultiAgentEnv), ``_multi_agent_check`` (its API checker),
 ``_groups`` (agent groups), ``_pettingzoo`` (the PettingZoo wrappers),
+``_vector`` (gymnasium vector envs as a worker's envs),
 ``_shipping`` (the user's env registrations, sent to a study's trial processes).
 
 The names load on first access: ``rltune.env._shipping`` is imported by the

@@ -14,6 +14,7 @@ from rltune.env._context import EnvContext
 from rltune.env._multi_agent import is_multi_agent
 from rltune.env._multi_agent_check import check_multi_agent_env
 from rltune.env._registry import EnvSpec
+from rltune.env._vector import is_vector_env
 from rltune.errors import EnvError
 
 logger = logging.getLogger(__name__)
@@ -24,9 +25,10 @@ def where(ctx: EnvContext) -> str:
     return f"worker {ctx.worker_index}, env {ctx.vector_index}"
 
 
-def build_env(spec: EnvSpec, ctx: EnvContext, *, check: bool) -> gym.Env:
+def build_env(spec: EnvSpec, ctx: EnvContext, *, check: bool) -> Any:
     """Create one env from ``spec`` with ``ctx``; run the env checker on it when ``check``.
 
+    A gymnasium ``VectorEnv`` is returned as built (the worker checks it).
     A :class:`rltune.env.MultiAgentEnv` is checked by
     :func:`~rltune.env._multi_agent_check.check_multi_agent_env`, any other
     env by gymnasium's checker.
@@ -39,6 +41,8 @@ def build_env(spec: EnvSpec, ctx: EnvContext, *, check: bool) -> gym.Env:
         raise
     except Exception as exc:  # the user's constructor: report whatever it raised
         raise EnvError(f"env {spec.name!r} ({where(ctx)}) could not be created: {type(exc).__name__}: {exc}") from exc
+    if is_vector_env(env):  # checked by the worker that steps it (check_vector_env)
+        return env
     if not isinstance(env, gym.Env):
         raise EnvError(
             f"env {spec.name!r} ({where(ctx)}): the creator returned {type(env).__name__}, "

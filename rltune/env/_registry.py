@@ -3,7 +3,8 @@
 ``env`` may be a gymnasium id (``"CartPole-v1"``), an env class whose
 constructor takes ``env_config``, a name given to :func:`register_env`, an
 import string ``"pkg.module:Name"`` (a class or a creator function), or any
-callable ``creator(env_context) -> env``.
+callable ``creator(env_context) -> env``; also a gymnasium ``VectorEnv``
+instance (or any of the above returning a ``VectorEnv``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import gymnasium as gym
 
 from rltune._imports import import_object
 from rltune.env._context import EnvContext
+from rltune.env._vector import VectorEnvInstance, is_vector_env
 from rltune.errors import ConfigError
 
 EnvCreator = Callable[[EnvContext], Any]
@@ -86,12 +88,20 @@ class _ClassMaker:
         return self.cls(ctx)
 
 
+def _vector_name(env: Any) -> str:
+    """A vector env instance's name for messages: its sub-env's id when it has one (``make_vec``), else its class."""
+    spec = getattr(env, "spec", None)
+    return getattr(spec, "id", None) or type(env).__name__
+
+
 def resolve_env(env: Any) -> EnvSpec:
     """Turn the user's ``env`` into an :class:`EnvSpec`; raise :class:`ConfigError` naming the fix."""
     if env is None:
         raise ConfigError("no env given: set config['env'] or pass env=... (e.g. 'CartPole-v1')")
     if isinstance(env, type):
         return EnvSpec(env.__name__, _ClassMaker(env))
+    if is_vector_env(env):
+        return EnvSpec(_vector_name(env), VectorEnvInstance(env))
     if isinstance(env, str):
         if env in _ENV_REGISTRY:
             return EnvSpec(env, _ENV_REGISTRY[env])

@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_serializer, field_validator
 
 from rltune._validation import MAX_SEED, UserInput, error_text
+from rltune.env._vector import is_vector_env
 from rltune.errors import UNKNOWN_KEY, ConfigError, Problem
 from rltune.trainers.rllib._rllib_names import rllib_key_problem
 from rltune.trainers.policies._filters import filter_name_problem
@@ -104,7 +105,7 @@ class MultiAgentConfig(_Strict):
 class TrainerSettings(_Strict):
     """Keys shared by every trainer (RLlib's classic names)."""
 
-    env: Any = Field(None, description="Gymnasium id, env class, register_env name or 'pkg.module:Name'.")
+    env: Any = Field(None, description="Gymnasium id, env class, register_env name, 'pkg.module:Name' or a gymnasium VectorEnv.")
     env_config: dict[str, Any] = Field(default_factory=dict, description="Passed to the env creator as an EnvContext.")
     observation_space: Any = Field(None, description="Observation space; read from a rollout worker's env if unset.")
     action_space: Any = Field(None, description="Action space; read from a rollout worker's env if unset.")
@@ -208,10 +209,10 @@ class TrainerSettings(_Strict):
     @field_validator("env", mode="before")
     @classmethod
     def _env_kind(cls, value: Any) -> Any:
-        if value is None or isinstance(value, str) or callable(value):  # which env it names is checked when it is built
-            return value
-        raise ValueError("must be a gymnasium id, a registered name, an env class, a creator function or an import "
-                         f"string 'pkg.module:Name'")
+        if value is None or isinstance(value, str) or callable(value) or is_vector_env(value):
+            return value  # which env it names is checked when it is built
+        raise ValueError("must be a gymnasium id, a registered name, an env class, a creator function, an import "
+                         f"string 'pkg.module:Name' or a gymnasium VectorEnv")
 
     @field_validator("env_task_fn", mode="before")
     @classmethod

@@ -158,6 +158,22 @@ def ppo(config, algorithm="PPO"):
     return call
 
 
+def vector_env(kind="sync", **config):
+    """PPO on a gymnasium VectorEnv instance of two CartPoles (``kind``: sync or async) with ``config``."""
+    def call(ctx: Context) -> None:
+        import gymnasium as gym
+
+        from rltune.trainers import PPO
+
+        make = gym.vector.SyncVectorEnv if kind == "sync" else gym.vector.AsyncVectorEnv
+        env = make([lambda: gym.make("CartPole-v1")] * 2)
+        try:
+            PPO(config={"env": env, **config}, results_dir=str(ctx.results)).stop()
+        finally:
+            env.close()
+    return call
+
+
 def hung_env_in_a_worker(ctx: Context) -> None:
     """A rollout worker's env never returns from its 3rd step: train() must end, in a WorkerError."""
     from rltune.trainers import PPO
@@ -305,4 +321,13 @@ CASES: list[Case] = [
     Case("api trainer config a builder class", "invalid PPO(config=...): got the class PPOConfig, not a config",
          call=builder_class_as_config),
     Case("api trainer config a number", "invalid PPO(config=...): must be a dict of config keys", call=ppo(5)),
+    # -- a gymnasium VectorEnv as env: options that act on single sub-envs, instances that cannot be shipped --
+    Case("api vector env with another num_envs_per_worker", "num_envs_per_worker=3, but env 'SyncVectorEnv' is a "
+         "gymnasium VectorEnv of 2 sub-envs", call=vector_env(num_envs_per_worker=3)),
+    Case("api vector env with restart_failed_sub_environments", "restart_failed_sub_environments: True cannot rebuild "
+         "one sub-env of env 'SyncVectorEnv'", call=vector_env(restart_failed_sub_environments=True)),
+    Case("api vector env with env_task_fn", "env_task_fn: the sub-envs of env 'SyncVectorEnv', a gymnasium VectorEnv, "
+         "cannot be reached", call=vector_env(env_task_fn=lambda result, env, ctx: 0)),
+    Case("api AsyncVectorEnv instance to a rollout worker", "an AsyncVectorEnv instance cannot be sent to rollout "
+         "worker processes", call=vector_env("async", num_workers=1)),
 ]

@@ -258,10 +258,10 @@ class DQNLearner(OffPolicyLearner):
         device = self.policy.device
         size = self.cfg.train_batch_size
         num_steps = batch_size(batch) // size
-        obs = torch.from_numpy(batch[OBS]).to(device)
+        obs = torch.from_numpy(batch[OBS]).to(device).float()  # a uint8 image's rows become float here
         actions = torch.from_numpy(batch[ACTIONS]).to(device).unsqueeze(1)
         rewards = torch.from_numpy(batch[REWARDS]).to(device)
-        new_obs = torch.from_numpy(batch[NEW_OBS]).to(device)
+        new_obs = torch.from_numpy(batch[NEW_OBS]).to(device).float()  # a uint8 image's rows become float here
         not_terminated = torch.from_numpy(~batch[TERMINATEDS]).to(device).float()
         discounts = torch.from_numpy(batch[DISCOUNTS]).to(device)
         if self.cfg.double_q:

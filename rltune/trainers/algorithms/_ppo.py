@@ -292,6 +292,7 @@ class PPOLearner(Learner):
         entropy_coeff = schedule_value(cfg.entropy_coeff_schedule, cfg.entropy_coeff, timestep)
         device = self.policy.device
         columns = [torch.from_numpy(batch[k]).to(device) for k in (OBS, ACTIONS, ACTION_LOGP, ADVANTAGES, VALUE_TARGETS)]
+        columns[0] = columns[0].float()  # a uint8 image's rows become float on the device (float32 ones stay as they are)
         n = batch_size(batch)
         mb = min(cfg.sgd_minibatch_size, n)
         full_batch = mb == n

@@ -12,7 +12,7 @@
   which gymnasium keeps sorted when the Dict is built from a dict).
 
 Every preprocessor gives float32 rows of ``size`` numbers (what the samplers
-store) and keeps the structure for the model: ``kind`` names what it
+store; a ``uint8`` image's rows stay ``uint8``: ``dtype``) and keeps the structure for the model: ``kind`` names what it
 produces (the model catalog picks the encoder by it, see ``_encoders.py``),
 ``shape`` the row's shape before flattening, and ``parts`` each leaf's path,
 space and slice of the row. :meth:`Preprocessor.restore` turns a row back into
@@ -46,6 +46,7 @@ class Preprocessor:
     """Turns observations of ``space`` into flat float32 rows of length ``size`` (gymnasium's ``flatten``)."""
 
     kind = "flat"
+    dtype = np.dtype(np.float32)  # of the rows (a uint8 image's are uint8: ImagePreprocessor)
 
     def __init__(self, space: gym.Space) -> None:
         self.space = space
@@ -87,9 +88,25 @@ class BoxPreprocessor(Preprocessor):
 
 
 class ImagePreprocessor(BoxPreprocessor):
-    """An ``H x W x C`` Box: the same flat row as any Box, of kind ``"image"`` (``shape`` is ``(H, W, C)``)."""
+    """An ``H x W x C`` Box: the same flat row as any Box, of kind ``"image"`` (``shape`` is ``(H, W, C)``).
+
+    A ``uint8`` image stays ``uint8`` (``dtype``) in the rows, the samplers'
+    buffers and the batches (4x less memory and IPC than float32); it becomes
+    float32, the same numbers, where a tensor for the model is built.
+    """
 
     kind = "image"
+
+    def __init__(self, space: gym.spaces.Box) -> None:
+        super().__init__(space)
+        if space.dtype == np.uint8:
+            self.dtype = np.dtype(np.uint8)
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        return np.array(obs, dtype=self.dtype).reshape(self.size)
+
+    def batch(self, observations: Any) -> np.ndarray:
+        return np.asarray(observations, dtype=self.dtype).reshape(-1, self.size)
 
 
 def _parts(space: gym.Space, path: tuple[Any, ...], start: int) -> tuple[list[ObsPart], int]:

@@ -171,7 +171,7 @@ class MultiAgentSampler(EnvSlots):
                 f"{policy.observation_space} of its policy {pid!r}: {type(exc).__name__}: {exc}"
             ) from exc
         if pid in self.filters:
-            vec = vec.copy()  # its own memory (not the env's array): filtered in place at the end of the step
+            vec = vec.astype(np.float32)  # its own float memory (not the env's array): filtered in place at the end of the step
             self._unfiltered.setdefault(pid, []).append(vec)
         return vec
 

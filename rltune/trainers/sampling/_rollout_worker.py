@@ -18,6 +18,7 @@ from rltune.env._build import build_env
 from rltune.env._context import EnvContext
 from rltune.env._registry import EnvSpec
 from rltune.env._task import task_env
+from rltune.env._vector import is_vector_env, single_spaces, vector_env_contexts
 from rltune.errors import ConfigError, EnvError
 from rltune.trainers._config import TrainerSettings
 from rltune.trainers.policies._default_policy import default_policy_specs, runs_multi_agent, shared_spaces_problem
@@ -35,6 +36,7 @@ from rltune.trainers.policies._policy_spec import (
 )
 from rltune.trainers.sampling._sample_batch import EpisodeMetrics, SampleResult
 from rltune.trainers.sampling._sampler import VectorSampler
+from rltune.trainers.sampling._vector_env_sampler import VectorEnvSampler
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +75,9 @@ class RolloutWorker:
         for ctx in self.env_contexts:
             check = ctx.vector_index == 0 and not config.disable_env_checking
             self.envs.append(self._build_env(ctx, check))
+            if is_vector_env(self.envs[0]):  # the worker's vectorization: one env, its sub-envs' contexts
+                self.env_contexts = vector_env_contexts(self.envs[0], ctx, config, env_spec.name)
+                break
 
         self.policy_class = policy_class
         self.device = device
@@ -131,7 +136,7 @@ class RolloutWorker:
         """``policies_to_train``: which policies' batches go to a learner."""
         return self.policy_set.training
 
-    def _make_sampler(self) -> VectorSampler | MultiAgentSampler:
+    def _make_sampler(self) -> VectorSampler | MultiAgentSampler:  # (a VectorEnvSampler is a VectorSampler)
         common = dict(
             env_name=self.env_spec.name,
             seed=self.config.seed,
@@ -150,6 +155,10 @@ class RolloutWorker:
                 observation_fn=None if observation_fn is None else ObservationFn(observation_fn, self.policy_map, self),
             )
         self._check_spaces_match()
+        if is_vector_env(self.envs[0]):
+            return VectorEnvSampler(
+                self.envs[0], self.env_contexts, self.policy_map[DEFAULT_POLICY_ID], obs_filter=self.filters.get(DEFAULT_POLICY_ID), **common
+            )
         return VectorSampler(
             self.envs, self.env_contexts, self.policy_map[DEFAULT_POLICY_ID], obs_filter=self.filters.get(DEFAULT_POLICY_ID), **common
         )
@@ -192,22 +201,22 @@ class RolloutWorker:
         if obs_space is not None and act_space is not None:
             return obs_space, act_space
         env, temporary = self._an_env()
-        spaces = (env.observation_space, env.action_space)
+        spaces = single_spaces(env)
         if temporary:
             env.close()
         return (obs_space or spaces[0], act_space or spaces[1])
 
     def _check_spaces_match(self) -> None:
-        env = self.envs[0]
-        if env.observation_space != self.observation_space:
+        observation_space, action_space = single_spaces(self.envs[0])
+        if observation_space != self.observation_space:
             raise EnvError(
                 f"env {self.env_spec.name!r} (worker {self.worker_index}): its observation space "
-                f"{env.observation_space} differs from the configured {self.observation_space}"
+                f"{observation_space} differs from the configured {self.observation_space}"
             )
-        if env.action_space != self.action_space:
+        if action_space != self.action_space:
             raise EnvError(
                 f"env {self.env_spec.name!r} (worker {self.worker_index}): its action space "
-                f"{env.action_space} differs from the configured {self.action_space}"
+                f"{action_space} differs from the configured {self.action_space}"
             )
 
     def _build_env(self, ctx: EnvContext, check: bool) -> gym.Env:

@@ -75,6 +75,7 @@ class VectorSampler(EnvSlots):
         self._ends: dict[tuple[int, int], EpisodeMetrics] = {}  # this fragment's ended episodes, by (step, env)
         self._start_lengths: list[int] = []  # the running episodes' lengths as this fragment started
         self.obs_filter = obs_filter
+        self._obs_dtype = policy.preprocessor.dtype if obs_filter is None else np.float32  # a filter's rows are float
         self.policy = policy
         self._obs: np.ndarray | None = None
         self._returns = [0.0] * self.num_envs
@@ -117,7 +118,7 @@ class VectorSampler(EnvSlots):
         """Start a new episode in every env (first call seeds them); in-progress episodes are dropped."""
         first = self._obs is None
         pre = self.policy.preprocessor
-        obs = np.empty((self.num_envs, pre.size), dtype=np.float32)
+        obs = np.empty((self.num_envs, pre.size), dtype=self._obs_dtype)
         for i in range(self.num_envs):
             obs[i] = self._first_obs(i, self._env_seed(i) if first else None)
         if self.obs_filter is not None:
@@ -197,8 +198,6 @@ class VectorSampler(EnvSlots):
         obs_buf, new_obs_buf, actions_buf, rewards, terminateds, truncateds = self._fragment_buffers(num_steps)
         extras_buf: dict[str, np.ndarray] = {}
         episodes: list[EpisodeMetrics] = []
-        returns, lengths = self._returns, self._lengths
-        envs, track = self.envs, self._track
         # Per-step values are gathered in lists and written to the buffers once per step.
         step_obs: list[Any] = [None] * n
         step_rewards = [0.0] * n
@@ -216,32 +215,8 @@ class VectorSampler(EnvSlots):
                     extras_buf[key] = np.empty((num_steps,) + value.shape, dtype=value.dtype)
                 extras_buf[key][t] = value
             env_actions = policy.to_env_actions(actions)
-            resets: list[int] = []
             failed: list[int] = []
-            for i in range(n):
-                try:
-                    step = envs[i].step(env_actions[i])
-                except Exception as exc:
-                    self._step_failed(i, exc, failed, step_rewards, step_terminated, step_truncated, step_infos)
-                    continue
-                try:
-                    next_obs, reward, terminated, truncated, info = step
-                except (TypeError, ValueError):
-                    raise self._bad_step(i, step) from None
-                step_obs[i] = next_obs
-                step_rewards[i] = reward
-                step_terminated[i] = terminated
-                step_truncated[i] = truncated
-                step_infos[i] = info
-                returns[i] += reward
-                lengths[i] += 1
-                if track:
-                    episode = self._episodes[i]
-                    episode.add_step(env_actions[i], reward, next_obs, info)
-                    self._call_episode_hook("on_episode_step", i, episode)
-                if terminated or truncated:
-                    episodes.append(self._episode_ended(i, t))
-                    resets.append(i)
+            resets = self._step_envs(t, env_actions, step_obs, step_rewards, step_terminated, step_truncated, step_infos, failed, episodes)
             terminateds[t] = step_terminated
             truncateds[t] = step_truncated
             infos.append(step_infos[:])
@@ -263,6 +238,40 @@ class VectorSampler(EnvSlots):
         batch = {OBS: obs_buf, ACTIONS: actions_buf, REWARDS: rewards, NEW_OBS: new_obs_buf,
                  TERMINATEDS: terminateds, TRUNCATEDS: truncateds, INFOS: info_column(infos, n), **extras_buf}
         return batch, episodes
+
+    def _step_envs(
+        self, t: int, env_actions: Any, step_obs: list[Any], step_rewards: list[Any], step_terminated: list[Any],
+        step_truncated: list[Any], step_infos: list[Any], failed: list[int], episodes: list[EpisodeMetrics],
+    ) -> list[int]:
+        """Step every env once (step ``t``) into the ``step_*`` lists; return the envs whose episode ended (into ``episodes``)."""
+        returns, lengths = self._returns, self._lengths
+        envs, track = self.envs, self._track
+        resets: list[int] = []
+        for i in range(self.num_envs):
+            try:
+                step = envs[i].step(env_actions[i])
+            except Exception as exc:
+                self._step_failed(i, exc, failed, step_rewards, step_terminated, step_truncated, step_infos)
+                continue
+            try:
+                next_obs, reward, terminated, truncated, info = step
+            except (TypeError, ValueError):
+                raise self._bad_step(i, step) from None
+            step_obs[i] = next_obs
+            step_rewards[i] = reward
+            step_terminated[i] = terminated
+            step_truncated[i] = truncated
+            step_infos[i] = info
+            returns[i] += reward
+            lengths[i] += 1
+            if track:
+                episode = self._episodes[i]
+                episode.add_step(env_actions[i], reward, next_obs, info)
+                self._call_episode_hook("on_episode_step", i, episode)
+            if terminated or truncated:
+                episodes.append(self._episode_ended(i, t))
+                resets.append(i)
+        return resets
 
     def _step_failed(
         self, i: int, exc: Exception, failed: list[int], rewards: list[Any], terminated: list[Any], truncated: list[Any],
@@ -349,7 +358,7 @@ class VectorSampler(EnvSlots):
         this fragment are left out of the batch (``_dropped``), its metrics
         are forgotten and the env is reset (as a failed one: ``failed``).
         """
-        metrics = self._ends.get((t, i)) if i in resets else None  # the episode ended at this very step
+        metrics = self._ends.get((t, i))  # the episode ended at this very step, or None
         self.nan.found(self._place(i), what, metrics.episode_length if metrics is not None else self._lengths[i])
         rewards, terminateds, truncateds = self._columns
         rewards[t, i], terminateds[t, i], truncateds[t, i] = 0.0, False, True
@@ -409,7 +418,7 @@ class VectorSampler(EnvSlots):
         running episodes' lengths as it starts.
         """
         n, policy = self.num_envs, self.policy
-        obs = np.empty((num_steps, n, policy.preprocessor.size), dtype=np.float32)
+        obs = np.empty((num_steps, n, policy.preprocessor.size), dtype=self._obs_dtype)
         actions = np.empty((num_steps, n) + policy.action_shape, dtype=policy.action_dtype)
         self._columns = (np.zeros((num_steps, n), dtype=np.float32), np.zeros((num_steps, n), dtype=bool), np.zeros((num_steps, n), dtype=bool))
         self._dropped, self._ends, self._start_lengths = [], {}, list(self._lengths)

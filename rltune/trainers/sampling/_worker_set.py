@@ -157,8 +157,10 @@ class WorkerSet:
 
     # -- sampling and weights ----------------------------------------------------------
     def steps_per_round(self) -> int:
-        """Env steps one parallel ``sample()`` round collects."""
-        return max(1, self.config.num_workers) * self.config.num_envs_per_worker * self.config.rollout_fragment_length
+        """Env steps one parallel ``sample()`` round collects (the local worker's envs: a vector env's sub-envs count)."""
+        sampler = self.local_worker.sampler
+        per_worker = sampler.num_envs if sampler is not None else self.config.num_envs_per_worker
+        return max(1, self.config.num_workers) * per_worker * self.config.rollout_fragment_length
 
     def sample(self, min_steps: int) -> SampleResult:
         """Sample rounds (all workers in parallel) until at least ``min_steps`` env steps are collected."""
