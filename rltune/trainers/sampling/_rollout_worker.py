@@ -421,6 +421,10 @@ class RolloutWorker:
         """``fn(self)``; how ``foreach_worker`` reaches local and remote workers alike."""
         return fn(self)
 
+    def num_envs(self) -> int:
+        """How many envs this worker steps (a vector env's sub-envs; 0 for a local worker of remote ones)."""
+        return 0 if self.sampler is None else self.sampler.num_envs
+
     def num_env_restarts(self) -> int:
         """How many envs of this worker were rebuilt after raising."""
         return 0 if self.sampler is None else self.sampler.num_env_restarts

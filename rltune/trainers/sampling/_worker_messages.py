@@ -57,6 +57,13 @@ class IsMultiAgent(WorkerRequest):
 
 
 @dataclass(frozen=True)
+class NumEnvs(WorkerRequest):
+    """How many envs the worker steps (a vector env's sub-envs count)."""
+
+    what: ClassVar[str] = "num_envs()"
+
+
+@dataclass(frozen=True)
 class GetPolicySpaces(WorkerRequest):
     """The (observation, action) spaces of every policy, by policy id."""
 
@@ -162,7 +169,7 @@ class ApplyEnvTaskFn(WorkerRequest):
 
 
 REQUESTS: tuple[type[WorkerRequest], ...] = (
-    Sample, SetWeights, IsMultiAgent, GetPolicySpaces, SetPolicySet, AddPolicy, RemovePolicy, SetPolicyMappingFn,
+    Sample, SetWeights, IsMultiAgent, NumEnvs, GetPolicySpaces, SetPolicySet, AddPolicy, RemovePolicy, SetPolicyMappingFn,
     SetPoliciesToTrain, Apply, ForeachEnv, ForeachEnvWithContext, SetTask, SetEnvTasks, ApplyEnvTaskFn,
 )
 
@@ -176,6 +183,8 @@ def handle(worker: RolloutWorker, request: Any) -> Any:
             return worker.set_weights(weights, global_vars, filters)
         case IsMultiAgent():
             return worker.is_multi_agent()
+        case NumEnvs():
+            return worker.num_envs()
         case GetPolicySpaces():
             return worker.get_policy_spaces()
         case SetPolicySet(state):
@@ -209,6 +218,6 @@ def handle(worker: RolloutWorker, request: Any) -> Any:
 
 __all__ = [
     "REQUESTS", "AddPolicy", "Apply", "ApplyEnvTaskFn", "ForeachEnv", "ForeachEnvWithContext", "GetPolicySpaces",
-    "IsMultiAgent", "RemovePolicy", "Sample", "SetEnvTasks", "SetPoliciesToTrain", "SetPolicyMappingFn",
+    "IsMultiAgent", "NumEnvs", "RemovePolicy", "Sample", "SetEnvTasks", "SetPoliciesToTrain", "SetPolicyMappingFn",
     "SetPolicySet", "SetTask", "SetWeights", "WorkerRequest", "handle",
 ]

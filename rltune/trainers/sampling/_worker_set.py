@@ -17,7 +17,7 @@ from rltune.trainers.sampling._remote import RemoteWorker, WorkerDiedError
 from rltune.trainers.sampling._rollout_worker import RolloutWorker
 from rltune.trainers.sampling._sample_batch import SampleResult
 from rltune.trainers.sampling._worker_messages import (AddPolicy, Apply, ApplyEnvTaskFn, ForeachEnv, ForeachEnvWithContext,
-                                              GetPolicySpaces, IsMultiAgent, RemovePolicy, Sample, SetEnvTasks,
+                                              GetPolicySpaces, IsMultiAgent, NumEnvs, RemovePolicy, Sample, SetEnvTasks,
                                               SetPoliciesToTrain, SetPolicyMappingFn, SetPolicySet, SetTask, SetWeights,
                                               WorkerRequest)
 
@@ -59,6 +59,8 @@ class WorkerSet:
             spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None
             # The local worker has no envs when remote ones sample: they say whether the env is multi-agent.
             multi_agent = self.remote_workers[0].call(IsMultiAgent()) if self.remote_workers else None
+            # Envs per remote worker, as built (a vector env's sub-envs count); every worker builds the same.
+            self._remote_num_envs = self.remote_workers[0].call(NumEnvs()) if self.remote_workers else 0
             if config.observation_space is not None and config.action_space is not None and not (multi_agent or config.multiagent.policies):
                 spaces = {DEFAULT_POLICY_ID: (config.observation_space, config.action_space)}
             elif self.remote_workers:
@@ -157,9 +159,8 @@ class WorkerSet:
 
     # -- sampling and weights ----------------------------------------------------------
     def steps_per_round(self) -> int:
-        """Env steps one parallel ``sample()`` round collects (the local worker's envs: a vector env's sub-envs count)."""
-        sampler = self.local_worker.sampler
-        per_worker = sampler.num_envs if sampler is not None else self.config.num_envs_per_worker
+        """Env steps one parallel ``sample()`` round collects (a vector env's sub-envs count)."""
+        per_worker = self._remote_num_envs or self.local_worker.num_envs() or self.config.num_envs_per_worker
         return max(1, self.config.num_workers) * per_worker * self.config.rollout_fragment_length
 
     def sample(self, min_steps: int) -> SampleResult:
