@@ -209,6 +209,9 @@ class PPOPolicy(Policy):
     def postprocess_trajectory(self, batch: SampleBatch) -> SampleBatch:
         recurrent = self.is_recurrent()
         if VF_PREDS not in batch or ACTION_LOGP not in batch:
+            if recurrent:
+                raise ValueError("a recurrent policy's fragments must carry the acting policy's vf_preds and action_logp "
+                                 "(and its state_in_* / state_out_* columns): they cannot be recomputed without the states")
             batch = self.acting_columns(batch)
         values = batch[VF_PREDS]
         terminateds, truncateds = batch[TERMINATEDS], batch[TRUNCATEDS]

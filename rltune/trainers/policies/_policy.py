@@ -200,12 +200,15 @@ class Policy:
         episode's start), a recurrent policy's step: returns ``(action,
         state_out, extras)`` with that env's next state and extra columns.
         """
-        rows = self.preprocessor(obs)[None]
+        return self.single_action_of_row(self.preprocessor(obs)[None], state, explore)
+
+    def single_action_of_row(self, row: np.ndarray, state: Optional[list[np.ndarray]] = None, explore: bool = False) -> Any:
+        """:meth:`compute_single_action` of one preprocessed (and filtered) observation, as a ``[1, size]`` row."""
         if state is None:
-            actions, _ = self.compute_actions(rows, explore=explore)
+            actions, _ = self.compute_actions(row, explore=explore)
             return self.to_env_actions(actions)[0]
         batched = [np.asarray(s, dtype=np.float32)[None] for s in state]
-        actions, state_out, extras = self.compute_actions_with_state(rows, batched, explore=explore)
+        actions, state_out, extras = self.compute_actions_with_state(row, batched, explore=explore)
         return self.to_env_actions(actions)[0], [s[0] for s in state_out], {k: v[0] for k, v in extras.items()}
 
     def to_env_actions(self, actions: np.ndarray) -> list[Any]:

@@ -15,7 +15,7 @@ fragment (and any row its screening marked done at the end),
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -108,3 +108,44 @@ def end_fragment(states: Optional[RecurrentStates]) -> None:
     """:meth:`RecurrentStates.end` of a sampler's states (None: a stateless policy, nothing to do)."""
     if states is not None:
         states.end()
+
+
+class AgentStates:
+    """The multi-agent sampler's recurrent states, per (env index, agent id), for the policies that are recurrent.
+
+    An agent's state starts at its policy's initial state when it first acts
+    in an episode (:meth:`new_episode` forgets an env's agents) and goes on
+    from its last step's ``state_out`` after that.
+    """
+
+    def __init__(self) -> None:
+        self.recurrent: set[str] = set()  # the ids of the recurrent policies (refreshed once per sample call)
+        self._initial: dict[str, list[np.ndarray]] = {}
+        self._states: dict[tuple[int, Any], list[np.ndarray]] = {}
+
+    def refresh(self, policies: dict[str, Policy]) -> None:
+        """Look again which policies are recurrent (policies may have been added)."""
+        self._initial = {pid: initial for pid, policy in policies.items() if (initial := policy.get_initial_state())}
+        self.recurrent = set(self._initial)
+
+    def new_episode(self, env_index: int) -> None:
+        """Env ``env_index`` starts an episode: its agents start again from their initial states."""
+        if self._states:
+            self._states = {key: state for key, state in self._states.items() if key[0] != env_index}
+
+    def act(
+        self, pid: str, policy: Policy, members: list[tuple[int, Any]], obs: np.ndarray, explore: bool
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """``compute_actions_with_state`` for the acting agents ``members`` (env index, agent id) of one policy, with state columns."""
+        initial = self._initial[pid]
+        states = [self._states.get(member, initial) for member in members]
+        state_in = [np.stack([state[k] for state in states]) for k in range(len(initial))]
+        actions, state_out, extras = policy.compute_actions_with_state(obs, state_in, explore=explore)
+        state_out = [np.array(s, dtype=np.float32) for s in state_out]
+        for j, member in enumerate(members):
+            self._states[member] = [s[j] for s in state_out]
+        columns = dict(extras)
+        for k, (before, after) in enumerate(zip(state_in, state_out)):
+            columns[f"{STATE_IN}{k}"] = before
+            columns[f"{STATE_OUT}{k}"] = after
+        return actions, columns
