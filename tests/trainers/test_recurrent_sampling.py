@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
-from rltune.trainers import PPO
+from rltune.errors import ConfigError
+from rltune.trainers import PPO, Fragment
 from rltune.trainers.algorithms._ppo import PPOPolicy
 
 
@@ -137,5 +139,20 @@ def test_a_stateless_policy_records_no_state():
         assert policy.compute_single_action(np.array([0.0], np.float32)) in (0, 1)
         fragment = trainer.workers.local_worker.sample().fragments[0]
         assert fragment.state_in is None and not any(name.startswith("state_") for name in fragment.columns)
+    finally:
+        trainer.stop()
+
+
+def test_a_recurrent_policy_refuses_recorded_steps_without_its_acting_columns_and_states():
+    trainer = CounterPPO(config=CONFIG, env=Counting)
+    try:
+        policy = trainer.get_policy()
+        bare = Fragment.from_episode("default_policy", [[0.0], [1.0], [2.0]], [0, 1], [1.0, 1.0])
+        with pytest.raises(ConfigError, match="vf_preds and action_logp"):
+            policy.postprocess_trajectory(bare.columns)
+        acted = Fragment.from_episode("default_policy", [[0.0], [1.0], [2.0]], [0, 1], [1.0, 1.0],
+                                      vf_preds=[0.0, 0.0], action_logp=[-0.7, -0.7])
+        with pytest.raises(ConfigError, match="state_out"):
+            policy.postprocess_trajectory(acted.columns)
     finally:
         trainer.stop()

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from pydantic import Field, field_validator
 
+from rltune.errors import ConfigError
 from rltune.trainers._config import TrainerSettings, _check_schedule, schedule_value
 from rltune.trainers.policies._exploration import (
     DISTRIBUTION_TYPES,
@@ -210,7 +211,7 @@ class PPOPolicy(Policy):
         recurrent = self.is_recurrent()
         if VF_PREDS not in batch or ACTION_LOGP not in batch:
             if recurrent:
-                raise ValueError("a recurrent policy's fragments must carry the acting policy's vf_preds and action_logp "
+                raise ConfigError("a recurrent policy's fragments must carry the acting policy's vf_preds and action_logp "
                                  "(and its state_in_* / state_out_* columns): they cannot be recomputed without the states")
             batch = self.acting_columns(batch)
         values = batch[VF_PREDS]

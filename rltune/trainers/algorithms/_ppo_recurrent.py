@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from rltune.errors import ConfigError
 from rltune.trainers.learning._sequences import SEQ_STARTS, STATE_IN, STATE_OUT, pad_sequences, state_columns
 from rltune.trainers.sampling._sample_batch import (
     ACTION_LOGP,
@@ -44,7 +45,7 @@ def recurrent_values(policy: Any, batch: SampleBatch, rows: np.ndarray) -> np.nd
     """V(new_obs) of the ``rows`` (a ``[T, K]`` mask) with the state after each row's step (``state_out_*``)."""
     outs = state_columns(batch, STATE_OUT)
     if not outs:
-        raise ValueError("a recurrent policy's batch needs its state_out_* columns (the state after each step) "
+        raise ConfigError("a recurrent policy's batch needs its state_out_* columns (the state after each step) "
                          "to bootstrap values; its sample source did not record them")
     _, values, _ = recurrent_step(policy, batch[NEW_OBS][rows], [batch[name][rows] for name in outs])
     return values
