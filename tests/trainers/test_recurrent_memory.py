@@ -13,8 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rltune.trainers import PPO
-from rltune.trainers.algorithms._ppo import PPOPolicy
+from rltune.trainers import PPO, PPOPolicy
 
 DELAY = 3
 SYMBOLS = 2

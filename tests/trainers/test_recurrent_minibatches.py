@@ -6,8 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rltune.trainers import PPO
-from rltune.trainers.algorithms._ppo import PPOPolicy
+from rltune.trainers import PPO, PPOPolicy
 from rltune.trainers.learning._sequences import SEQ_STARTS
 
 STARTS = [0, 3, 5, 9]  # four sequences of 3, 2, 4 and 3 steps

@@ -9,8 +9,7 @@ import torch
 from torch import nn
 
 from rltune.errors import ConfigError
-from rltune.trainers import PPO, Fragment
-from rltune.trainers.algorithms._ppo import PPOPolicy
+from rltune.trainers import PPO, Fragment, PPOPolicy
 
 
 class Counting(gym.Env):
