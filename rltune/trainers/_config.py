@@ -43,6 +43,9 @@ class ModelConfig(_Strict):
     vf_share_layers: bool = Field(
         False, description="Actor-critic models: share the hidden layers between policy and value heads."
     )
+    max_seq_len: int = Field(
+        20, ge=1, description="Recurrent models: the longest sequence a training batch holds (episodes are cut into sequences of at most this many steps)."
+    )
 
     @field_validator("fcnet_hiddens")
     @classmethod

@@ -323,19 +323,18 @@ class Trainer:
     def _sync_weights(self, global_vars: dict[str, Any] | None = None) -> None:
         self.parts.sync_weights(global_vars)
 
-    def compute_single_action(self, obs: Any, *, explore: bool = False, policy_id: str = DEFAULT_POLICY_ID) -> Any:
+    def compute_single_action(self, obs: Any, state: Any = None, *, explore: bool = False, policy_id: str = DEFAULT_POLICY_ID) -> Any:
         """The action for one raw observation; deterministic unless ``explore``.
 
         The policy's observation filter is applied frozen (its statistics do
         not change), as in RLlib; ``get_policy(id).compute_single_action``
-        takes the observation as it is.
+        takes the observation as it is. With ``state`` (a recurrent policy's):
+        ``(action, state_out, extras)``, see ``Policy.compute_single_action``.
         """
         policy = self.get_policy(policy_id)
         obs_filter = self._policies.filters.get(policy_id)
-        if obs_filter is None:
-            return policy.compute_single_action(obs, explore=explore)
-        actions, _ = policy.compute_actions(obs_filter.normalize(policy.preprocessor(obs)[None]), explore=explore)
-        return policy.to_env_actions(actions)[0]
+        row = policy.preprocessor(obs)[None]
+        return policy.single_action_of_row(row if obs_filter is None else obs_filter.normalize(row), state, explore)
 
     def add_policy(
         self,

@@ -231,6 +231,8 @@ CASES: list[Case] = [
     Case("api trainer seed huge", "seed: Input should be less than or equal to", call=ppo({"seed": 10**30})),
     Case("api dqn tau zero", "invalid DQN config: tau: Input should be greater than 0", call=ppo({"tau": 0}, "DQN")),
     Case("api trainer hiddens bool", "model.fcnet_hiddens", call=ppo({"model": {"fcnet_hiddens": [True]}})),
+    Case("api trainer max_seq_len 0", "model.max_seq_len: Input should be greater than or equal to 1",
+         call=ppo({"model": {"max_seq_len": 0}})),
     Case("api trainer sample_timeout_s negative", "sample_timeout_s: Input should be greater than 0",
          call=ppo({"sample_timeout_s": -1})),
     Case("api trainer sample_timeout_s string", "sample_timeout_s: Input should be a valid number",

@@ -219,3 +219,12 @@ def test_the_workshop_robot_learns_its_dict_observation_and_tuple_action(example
     for tool, (taken, aim) in run["answers"].items():
         assert taken == tool  # the env's own tool numbers (Discrete(3, start=1))
         assert structured_spaces.Workshop().action_space.contains((taken, aim))
+
+
+# -- recurrent policies ------------------------------------------------------------------------------
+def test_the_gru_example_remembers_three_steps_back_and_the_mlp_does_not(examples, tmp_path):
+    from examples import recurrent_memory
+
+    gru = recurrent_memory.train(recurrent_memory.GRUPPO, iterations=12, results_dir=str(tmp_path))
+    mlp = recurrent_memory.train(recurrent_memory.PPO, iterations=5, results_dir=str(tmp_path))
+    assert gru["reward_per_step"] > 0.8 and mlp["reward_per_step"] < 0.6  # chance: 0.5

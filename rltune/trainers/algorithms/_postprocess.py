@@ -16,6 +16,7 @@ from typing import Any
 
 from rltune.callbacks._callbacks import DefaultCallbacks, call_hook
 from rltune.trainers.policies._policy import Policy, wants_other_agent_batches
+from rltune.trainers.learning._sequences import SEQ_STARTS, env_major
 from rltune.trainers.sampling._fragment import INFOS, Fragment, stack_fragments
 from rltune.trainers.sampling._sample_batch import SampleBatch, concat_batches
 
@@ -87,7 +88,8 @@ def postprocess_stacked(policy: Policy, fragments: list[Fragment]) -> SampleBatc
     processed = policy.postprocess_trajectory(batch)
     if keep is None:
         return processed
-    rows = keep.reshape(-1)
+    # A recurrent policy's batch is flattened env-major (its sequences contiguous), a stateless one's step-major.
+    rows = env_major(keep) if SEQ_STARTS in processed else keep.reshape(-1)
     return {name: column[rows] for name, column in processed.items()}
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from pydantic import Field, field_validator
 
+from rltune.errors import ConfigError
 from rltune.trainers._config import TrainerSettings, _check_schedule, schedule_value
 from rltune.trainers.policies._exploration import (
     DISTRIBUTION_TYPES,
@@ -38,6 +39,8 @@ from rltune.trainers.learning._learner import Learner
 from rltune.trainers.policies._models import ActorCriticModel
 from rltune.trainers.policies._policy import Policy
 from rltune.trainers.learning._postprocessing import compute_gae
+from rltune.trainers.learning._sequences import SEQ_STARTS, chop_into_sequences
+from rltune.trainers.algorithms._ppo_recurrent import recurrent_step, recurrent_values, update_by_sequences
 from rltune.trainers.sampling._sample_batch import (
     ACTION_LOGP,
     ACTIONS,
@@ -139,6 +142,10 @@ class PPOPolicy(Policy):
                 if not self.is_continuous:
                     dist_inputs = torch.log_softmax(dist_inputs, dim=-1)
                 dist_inputs, values = dist_inputs.cpu().numpy(), values.cpu().numpy()
+        return self.sample_actions(dist_inputs, values, explore)
+
+    def sample_actions(self, dist_inputs: np.ndarray, values: np.ndarray, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Actions drawn from the model's outputs (a Discrete space's as log-probabilities) and the extra columns."""
         if self.is_continuous:
             actions, logp = sample_diag_gaussian(dist_inputs, self.rng, deterministic=not explore)
             actions = actions.reshape((-1,) + self.action_shape)
@@ -151,14 +158,30 @@ class PPOPolicy(Policy):
             self.global_timestep += len(actions)
         return actions, {ACTION_LOGP: logp, VF_PREDS: values}
 
+    def compute_actions_with_state(
+        self, obs: np.ndarray, state: list[np.ndarray], explore: bool = True
+    ) -> tuple[np.ndarray, list[np.ndarray], dict[str, np.ndarray]]:
+        """A recurrent model's step (see ``docs/recurrent.md``); a stateless policy's :meth:`compute_actions`."""
+        if not state:
+            return super().compute_actions_with_state(obs, state, explore)
+        dist_inputs, values, state_out = recurrent_step(self, obs, state)
+        if self.is_structured:
+            actions, extras = self._sample_structured(dist_inputs, values, explore)
+        else:
+            actions, extras = self.sample_actions(log_softmax(dist_inputs) if not self.is_continuous else dist_inputs, values, explore)
+        return actions, state_out, extras
+
     def _compute_structured(self, obs: np.ndarray, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """:meth:`compute_actions` for a space other than Discrete or Box: the catalog's distribution samples flat rows."""
-        dist: ActionDist = self.action_dist  # type: ignore[assignment]  # set for every structured space
         outputs = self.numpy_inference(obs)
         if outputs is None:
             with torch.inference_mode():
                 outputs = tuple(x.cpu().numpy() for x in self.inference_forward(self.obs_tensor(obs)))
         dist_inputs, values = outputs
+        return self._sample_structured(dist_inputs, values, explore)
+
+    def _sample_structured(self, dist_inputs: np.ndarray, values: np.ndarray, explore: bool) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        dist: ActionDist = self.action_dist  # type: ignore[assignment]  # set for every structured space
         actions, logp = dist.sample(dist_inputs, self.rng, deterministic=not explore)
         if explore:
             if random_phase(self.config.exploration_config, self.global_timestep):
@@ -185,7 +208,11 @@ class PPOPolicy(Policy):
         return {**{k: v for k, v in extra.items() if k not in batch}, **batch}
 
     def postprocess_trajectory(self, batch: SampleBatch) -> SampleBatch:
+        recurrent = self.is_recurrent()
         if VF_PREDS not in batch or ACTION_LOGP not in batch:
+            if recurrent:
+                raise ConfigError("a recurrent policy's fragments must carry the acting policy's vf_preds and action_logp "
+                                 "(and its state_in_* / state_out_* columns): they cannot be recomputed without the states")
             batch = self.acting_columns(batch)
         values = batch[VF_PREDS]
         terminateds, truncateds = batch[TERMINATEDS], batch[TRUNCATEDS]
@@ -196,7 +223,10 @@ class PPOPolicy(Policy):
         needs_value[-1] = True
         needs_value &= ~terminateds
         if needs_value.any():
-            next_values[needs_value] = self.values(batch[NEW_OBS][needs_value])
+            if recurrent:  # V(s') with the state after the step
+                next_values[needs_value] = recurrent_values(self, batch, needs_value)
+            else:
+                next_values[needs_value] = self.values(batch[NEW_OBS][needs_value])
         if not self.config.use_critic:
             values = np.zeros_like(values)
             next_values = np.zeros_like(next_values)
@@ -206,6 +236,8 @@ class PPOPolicy(Policy):
         )
         batch = dict(batch, **{ADVANTAGES: advantages, VALUE_TARGETS: targets})
         del batch[NEW_OBS]  # not needed for learning; saves copying it back to the learner
+        if recurrent:
+            return chop_into_sequences(batch, self.config.model.max_seq_len)
         return flatten_time_major(batch)
 
 
@@ -285,11 +317,17 @@ class PPOLearner(Learner):
         return self.kl_coeff > 0  # adapts by factors of 1.5 and 0.5: never reaches 0 once above it
 
     def update(self, batch: SampleBatch, *, timestep: int = 0) -> dict[str, float]:
-        """``num_sgd_iter`` epochs of minibatch steps over ``batch``; stats of the last epoch."""
+        """``num_sgd_iter`` epochs of minibatch steps over ``batch``; stats of the last epoch.
+
+        A recurrent policy's batch (sequences, ``seq_starts``) trains by whole sequences, eagerly (``_ppo_recurrent.py``).
+        """
         cfg = self.cfg
         lr = self.apply_lr(timestep)
         clip = schedule_value(cfg.clip_param_schedule, cfg.clip_param, timestep)
         entropy_coeff = schedule_value(cfg.entropy_coeff_schedule, cfg.entropy_coeff, timestep)
+        if SEQ_STARTS in batch:
+            means, steps = update_by_sequences(self, batch, clip, entropy_coeff)
+            return self._stats(means, batch, lr, clip, entropy_coeff, steps)
         device = self.policy.device
         columns = [torch.from_numpy(batch[k]).to(device) for k in (OBS, ACTIONS, ACTION_LOGP, ADVANTAGES, VALUE_TARGETS)]
         columns[0] = columns[0].float()  # a uint8 image's rows become float on the device (float32 ones stay as they are)

@@ -199,6 +199,14 @@ class SGDStep:
     # -- eager ----------------------------------------------------------------------------
     def _eager_step(self, tensors: tuple[torch.Tensor, ...], with_stats: bool) -> tuple[Optional[torch.Tensor], torch.Tensor]:
         loss, stats = self.loss_fn(self.model, *tensors, with_stats=with_stats, **self.frozen_modules)
+        return stats, self.apply(loss)
+
+    def apply(self, loss: torch.Tensor) -> torch.Tensor:
+        """One eager optimizer step on the gradients of ``loss`` (computed by the caller), as
+        ``OptimizerStep.apply``; returns the gradient norm before clipping (NaN without ``grad_clip``).
+
+        For losses the compiled step cannot run (a recurrent model's, over padded sequences).
+        """
         self.flat_params.zero_grad()
         loss.backward()
         if self.grad_clip:
@@ -209,7 +217,7 @@ class SGDStep:
             self.optimizer.step()
         else:
             self._eager_skips += 1
-        return stats, grad_norm if self.grad_clip else self._nan
+        return grad_norm if self.grad_clip else self._nan
 
     # -- compiled -------------------------------------------------------------------------
     def _adam_state(self) -> dict[str, torch.Tensor]:

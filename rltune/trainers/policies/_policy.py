@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import weakref
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -115,6 +115,34 @@ class Policy:
         """
         return flatten_time_major(batch)
 
+    def get_initial_state(self) -> list[np.ndarray]:
+        """The recurrent state of one env at an episode's start, one array per state tensor (no batch dimension).
+
+        Default: the model's ``get_initial_state()`` (tensors or arrays) when
+        it has one, else ``[]``: the policy is stateless.
+        """
+        initial = getattr(self.model, "get_initial_state", None)
+        if initial is None:
+            return []
+        return [np.array(s.detach().cpu().numpy() if isinstance(s, torch.Tensor) else s, dtype=np.float32) for s in initial()]
+
+    def is_recurrent(self) -> bool:
+        """Whether the policy carries a recurrent state (its :meth:`get_initial_state` is not empty)."""
+        return bool(self.get_initial_state())
+
+    def compute_actions_with_state(
+        self, obs: np.ndarray, state: list[np.ndarray], explore: bool = True
+    ) -> tuple[np.ndarray, list[np.ndarray], dict[str, np.ndarray]]:
+        """Actions for a batch of observations ``[B, ...]`` and states (one ``[B, ...]`` array per state tensor).
+
+        Returns the actions, the states after the step (``state_out``, as
+        ``state`` is laid out) and the extra columns. A recurrent policy
+        overrides it; the default, for stateless policies, is
+        :meth:`compute_actions` with an empty ``state_out``.
+        """
+        actions, extras = self.compute_actions(obs, explore=explore)
+        return actions, [], extras
+
     def on_fragment(self, batch: SampleBatch) -> None:
         """The acting side's look at each raw ``[T, N]`` fragment it collected, before it is handed over (default: nothing).
 
@@ -165,10 +193,23 @@ class Policy:
                 invalidate()
             self._fast_paths_version = self.weights_version
 
-    def compute_single_action(self, obs: Any, explore: bool = False) -> Any:
-        """The env action for one raw observation (deterministic unless ``explore``)."""
-        actions, _ = self.compute_actions(self.preprocessor(obs)[None], explore=explore)
-        return self.to_env_actions(actions)[0]
+    def compute_single_action(self, obs: Any, state: Optional[list[np.ndarray]] = None, explore: bool = False) -> Any:
+        """The env action for one raw observation (deterministic unless ``explore``).
+
+        With ``state`` (one env's state, e.g. :meth:`get_initial_state` at an
+        episode's start), a recurrent policy's step: returns ``(action,
+        state_out, extras)`` with that env's next state and extra columns.
+        """
+        return self.single_action_of_row(self.preprocessor(obs)[None], state, explore)
+
+    def single_action_of_row(self, row: np.ndarray, state: Optional[list[np.ndarray]] = None, explore: bool = False) -> Any:
+        """:meth:`compute_single_action` of one preprocessed (and filtered) observation, as a ``[1, size]`` row."""
+        if state is None:
+            actions, _ = self.compute_actions(row, explore=explore)
+            return self.to_env_actions(actions)[0]
+        batched = [np.asarray(s, dtype=np.float32)[None] for s in state]
+        actions, state_out, extras = self.compute_actions_with_state(row, batched, explore=explore)
+        return self.to_env_actions(actions)[0], [s[0] for s in state_out], {k: v[0] for k, v in extras.items()}
 
     def to_env_actions(self, actions: np.ndarray) -> list[Any]:
         """Per-env actions as ``env.step`` takes them: ints (index plus the space's ``start``), float arrays clipped to

@@ -186,7 +186,7 @@ _UNSUPPORTED_BY_HINT: dict[str, tuple[str, ...]] = {
 }
 _MODEL_UNSUPPORTED_BY_HINT: dict[str, tuple[str, ...]] = {
     "": (
-        "use_lstm", "lstm_cell_size", "max_seq_len", "lstm_use_prev_action", "lstm_use_prev_reward",
+        "use_lstm", "lstm_cell_size", "lstm_use_prev_action", "lstm_use_prev_reward",
         "lstm_use_prev_action_reward", "lstm_weights_initializer", "lstm_bias_initializer", "use_attention",
         "attention_dim", "attention_num_heads", "attention_head_dim", "attention_num_transformer_units",
         "attention_memory_inference", "attention_memory_training", "attention_position_wise_mlp_dim",

@@ -45,6 +45,7 @@ from rltune.trainers.sampling._agent_transitions import (
 from rltune.trainers.sampling._env_slots import EnvSlots
 from rltune.trainers.sampling._complete_episodes import EpisodeBuffer, Trajectories, chunk_steps
 from rltune.trainers.sampling._fragment import Fragment, pack_rows
+from rltune.trainers.sampling._recurrent_states import AgentStates, fragment_state_in
 from rltune.trainers.policies._policy import Policy, wants_other_agent_batches
 from rltune.trainers.policies._policy_spec import PolicyMapping
 from rltune.trainers.policies._space_fit import check_fit
@@ -103,6 +104,7 @@ class MultiAgentSampler(EnvSlots):
         self.batched = batched
         self._per_trajectory = self.callbacks.overrides("on_postprocess_trajectory")
         self._started = False
+        self._agent_states = AgentStates()  # recurrent policies' per-(env, agent) states (_recurrent_states.py)
         n = self.num_envs
         self._episodes: list[MultiAgentEpisode | None] = [None] * n
         self._episode_number = [0] * n
@@ -151,6 +153,7 @@ class MultiAgentSampler(EnvSlots):
             self.episode_buffer.episodes[(i, self._episode_number[i])] = episode
         self._agent_policy[i] = {}
         self._agent_preprocessor[i] = {}
+        self._agent_states.new_episode(i)
         self._agent_returns[i] = {}
         self._held[i], self._done_at[i] = {}, {}
         self._open[i] = {}
@@ -219,6 +222,7 @@ class MultiAgentSampler(EnvSlots):
         if not self._started:
             self.reset_all(update_filter)
         self._update_filters = update_filter
+        self._agent_states.refresh(self.policies)  # once per call: which policies carry a recurrent state
         if self.episode_buffer is not None and collect:
             return self._sample_complete_episodes(num_steps, explore)
         batched = self.batched() if collect else set()
@@ -268,7 +272,10 @@ class MultiAgentSampler(EnvSlots):
         steps = 0
         for pid, (members, obs) in self.screen.acting_groups().items():
             policy = self.policies[pid]
-            actions, extras = policy.compute_actions(obs, explore=explore)
+            if pid in self._agent_states.recurrent:
+                actions, extras = self._agent_states.act(pid, policy, members, obs, explore)
+            else:
+                actions, extras = policy.compute_actions(obs, explore=explore)
             env_actions = policy.to_env_actions(actions)
             if pid in batched:
                 store = self._store[pid]
@@ -396,7 +403,7 @@ class MultiAgentSampler(EnvSlots):
             if not each:
                 batch, keep = pack_rows(flat, lengths)
                 self.policies[pid].on_fragment(batch)
-                fragments.append(Fragment(pid, batch, keep))
+                fragments.append(Fragment(pid, batch, keep, state_in=fragment_state_in(batch)))
                 continue
             self.policies[pid].on_fragment({name: column[:, None] for name, column in flat.items()})
             start = 0
@@ -405,7 +412,8 @@ class MultiAgentSampler(EnvSlots):
                 start += length
                 env_index, number, agent = key
                 agent_key = (self.contexts[env_index].worker_index, env_index, number, agent)
-                fragments.append(Fragment(pid, piece, agents=[agent_key], episodes=[self._episode_of(key)]))
+                fragments.append(Fragment(pid, piece, agents=[agent_key], episodes=[self._episode_of(key)],
+                                          state_in=fragment_state_in(piece)))
         return fragments
 
     def _episode_of(self, key: TrajectoryKey) -> Any:

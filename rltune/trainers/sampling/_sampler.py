@@ -22,6 +22,7 @@ from rltune.trainers.sampling._env_slots import EnvSlots
 from rltune.trainers.sampling._complete_episodes import EpisodeBuffer, chunk_steps, split_env_columns
 from rltune.trainers.sampling._fragment import INFOS, Fragment, info_column, pack_rows
 from rltune.trainers.policies._filters import MeanStdFilter
+from rltune.trainers.sampling._recurrent_states import RecurrentStates, acting_function, end_fragment, fragment_state_in, reset_states
 from rltune.trainers.sampling._nonfinite import NanPolicy, describe_obs, describe_reward, finite, has_floats
 from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers.sampling._sample_batch import (
@@ -84,6 +85,7 @@ class VectorSampler(EnvSlots):
         # batch_mode complete_episodes: running episodes' steps wait here until their episode ends
         self.episode_buffer = EpisodeBuffer() if complete_episodes else None
         self._episode_numbers = [0] * self.num_envs
+        self._states: RecurrentStates | None = None  # a recurrent policy's per-env state (_recurrent_states.py)
 
     # -- env calls (seeding, retries and failure handling: EnvSlots) -------------------------
     def _reset(self, i: int, seed: int | None = None) -> Any:
@@ -126,6 +128,7 @@ class VectorSampler(EnvSlots):
         self._obs = obs
         self._returns = [0.0] * self.num_envs
         self._lengths = [0] * self.num_envs
+        reset_states(self._states)
         if self.episode_buffer is not None:
             self.episode_buffer.clear()
             self._episode_numbers = [0] * self.num_envs
@@ -147,7 +150,8 @@ class VectorSampler(EnvSlots):
         result = SampleResult(episodes=episodes, env_steps=num_steps * self.num_envs, agent_steps=num_steps * self.num_envs)
         if collect:
             self.policy.on_fragment(batch)
-            result.fragments.append(Fragment(DEFAULT_POLICY_ID, batch, self._kept(num_steps) if self._dropped else None))
+            keep = self._kept(num_steps) if self._dropped else None
+            result.fragments.append(Fragment(DEFAULT_POLICY_ID, batch, keep, state_in=fragment_state_in(batch)))
         return result
 
     def _kept(self, num_steps: int) -> np.ndarray:
@@ -182,7 +186,7 @@ class VectorSampler(EnvSlots):
         flat, _, lengths = buffer.take()[DEFAULT_POLICY_ID]
         batch, keep = pack_rows(flat, lengths)
         self.policy.on_fragment(batch)
-        fragment = Fragment(DEFAULT_POLICY_ID, batch, keep)
+        fragment = Fragment(DEFAULT_POLICY_ID, batch, keep, state_in=fragment_state_in(batch))
         return SampleResult(fragments=[fragment], episodes=episodes, env_steps=rows, agent_steps=rows)
 
     def _step_fragment(
@@ -195,7 +199,7 @@ class VectorSampler(EnvSlots):
         pre, obs_filter = policy.preprocessor, self.obs_filter
         n = self.num_envs
         obs = self._obs
-        obs_buf, new_obs_buf, actions_buf, rewards, terminateds, truncateds = self._fragment_buffers(num_steps)
+        obs_buf, new_obs_buf, actions_buf, rewards, terminateds, truncateds, act = self._fragment_buffers(num_steps)
         extras_buf: dict[str, np.ndarray] = {}
         episodes: list[EpisodeMetrics] = []
         # Per-step values are gathered in lists and written to the buffers once per step.
@@ -207,7 +211,7 @@ class VectorSampler(EnvSlots):
         infos: list[list[Any]] = []
 
         for t in range(num_steps):
-            actions, extras = policy.compute_actions(obs, explore=explore)
+            actions, extras = act(obs, explore=explore)
             obs_buf[t] = obs
             actions_buf[t] = actions
             for key, value in extras.items():
@@ -234,6 +238,7 @@ class VectorSampler(EnvSlots):
             self._drop_bad_final_obs(obs_buf, new_obs_buf, episodes)
         if not finite(rewards):  # screened once per fragment, before any use
             self._drop_bad_rewards(episodes, update_filter)
+        end_fragment(self._states)
 
         batch = {OBS: obs_buf, ACTIONS: actions_buf, REWARDS: rewards, NEW_OBS: new_obs_buf,
                  TERMINATEDS: terminateds, TRUNCATEDS: truncateds, INFOS: info_column(infos, n), **extras_buf}
@@ -410,8 +415,9 @@ class VectorSampler(EnvSlots):
             new_obs[t, i] = own_obs[t, i]
             self._drop_rows(i, t, metrics, episodes)
 
-    def _fragment_buffers(self, num_steps: int) -> tuple[np.ndarray, ...]:
-        """Empty time-major ``[num_steps, num_envs, ...]`` columns: obs, new obs, actions, rewards, terminateds, truncateds.
+    def _fragment_buffers(self, num_steps: int) -> tuple[Any, ...]:
+        """Empty time-major ``[num_steps, num_envs, ...]`` columns: obs, new obs, actions, rewards, terminateds, truncateds;
+        and the fragment's step function (the policy's ``compute_actions``, or its recurrent states' step: ``_recurrent_states.py``).
 
         The fragment's rewards and flags are also kept in ``_columns`` (to drop an episode); no episode was
         dropped (``_dropped``) or ended (``_ends``, by step and env) in it yet; ``_start_lengths``: the
@@ -422,7 +428,8 @@ class VectorSampler(EnvSlots):
         actions = np.empty((num_steps, n) + policy.action_shape, dtype=policy.action_dtype)
         self._columns = (np.zeros((num_steps, n), dtype=np.float32), np.zeros((num_steps, n), dtype=bool), np.zeros((num_steps, n), dtype=bool))
         self._dropped, self._ends, self._start_lengths = [], {}, list(self._lengths)
-        return (obs, np.empty_like(obs), actions, *self._columns)
+        act, self._states = acting_function(policy, self._states, n, self._columns[1], self._columns[2])  # once per fragment
+        return (obs, np.empty_like(obs), actions, *self._columns, act)
 
     def _episode_ended(self, i: int, t: int) -> EpisodeMetrics:
         """The metrics of env ``i``'s episode, which just ended at step ``t`` of the fragment (its callbacks run); its counters start again."""
