@@ -26,14 +26,14 @@ from rltune._ipc import (
 from rltune.orchestrator._child import spawn as spawn_trial_child
 from rltune.trainers.sampling import _worker_messages
 from rltune.trainers.sampling._worker_messages import (
-    AddPolicy, Apply, ApplyEnvTaskFn, ForeachEnv, ForeachEnvWithContext, GetPolicySpaces, IsMultiAgent, RemovePolicy,
+    AddPolicy, Apply, ApplyEnvTaskFn, ForeachEnv, ForeachEnvWithContext, GetPolicySpaces, IsMultiAgent, NumEnvs, RemovePolicy,
     Sample, SetEnvTasks, SetPoliciesToTrain, SetPolicyMappingFn, SetPolicySet, SetTask, SetWeights,
 )
 
 MESSAGES = [
     # rollout workers
     Sample(), SetWeights({"default_policy": {"w": [1.0, 2.0]}}, {"timestep": 3}, {"default_policy": "stats"}),
-    SetWeights({}), IsMultiAgent(), GetPolicySpaces(), SetPolicySet({"specs": {}, "policies_to_train": None}),
+    SetWeights({}), IsMultiAgent(), NumEnvs(), GetPolicySpaces(), SetPolicySet({"specs": {}, "policies_to_train": None}),
     AddPolicy("p1", "a spec", ("obs space", "act space"), {"w": [1.0]}, len, ["p1"]), RemovePolicy("p1", len, None),
     SetPolicyMappingFn(len), SetPoliciesToTrain(["p0"]), Apply(len, (1,), {"k": 2}), ForeachEnv(len),
     ForeachEnvWithContext(max), SetTask(3), SetEnvTasks({0: 2, 1: 3}), ApplyEnvTaskFn(max, {"episode_reward_mean": 1.0}),

@@ -63,6 +63,7 @@ def update_by_sequences(learner: Any, batch: SampleBatch, clip: float, entropy_c
     starts = batch[SEQ_STARTS]
     padded, seq_lens, mask, first = pad_sequences({name: batch[name] for name in _TRAINED}, starts)
     obs, actions, old_logp, adv, targets = (torch.from_numpy(padded[name]).to(device) for name in _TRAINED)
+    obs = obs.float()  # uint8 image rows become the model's floats here, as in the flat update
     states = [torch.from_numpy(np.ascontiguousarray(batch[name][first])).to(device) for name in state_columns(batch, STATE_IN)]
     mask_t, lens_t = torch.from_numpy(mask).to(device), torch.from_numpy(seq_lens).to(device)
     num_seqs = len(seq_lens)
