@@ -8,7 +8,7 @@ remote worker is this object driven through a pipe (see ``_remote.py``).
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -269,7 +269,7 @@ class RolloutWorker:
         self.policy_set.remove(policy_id, policy_mapping_fn, policies_to_train)
         self.policy_set_changed([policy_id])
 
-    def policy_set_changed(self, removed: list[str] = ()) -> None:  # type: ignore[assignment]
+    def policy_set_changed(self, removed: Sequence[str] = ()) -> None:
         """The sampler takes the policy set's new mapping and training set; episodes using a ``removed`` policy are dropped."""
         if isinstance(self.sampler, MultiAgentSampler):
             self.sampler.mapping = self.mapping
