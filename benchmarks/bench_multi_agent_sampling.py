@@ -1,4 +1,4 @@
-"""Multi-agent sampling throughput: rltune's MultiAgentSampler vs RLlib's multi-agent PPO EnvRunner.
+"""Multi-agent sampling throughput: rltune's multi-agent sampling (the collector's AgentRows layout) vs RLlib's multi-agent PPO EnvRunner.
 
 The env (``benchmarks/_ma_env.py``, written once): N cart-poles per env
 (2, 8, 32 agents), all acting at every step, gymnasium's CartPole physics per

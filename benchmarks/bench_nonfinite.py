@@ -1,8 +1,9 @@
 """What screening for NaN costs: this checkout's samplers and learner step against a baseline checkout's, in one process.
 
-The samplers (``rltune/trainers/sampling/_sampler.py``, ``_multi_agent_sampler.py``)
-and the learner step (``_sgd_step.py``) of the ``--baseline`` checkout (one
-without the screening, e.g. a worktree of main before it) are loaded as
+The samplers (``_sampler.py``, ``_multi_agent_sampler.py``: what the row
+layouts ``_env_rows.py`` and ``_agent_rows.py`` under the episode collector
+were before) and the learner step (``_sgd_step.py``) of the ``--baseline``
+checkout (one without the screening, e.g. a worktree of main before it) are loaded as
 standalone modules next to this checkout's rltune, so both sides run the
 same envs, policies, filters and torch in the same process, and only the
 screening differs. Timed with the thread's CPU time, in rounds that
@@ -59,12 +60,13 @@ MULTI = {"env": _ma_env.RltuneMultiCartPoles, "env_config": {"num_agents": 8}, "
 
 
 def load_module(checkout: Path, name: str) -> Any:
-    """``rltune/trainers/[sampling/]<name>.py`` of ``checkout`` as a standalone module (its imports are this rltune's).
+    """``rltune/trainers/[sampling/|learning/]<name>.py`` of ``checkout`` as a standalone module (its imports are this rltune's).
 
     (The samplers moved into ``trainers/sampling/`` in issue 25; an older checkout has them at ``trainers/``.)
     """
     trainers = checkout / "rltune" / "trainers"
-    path = next(p for p in (trainers / "sampling" / f"{name}.py", trainers / f"{name}.py") if p.exists())
+    places = (trainers / "sampling" / f"{name}.py", trainers / "learning" / f"{name}.py", trainers / f"{name}.py")
+    path = next(p for p in places if p.exists())
     spec = importlib.util.spec_from_file_location(f"baseline_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -72,16 +74,19 @@ def load_module(checkout: Path, name: str) -> Any:
 
 
 def worker(config: dict[str, Any], sampler_class: type | None) -> RolloutWorker:
-    """A local rollout worker of ``config``; with ``sampler_class`` its sampler is of that (the baseline's) class."""
+    """A local rollout worker of ``config``; with ``sampler_class`` its sampler is of that (the baseline's) class.
+
+    (The baseline's sampler stands in for this checkout's whole collector: it samples by itself.)
+    """
     cfg = PPO.validate(config)
     w = RolloutWorker(env_spec=resolve_env(cfg.env), config=cfg, policy_class=PPO.policy_class, worker_index=0,
                       num_workers=0, num_envs=cfg.num_envs_per_worker)
     if sampler_class is not None:
-        name = "MultiAgentSampler" if cfg.multiagent.policies else "VectorSampler"
+        name = "AgentRows" if cfg.multiagent.policies else "EnvRows"
         original = getattr(_rollout_worker, name)
         setattr(_rollout_worker, name, lambda *a, nan_policy=None, **k: sampler_class(*a, **k))
         try:
-            w.sampler = w._make_sampler()
+            w.sampler = w._row_layout()
         finally:
             setattr(_rollout_worker, name, original)
         w.sampler.nan = NanPolicy("raise")  # what the worker reads; the baseline has no screen

@@ -17,6 +17,9 @@ Eight CartPole-v1 envs in every variant:
   postprocessing (GAE) and episode bookkeeping.
 - ``rltune-1x8``: 1 rollout worker process x 8 envs (adds the pipe transfer).
 - ``rltune-2x4``: 2 rollout worker processes x 4 envs each (in parallel).
+- ``rltune-agent-rows``: ``rltune-local`` with each CartPole a one-agent
+  ``MultiAgentEnv`` (``make_multi_agent("CartPole-v1")``): the collector's per-agent row layout
+  (``AgentRows``) on the same env, against its dense one (``EnvRows``).
 
 Each variant runs in its own subprocess: one warm-up, then ``--repeats``
 timed measurements of at least ``--steps`` env steps; the median is reported.
@@ -42,8 +45,9 @@ import _common as common
 
 NUM_ENVS = 8
 FRAGMENT = 256
-VARIANTS = ("gym-sample", "gym-prebuilt", "gym+torch-policy", "rltune-local", "rltune-1x8", "rltune-2x4")
-RLTUNE_LAYOUT = {"rltune-local": (0, 8), "rltune-1x8": (1, 8), "rltune-2x4": (2, 4)}  # (num_workers, envs per worker)
+VARIANTS = ("gym-sample", "gym-prebuilt", "gym+torch-policy", "rltune-local", "rltune-1x8", "rltune-2x4", "rltune-agent-rows")
+# (num_workers, envs per worker)
+RLTUNE_LAYOUT = {"rltune-local": (0, 8), "rltune-1x8": (1, 8), "rltune-2x4": (2, 4), "rltune-agent-rows": (0, 8)}
 CEILING = "gym-sample"
 MIN_FRACTION = 0.40
 
@@ -147,12 +151,13 @@ class _TorchActorCritic:
 
 
 def _run_rltune(task: dict[str, Any]) -> list[float]:
+    from rltune.env import make_multi_agent
     from rltune.trainers import PPO
 
     num_workers, envs_per_worker = RLTUNE_LAYOUT[task["variant"]]
     trainer = PPO(
         config={
-            "env": "CartPole-v1",
+            "env": make_multi_agent("CartPole-v1") if task["variant"] == "rltune-agent-rows" else "CartPole-v1",
             "num_workers": num_workers,
             "num_envs_per_worker": envs_per_worker,
             "rollout_fragment_length": FRAGMENT,
@@ -224,6 +229,7 @@ def main() -> None:
         "rltune-local": "trainer process x 8 envs",
         "rltune-1x8": "1 worker process x 8 envs",
         "rltune-2x4": "2 worker processes x 4 envs",
+        "rltune-agent-rows": "trainer process x 8 one-agent multi-agent envs",
     }
     headers = ["variant", "layout", "env steps/s (median)", "min..max", "vs gym-sample"]
     rows = []

@@ -29,7 +29,7 @@ _MOVED_TRAINER_MODULES = {
     "policies": "_policy _policy_spec _default_policy _models _activations _distributions _exploration _q_exploration "
                 "_q_model _numpy_mlp _spaces _space_fit _space_json _filters",
     "learning": "_learner _sgd_step _flat_params _compile_auto _torch_compat _postprocessing",
-    "sampling": "_sample_source _sample_batch _sampler _multi_agent_sampler _multi_agent_screen _agent_transitions "
+    "sampling": "_sample_source _sample_batch _multi_agent_screen _agent_transitions "
                 "_complete_episodes _nonfinite _rollout_worker _worker_set _remote _worker_messages",
     "checkpoints": "_checkpoint _checkpoint_config _checkpoint_fields _checkpoint_signature _checkpoint_trust _trainer_checkpoints",
     "rllib": "_rllib_names _rllib_keys _builder_calls _builder_keys _builder_values _config_builder",

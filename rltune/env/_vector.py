@@ -4,7 +4,7 @@ A :class:`gymnasium.vector.VectorEnv` given as ``env`` (an instance, a class,
 a creator returning one, or ``gym.make_vec``'s result) is the worker's
 vectorization: the worker builds ONE vector env and steps its ``num_envs``
 sub-envs with one ``step(actions)`` call per step (see
-:mod:`rltune.trainers.sampling._vector_env_sampler`).
+:mod:`rltune.trainers.sampling._vector_env_rows`).
 """
 
 from __future__ import annotations

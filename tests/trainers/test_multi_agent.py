@@ -353,7 +353,7 @@ def only_a(agent_id, episode=None, worker=None, **kwargs):
 
 def test_rewards_of_an_agent_that_never_observes_count_for_the_episode_and_no_policy(caplog):
     cfg = ma_config(PPO, Bystander, {"p"}, only_a, fragment=6)
-    with PPO(config=cfg) as trainer, caplog.at_level("WARNING", logger="rltune.trainers.sampling._multi_agent_sampler"):
+    with PPO(config=cfg) as trainer, caplog.at_level("WARNING", logger="rltune.trainers.sampling._agent_rows"):
         result = trainer.workers.local_worker.sample()
         assert [e.episode_reward for e in result.episodes] == [33.0, 33.0]  # a's 3 and watcher's 30
         assert [e.agent_rewards for e in result.episodes] == [[("a", "p", 3.0)]] * 2

@@ -148,7 +148,7 @@ def test_drop_episode_with_complete_episodes_drops_the_pieces_of_earlier_fragmen
             batch = trainer.algorithm.postprocess(result)["p" if multi else "default_policy"]
             assert len(batch[REWARDS]) % 8 == 0 and (batch[REWARDS] == 1.0).all()
             assert batch[TERMINATEDS].sum() == len(batch[REWARDS]) // 8 and result.num_dropped_episodes >= 2
-            running = sampler._episode_number[0] if multi else sampler._episode_numbers[0]
+            running = sampler.layout.episode_numbers[0]
             assert {key[1] for key in sampler.episode_buffer._pending} <= {running}  # pieces of the running episode only
     finally:
         trainer.stop()

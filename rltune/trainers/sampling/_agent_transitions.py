@@ -1,6 +1,6 @@
 """One policy's transitions of a sampling fragment, and their grouping into agent trajectories.
 
-The bookkeeping half of :mod:`rltune.trainers.sampling._multi_agent_sampler`: rows as
+The bookkeeping half of :mod:`rltune.trainers.sampling._agent_rows`: rows as
 the policy computed them, transitions as row numbers with summed rewards,
 trajectories as lists of transitions, and the packing of trajectories of
 different lengths into the time-major ``[T, K]`` columns that one

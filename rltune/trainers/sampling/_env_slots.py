@@ -1,8 +1,8 @@
-"""EnvSlots: what every sampler does with its envs, whatever their agents: seeds, resets, failures, episode hooks.
+"""EnvSlots: what every row layout does with its envs, whatever their agents: seeds, resets, failures, episode hooks.
 
-The single-agent sampler (``_sampler.py``, and its gymnasium ``VectorEnv``
-form) and the multi-agent one (``_multi_agent_sampler.py``) differ in how
-they act and collect; the envs they step are handled here, once: each env's
+The single-agent layout (``_env_rows.py``, and its gymnasium ``VectorEnv``
+form) and the multi-agent one (``_agent_rows.py``) differ in how they act
+and step; the envs they step are handled here, once: each env's
 seed, a reset retried after the env raised, rebuilding a failed env (or one
 clear EnvError), the place an error names, and the episode callbacks.
 """

@@ -1,6 +1,6 @@
-"""The multi-agent sampler's screening of non-finite rewards and observations (``nan_policy``).
+"""The multi-agent row layout's screening of non-finite rewards and observations (``nan_policy``).
 
-Part of :class:`~rltune.trainers.sampling._multi_agent_sampler.MultiAgentSampler`
+Part of :class:`~rltune.trainers.sampling._agent_rows.AgentRows`
 kept in its own module: what it screens and when is in
 :mod:`rltune.trainers.sampling._nonfinite`. In a multi-agent env a step's rewards of
 an env are screened before they are summed into transitions, a done agent's
@@ -22,16 +22,16 @@ from rltune.trainers.sampling._nonfinite import NanPolicy, bad_reward, describe_
 from rltune.trainers.policies._policy import Policy
 
 if TYPE_CHECKING:
-    from rltune.trainers.sampling._multi_agent_sampler import MultiAgentSampler
+    from rltune.trainers.sampling._agent_rows import AgentRows
 
 Groups = dict[str, tuple[list[tuple[int, Any]], np.ndarray]]  # policy -> (env, agent) of each row, their observations
 MAX_PASSES = 4  # screening passes of one step: a pass that drops episodes screens their new ones in the next
 
 
 class AgentScreen:
-    """Screens a multi-agent sampler's rewards and observations; raises or drops episodes as ``nan_policy`` says."""
+    """Screens a multi-agent row layout's rewards and observations; raises or drops episodes as ``nan_policy`` says."""
 
-    def __init__(self, sampler: MultiAgentSampler, nan_policy: str) -> None:
+    def __init__(self, sampler: AgentRows, nan_policy: str) -> None:
         self.sampler = sampler
         self.nan = NanPolicy(nan_policy)
         self._screened: dict[str, tuple[Policy, bool]] = {}  # by policy id: (the policy, whether its obs may hold floats)
@@ -125,7 +125,7 @@ class AgentScreen:
         sampler = self.sampler
         self.nan.found(sampler._place(i), what, sampler._lengths[i], agent)
         self._last_drop = i
-        number = sampler._episode_number[i]
+        number = sampler.episode_numbers[i]
         for store in sampler._store.values():
             store.drop_episode(i, number)
         if sampler.episode_buffer is not None:

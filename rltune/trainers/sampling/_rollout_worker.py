@@ -24,7 +24,8 @@ from rltune.trainers._config import TrainerSettings
 from rltune.trainers.policies._default_policy import default_policy_specs, runs_multi_agent, shared_spaces_problem
 from rltune.trainers.policies._filters import Filters, RunningStats, flush_deltas, set_filter_stats
 from rltune.trainers.policies._policy_set import PolicySet
-from rltune.trainers.sampling._multi_agent_sampler import MultiAgentSampler
+from rltune.trainers.sampling._agent_rows import AgentRows
+from rltune.trainers.sampling._collector import EpisodeCollector
 from rltune.trainers.sampling._observation_fn import KEY as OBSERVATION_FN, ObservationFn
 from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers.policies._policy_spec import (
@@ -35,8 +36,8 @@ from rltune.trainers.policies._policy_spec import (
     policy_spaces_from_env,
 )
 from rltune.trainers.sampling._sample_batch import EpisodeMetrics, SampleResult
-from rltune.trainers.sampling._sampler import VectorSampler
-from rltune.trainers.sampling._vector_env_sampler import VectorEnvSampler
+from rltune.trainers.sampling._env_rows import EnvRows
+from rltune.trainers.sampling._vector_env_rows import VectorEnvRows
 
 logger = logging.getLogger(__name__)
 
@@ -99,11 +100,14 @@ class RolloutWorker:
         self.policy_set = policy_set
         spaces = policy_set.spaces
         self.observation_space, self.action_space = next(iter(spaces.values()))
-        self.sampler: VectorSampler | MultiAgentSampler | None = None
+        self.sampler: EpisodeCollector | None = None  # the worker's one collector (RLlib's name); None without envs
         self._env_restarts_reported = 0
         self._dropped_reported = 0  # episodes the sampler dropped (nan_policy), as reported so far
         if self.envs:
-            self.sampler = self._make_sampler()
+            self.sampler = EpisodeCollector(
+                self._row_layout(), complete_episodes=self.config.batch_mode == "complete_episodes",
+                per_trajectory=self.callbacks.overrides("on_postprocess_trajectory"),
+            )
 
     # -- the policy set's parts, by RLlib's names ------------------------------------------
     @property
@@ -136,7 +140,8 @@ class RolloutWorker:
         """``policies_to_train``: which policies' batches go to a learner."""
         return self.policy_set.training
 
-    def _make_sampler(self) -> VectorSampler | MultiAgentSampler:  # (a VectorEnvSampler is a VectorSampler)
+    def _row_layout(self) -> EnvRows | AgentRows:  # (a VectorEnvRows is an EnvRows)
+        """How the envs' agents become rows under the collector (_collector.py): per agent, or one per env."""
         common = dict(
             env_name=self.env_spec.name,
             seed=self.config.seed,
@@ -144,22 +149,21 @@ class RolloutWorker:
             rebuild_env=self._rebuild_env,
             callbacks=self.callbacks,
             worker=self,
-            complete_episodes=self.config.batch_mode == "complete_episodes",
             nan_policy=self.config.nan_policy,
         )
         observation_fn = self.config.multiagent.observation_fn
         if self.multi_agent:
-            return MultiAgentSampler(
+            return AgentRows(
                 self.envs, self.env_contexts, self.policy_map, self.mapping, batched=self.training.candidates,
                 filters=self.filters, policy_spaces=self.policy_spaces, **common,
                 observation_fn=None if observation_fn is None else ObservationFn(observation_fn, self.policy_map, self),
             )
         self._check_spaces_match()
         if is_vector_env(self.envs[0]):
-            return VectorEnvSampler(
+            return VectorEnvRows(
                 self.envs[0], self.env_contexts, self.policy_map[DEFAULT_POLICY_ID], obs_filter=self.filters.get(DEFAULT_POLICY_ID), **common
             )
-        return VectorSampler(
+        return EnvRows(
             self.envs, self.env_contexts, self.policy_map[DEFAULT_POLICY_ID], obs_filter=self.filters.get(DEFAULT_POLICY_ID), **common
         )
 
@@ -271,9 +275,8 @@ class RolloutWorker:
 
     def policy_set_changed(self, removed: Sequence[str] = ()) -> None:
         """The sampler takes the policy set's new mapping and training set; episodes using a ``removed`` policy are dropped."""
-        if isinstance(self.sampler, MultiAgentSampler):
-            self.sampler.mapping = self.mapping
-            self.sampler.batched = self.training.candidates
+        if self.sampler is not None:
+            self.sampler.layout.remap(self.mapping, self.training.candidates)
             if any(self.sampler.uses_policy(pid) for pid in removed):
                 self.sampler.reset_all()
 

@@ -1,4 +1,8 @@
-"""Stepping a vector of multi-agent envs: one batched forward per policy per step, one trajectory per agent.
+"""AgentRows: the row layout of multi-agent envs: one batched forward per policy per step, one trajectory per agent.
+
+The step loop under the :class:`~._collector.EpisodeCollector` for
+multi-agent envs (the collector packs the trajectories into fragments and
+runs ``complete_episodes``).
 
 Each step, the agents that must act (those in the env's latest observation
 dict) are grouped by the policy they were mapped to, across all the envs of
@@ -9,14 +13,11 @@ rewards the env gives the agent in between (also while it does not act, in
 a turn-based game) are summed into it. A transition still open when a
 fragment ends (the agent acted and has not observed since) moves to the
 next fragment. At the end of a fragment each policy's transitions are
-grouped into trajectories, one per agent and episode, which are packed into
-the time-major ``[T, K]`` columns of one raw :class:`~._fragment.Fragment`
+grouped into trajectories, one per agent and episode, which the collector
+packs into the time-major ``[T, K]`` columns of one raw :class:`~._fragment.Fragment`
 (the last step of a trajectory cut by the fragment end is marked truncated,
 so it bootstraps from its next observation; padding rows are not kept),
-which the algorithm postprocesses in one call. A policy whose
-postprocessing takes ``other_agent_batches``, or an
-``on_postprocess_trajectory`` hook, gets each trajectory as a fragment of
-its own, with its episode. Rewards and observations are screened
+which the algorithm postprocesses in one call. Rewards and observations are screened
 for non-finite numbers as they come (``nan_policy``, :mod:`._multi_agent_screen`).
 """
 
@@ -42,25 +43,20 @@ from rltune.trainers.sampling._agent_transitions import (
     Transitions,
     in_trajectory_order,
 )
+from rltune.trainers.sampling._collector import Steps
 from rltune.trainers.sampling._env_slots import EnvSlots
-from rltune.trainers.sampling._complete_episodes import EpisodeBuffer, Trajectories, chunk_steps
-from rltune.trainers.sampling._fragment import Fragment, pack_rows
-from rltune.trainers.sampling._recurrent_states import AgentStates, fragment_state_in
-from rltune.trainers.policies._policy import Policy, wants_other_agent_batches
+from rltune.trainers.sampling._complete_episodes import EpisodeBuffer, Trajectories
+from rltune.trainers.sampling._recurrent_states import AgentStates
+from rltune.trainers.policies._policy import Policy
 from rltune.trainers.policies._policy_spec import PolicyMapping
 from rltune.trainers.policies._space_fit import check_fit
-from rltune.trainers.sampling._sample_batch import (
-    REWARDS,
-    EpisodeMetrics,
-    SampleBatch,
-    SampleResult,
-)
+from rltune.trainers.sampling._sample_batch import EpisodeMetrics, SampleBatch
 
 logger = logging.getLogger(__name__)
 _NONE: dict[Any, Any] = {}  # no fast-path preprocessors
 
-class MultiAgentSampler(EnvSlots):
-    """Collects fragments from N multi-agent envs whose agents act through a map of policies.
+class AgentRows(EnvSlots):
+    """The per-agent row layout of N multi-agent envs whose agents act through a map of policies.
 
     ``batched`` names the policies whose transitions are kept and
     postprocessed (those that may be trained); the others only act.
@@ -85,7 +81,6 @@ class MultiAgentSampler(EnvSlots):
         rebuild_env: Callable[[int], gym.Env],
         callbacks: DefaultCallbacks | None = None,
         worker: Any = None,
-        complete_episodes: bool = False,
         filters: Filters | None = None,
         policy_spaces: dict[str, tuple[gym.Space, gym.Space]] | None = None,
         nan_policy: str = "raise",
@@ -102,12 +97,12 @@ class MultiAgentSampler(EnvSlots):
         self.policies = policies
         self.mapping = mapping
         self.batched = batched
-        self._per_trajectory = self.callbacks.overrides("on_postprocess_trajectory")
+        self.per_agent = True
         self._started = False
         self._agent_states = AgentStates()  # recurrent policies' per-(env, agent) states (_recurrent_states.py)
         n = self.num_envs
         self._episodes: list[MultiAgentEpisode | None] = [None] * n
-        self._episode_number = [0] * n
+        self.episode_numbers = [0] * n
         self._agent_policy: list[dict[Any, str]] = [{} for _ in range(n)]
         self._agent_preprocessor: list[dict[Any, Callable[[Any], np.ndarray]]] = [{} for _ in range(n)]  # by mapping
         self._acting: list[dict[Any, np.ndarray]] = [{} for _ in range(n)]  # agents to act next: their preprocessed obs
@@ -120,12 +115,15 @@ class MultiAgentSampler(EnvSlots):
         self._unobserved_warned: set[Any] = set()
         self._lengths = [0] * n
         self._store: dict[str, Transitions] = {}
-        # batch_mode complete_episodes: running episodes' trajectories wait here until their episode ends
-        self.episode_buffer = EpisodeBuffer() if complete_episodes else None
+        self.episode_buffer: EpisodeBuffer | None = None  # the collector's (complete_episodes), or None
 
     def uses_policy(self, policy_id: str) -> bool:
         """Whether an agent of a running episode is mapped to ``policy_id``."""
         return any(policy_id in mapped.values() for mapped in self._agent_policy)
+
+    def remap(self, mapping: PolicyMapping, batched: Callable[[], set[str]]) -> None:
+        """The policy set changed: agents of new episodes map through ``mapping``; ``batched`` names the policies kept."""
+        self.mapping, self.batched = mapping, batched
 
     # -- episodes -------------------------------------------------------------------------
     def _policy_of(self, i: int, agent: Any) -> str:
@@ -148,9 +146,9 @@ class MultiAgentSampler(EnvSlots):
             raise EnvError(f"{self._place(i)}: reset() returned no observation, so no agent can act")
         episode = MultiAgentEpisode(env_index=i, worker_index=self.contexts[i].worker_index, observation=obs, info=infos or {})
         self._episodes[i] = episode
-        self._episode_number[i] += 1
+        self.episode_numbers[i] += 1
         if self.episode_buffer is not None:  # its trajectories may be postprocessed after it ended
-            self.episode_buffer.episodes[(i, self._episode_number[i])] = episode
+            self.episode_buffer.episodes[(i, self.episode_numbers[i])] = episode
         self._agent_policy[i] = {}
         self._agent_preprocessor[i] = {}
         self._agent_states.new_episode(i)
@@ -203,69 +201,50 @@ class MultiAgentSampler(EnvSlots):
         first = not self._started
         self._started = True
         self._store = {}
-        if self.episode_buffer is not None:
-            self.episode_buffer.clear()
         self._update_filters = update_filter
         self._unfiltered = {}
         for i in range(self.num_envs):
             self._new_episode(i, self._env_seed(i) if first else None)
         self.screen.filter_step()
 
-    # -- the sampling loop ------------------------------------------------------------
-    def sample(self, num_steps: int, explore: bool = True, collect: bool = True, update_filter: bool = True) -> SampleResult:
-        """Step every env ``num_steps`` times; return the raw fragments of every batched policy and finished episodes.
-
-        ``collect``: False keeps no steps (evaluation: episodes only).
-        ``update_filter``: add the observations to the observation filters'
-        statistics (False: apply them frozen, as evaluation does).
-        """
+    # -- the layout's contract (_collector.RowLayout) ------------------------------------------
+    def start(self, update_filter: bool) -> None:
+        """Before a ``sample()``: the first call resets (and seeds) the envs; which policies are recurrent, again."""
         if not self._started:
             self.reset_all(update_filter)
         self._update_filters = update_filter
-        self._agent_states.refresh(self.policies)  # once per call: which policies carry a recurrent state
-        if self.episode_buffer is not None and collect:
-            return self._sample_complete_episodes(num_steps, explore)
-        batched = self.batched() if collect else set()
+        self._agent_states.refresh(self.policies)  # once per call: policies may have been added
+
+    def step(self, num_steps: int, explore: bool, batched: set[str], update_filter: bool) -> Steps:
+        """Step every env ``num_steps`` times; the closed trajectories of the ``batched`` policies (open ones carry on)."""
         for pid in batched:
             self._store.setdefault(pid, Transitions())
         episodes: list[EpisodeMetrics] = []
         agent_steps = 0
         for _ in range(num_steps):
             agent_steps += self._act_and_step(explore, batched, episodes)
-        result = SampleResult(episodes=episodes, env_steps=num_steps * self.num_envs, agent_steps=agent_steps)
-        if collect:
-            result.fragments = self._fragments(self._closed_trajectories(batched))
+        steps = Steps(episodes, agent_steps)
+        if batched:
+            steps.trajectories = self._closed_trajectories(batched)
         else:
             self._store = {}
-        return result
+        return steps
 
-    def _sample_complete_episodes(self, num_steps: int, explore: bool) -> SampleResult:
-        """Step until whole episodes of at least ``num_steps x num_envs`` env steps ended; return those only."""
-        buffer, batched = self.episode_buffer, self.batched()
-        target = num_steps * self.num_envs
-        episodes: list[EpisodeMetrics] = []
-        env_steps = 0
-        ended = lambda episode: episode[1] < self._episode_number[episode[0]]  # noqa: E731 - (env index, number)
-        while env_steps < target:
-            for pid in batched:
-                self._store.setdefault(pid, Transitions())
-            done: list[EpisodeMetrics] = []
-            for _ in range(chunk_steps(target, env_steps, self.num_envs, num_steps)):
-                self._act_and_step(explore, batched, done)
-            episodes.extend(done)
-            env_steps += sum(e.episode_length for e in done)
-            for pid, (flat, keys, lengths) in self._closed_trajectories(batched).items():
-                start = 0
-                for key, length in zip(keys, lengths):
-                    piece = {name: column[start:start + length] for name, column in flat.items()}
-                    buffer.add(pid, key, piece, ended=ended(key[:2]))
-                    start += length
-            buffer.end_episodes(ended)
-        ready = buffer.take(batched)
-        fragments = self._fragments(ready)
-        agent_steps = sum(len(t[0][REWARDS]) for t in ready.values())
-        buffer.episodes = {k: v for k, v in buffer.episodes.items() if not ended(k)}
-        return SampleResult(fragments=fragments, episodes=episodes, env_steps=env_steps, agent_steps=agent_steps)
+    def step_into(
+        self, buffer: EpisodeBuffer, num_steps: int, explore: bool, batched: set[str], update_filter: bool
+    ) -> list[EpisodeMetrics]:
+        """Step every env ``num_steps`` times into ``buffer``, a trajectory piece per agent and episode; the episodes that ended."""
+        steps = self.step(num_steps, explore, batched, update_filter)
+        numbers = self.episode_numbers
+        ended = lambda episode: episode[1] < numbers[episode[0]]  # noqa: E731 - (env index, number)
+        for pid, (flat, keys, lengths) in steps.trajectories.items():
+            start = 0
+            for key, length in zip(keys, lengths):
+                piece = {name: column[start:start + length] for name, column in flat.items()}
+                buffer.add(pid, key, piece, ended=ended(key[:2]))
+                start += length
+        buffer.end_episodes(ended)
+        return steps.episodes
 
     def _act_and_step(self, explore: bool, batched: set[str], episodes: list[EpisodeMetrics]) -> int:
         action_dicts: list[dict[Any, Any]] = [{} for _ in range(self.num_envs)]
@@ -279,7 +258,7 @@ class MultiAgentSampler(EnvSlots):
             env_actions = policy.to_env_actions(actions)
             if pid in batched:
                 store = self._store[pid]
-                numbers = self._episode_number
+                numbers = self.episode_numbers
                 first = store.open_rows([(i, numbers[i], agent) for i, agent in members], store.add_chunk(obs, actions, extras))
                 for j, (i, agent) in enumerate(members):
                     action_dicts[i][agent] = env_actions[j]
@@ -395,28 +374,7 @@ class MultiAgentSampler(EnvSlots):
         self._carry_open_transitions(old, computed)
         return trajectories
 
-    def _fragments(self, trajectories: dict[str, Trajectories]) -> list[Fragment]:
-        """Each policy's trajectories as one packed fragment; or, for per-trajectory postprocessing, one fragment each."""
-        each = self._per_trajectory or any(wants_other_agent_batches(self.policies[pid]) for pid in trajectories)
-        fragments = []
-        for pid, (flat, keys, lengths) in trajectories.items():
-            if not each:
-                batch, keep = pack_rows(flat, lengths)
-                self.policies[pid].on_fragment(batch)
-                fragments.append(Fragment(pid, batch, keep, state_in=fragment_state_in(batch)))
-                continue
-            self.policies[pid].on_fragment({name: column[:, None] for name, column in flat.items()})
-            start = 0
-            for key, length in zip(keys, lengths):
-                piece = {name: column[start:start + length, None] for name, column in flat.items()}
-                start += length
-                env_index, number, agent = key
-                agent_key = (self.contexts[env_index].worker_index, env_index, number, agent)
-                fragments.append(Fragment(pid, piece, agents=[agent_key], episodes=[self._episode_of(key)],
-                                          state_in=fragment_state_in(piece)))
-        return fragments
-
-    def _episode_of(self, key: TrajectoryKey) -> Any:
+    def episode_of(self, key: TrajectoryKey) -> Any:
         """The episode object of a trajectory (for ``on_postprocess_trajectory`` and centralized critics)."""
         env_index, number, _ = key
         episode = self._episodes[env_index]
@@ -436,5 +394,5 @@ class MultiAgentSampler(EnvSlots):
             obs, actions, extras = computed[pid]
             first = new.add_chunk(obs[rows], actions[rows], {name: v[rows] for name, v in extras.items()})
             for k, (i, agent, tid) in enumerate(items):
-                key = (i, self._episode_number[i], agent)
+                key = (i, self.episode_numbers[i], agent)
                 self._open[i][agent] = (pid, new.open(key, first + k, store.rewards[tid]))

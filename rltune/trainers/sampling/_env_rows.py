@@ -1,10 +1,12 @@
-"""Stepping a vector of single-agent gymnasium envs with one batched policy forward per step.
+"""EnvRows: the row layout of single-agent envs: N envs as ``[T, N]`` columns, one batched policy forward per step.
 
-The sampler is the only code that touches envs while sampling; it runs in
-the trainer's process (``num_workers=0``) and in every rollout worker
-process alike. A single-agent env is one agent mapped to ``default_policy``;
-the multi-agent sampler (``_multi_agent_sampler.py``) returns the same
-:class:`SampleResult`, keyed by policy id.
+A single-agent env is one agent mapped to ``default_policy``. This layout
+is the step loop under the :class:`~._collector.EpisodeCollector` for such
+envs (in the trainer's process with ``num_workers=0`` and in every rollout
+worker process alike): each step, every env's observation goes through one
+forward of the policy, and the fragment's columns are written in place, so
+no per-agent bookkeeping runs. Non-finite rewards and observations are
+screened here (``nan_policy``), as they come.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from rltune.callbacks._episode import Episode
 from rltune.env._context import EnvContext
 from rltune.errors import EnvError
 from rltune.trainers.sampling._env_slots import EnvSlots
-from rltune.trainers.sampling._complete_episodes import EpisodeBuffer, chunk_steps, split_env_columns
-from rltune.trainers.sampling._fragment import INFOS, Fragment, info_column, pack_rows
+from rltune.trainers.sampling._collector import Steps
+from rltune.trainers.sampling._complete_episodes import EpisodeBuffer, split_env_columns
+from rltune.trainers.sampling._fragment import INFOS, Fragment, info_column
 from rltune.trainers.policies._filters import MeanStdFilter
 from rltune.trainers.sampling._recurrent_states import RecurrentStates, acting_function, end_fragment, fragment_state_in, reset_states
 from rltune.trainers.sampling._nonfinite import NanPolicy, describe_obs, describe_reward, finite, has_floats
@@ -33,14 +36,13 @@ from rltune.trainers.sampling._sample_batch import (
     TERMINATEDS,
     TRUNCATEDS,
     EpisodeMetrics,
-    SampleResult,
 )
 
 _NO_INFO: dict[str, Any] = {}  # the info of a step whose env raised (shared: read only)
 
 
-class VectorSampler(EnvSlots):
-    """Collects ``[T, N]`` fragments from N envs that share one policy.
+class EnvRows(EnvSlots):
+    """The ``[T, N]`` row layout of N single-agent envs that share one policy (``default_policy``).
 
     ``rebuild_env(i)`` is called to replace env ``i`` after it raised, when
     ``restart_failed_sub_environments`` is on; it returns the new env.
@@ -64,7 +66,6 @@ class VectorSampler(EnvSlots):
         rebuild_env: Callable[[int], gym.Env],
         callbacks: DefaultCallbacks | None = None,
         worker: Any = None,
-        complete_episodes: bool = False,
         obs_filter: MeanStdFilter | None = None,
         nan_policy: str = "raise",
     ) -> None:
@@ -78,13 +79,14 @@ class VectorSampler(EnvSlots):
         self.obs_filter = obs_filter
         self._obs_dtype = policy.preprocessor.dtype if obs_filter is None else np.float32  # a filter's rows are float
         self.policy = policy
+        self.policies = {DEFAULT_POLICY_ID: policy}
+        self.per_agent = False  # one [T, N] block: no per-trajectory fragments
         self._obs: np.ndarray | None = None
         self._returns = [0.0] * self.num_envs
         self._lengths = [0] * self.num_envs
         self._episodes: list[Episode | None] = [None] * self.num_envs
-        # batch_mode complete_episodes: running episodes' steps wait here until their episode ends
-        self.episode_buffer = EpisodeBuffer() if complete_episodes else None
-        self._episode_numbers = [0] * self.num_envs
+        self.episode_buffer: EpisodeBuffer | None = None  # the collector's (complete_episodes), or None
+        self.episode_numbers = [0] * self.num_envs
         self._states: RecurrentStates | None = None  # a recurrent policy's per-env state (_recurrent_states.py)
 
     # -- env calls (seeding, retries and failure handling: EnvSlots) -------------------------
@@ -129,30 +131,52 @@ class VectorSampler(EnvSlots):
         self._returns = [0.0] * self.num_envs
         self._lengths = [0] * self.num_envs
         reset_states(self._states)
-        if self.episode_buffer is not None:
-            self.episode_buffer.clear()
-            self._episode_numbers = [0] * self.num_envs
+        self.episode_numbers = [0] * self.num_envs
 
-    # -- the sampling loop ------------------------------------------------------------
-    def sample(self, num_steps: int, explore: bool = True, collect: bool = True, update_filter: bool = True) -> SampleResult:
-        """Step every env ``num_steps`` times; return the raw fragment (see :mod:`._fragment`) and finished episodes.
+    # -- the layout's contract (_collector.RowLayout) ------------------------------------------
+    def start(self, update_filter: bool) -> None:
+        """Before a ``sample()``: the first call resets (and seeds) the envs."""
+        if self._obs is None:
+            self.reset_all(update_filter)
 
-        With ``complete_episodes`` (and ``collect``), step until whole
-        episodes of at least ``num_steps x num_envs`` steps ended, and return
-        those only (see :mod:`rltune.trainers.sampling._complete_episodes`).
-        ``collect``: False keeps no steps (evaluation: episodes only).
-        ``update_filter``: add the observations to the observation filter's
-        statistics (False: apply it frozen, as evaluation does).
-        """
-        if self.episode_buffer is not None and collect:
-            return self._sample_complete_episodes(num_steps, explore, update_filter)
+    def batched(self) -> set[str]:
+        """The one policy, whose steps are always kept."""
+        return {DEFAULT_POLICY_ID}
+
+    def uses_policy(self, policy_id: str) -> bool:
+        """Whether the envs' agent acts with ``policy_id``."""
+        return policy_id == DEFAULT_POLICY_ID
+
+    def remap(self, mapping: Any, batched: Any) -> None:
+        """The policy set changed: nothing to do, the envs' one agent always acts with ``default_policy``."""
+
+    def episode_of(self, key: Any) -> Any:
+        """The episode object of env ``key[0]``'s running episode (None unless episode hooks are overridden)."""
+        return self._episodes[key[0]]
+
+    def step(self, num_steps: int, explore: bool, batched: set[str], update_filter: bool) -> Steps:
+        """Step every env ``num_steps`` times: one ``[num_steps, N]`` fragment (kept if ``batched``)."""
         batch, episodes = self._step_fragment(num_steps, explore, update_filter)
-        result = SampleResult(episodes=episodes, env_steps=num_steps * self.num_envs, agent_steps=num_steps * self.num_envs)
-        if collect:
-            self.policy.on_fragment(batch)
+        steps = Steps(episodes, num_steps * self.num_envs)
+        if batched:
             keep = self._kept(num_steps) if self._dropped else None
-            result.fragments.append(Fragment(DEFAULT_POLICY_ID, batch, keep, state_in=fragment_state_in(batch)))
-        return result
+            steps.packed.append(Fragment(DEFAULT_POLICY_ID, batch, keep, state_in=fragment_state_in(batch)))
+        return steps
+
+    def step_into(
+        self, buffer: EpisodeBuffer, num_steps: int, explore: bool, batched: set[str], update_filter: bool
+    ) -> list[EpisodeMetrics]:
+        """Step every env ``num_steps`` times into ``buffer``, a trajectory piece per env and episode; the episodes that ended."""
+        numbers = list(self.episode_numbers)
+        batch, ended = self._step_fragment(num_steps, explore, update_filter)
+        done = batch[TERMINATEDS] | batch[TRUNCATEDS]
+        dropped = {(i, numbers[i] + int(done[:first, i].sum())) for i, first, _ in self._dropped}
+        for i, number, piece, over in split_env_columns(batch, self.episode_numbers):
+            if (i, number) in dropped:
+                buffer.discard_episode(i, number)
+                continue
+            buffer.add(DEFAULT_POLICY_ID, (i, number, None), piece, ended=over)
+        return ended
 
     def _kept(self, num_steps: int) -> np.ndarray:
         """The fragment's rows outside its dropped episodes (``[T, N]``).
@@ -165,29 +189,6 @@ class VectorSampler(EnvSlots):
         for i, first, last in self._dropped:
             keep[first:last + 1, i] = False
         return keep
-
-    def _sample_complete_episodes(self, num_steps: int, explore: bool, update_filter: bool) -> SampleResult:
-        buffer = self.episode_buffer
-        target = num_steps * self.num_envs
-        episodes: list[EpisodeMetrics] = []
-        while buffer.ready_rows < target:
-            steps = chunk_steps(target, buffer.ready_rows, self.num_envs, num_steps)
-            numbers = list(self._episode_numbers)
-            batch, ended = self._step_fragment(steps, explore, update_filter)
-            episodes.extend(ended)
-            done = batch[TERMINATEDS] | batch[TRUNCATEDS]
-            dropped = {(i, numbers[i] + int(done[:first, i].sum())) for i, first, _ in self._dropped}
-            for i, number, piece, over in split_env_columns(batch, self._episode_numbers):
-                if (i, number) in dropped:
-                    buffer.discard_episode(i, number)
-                    continue
-                buffer.add(DEFAULT_POLICY_ID, (i, number, None), piece, ended=over)
-        rows = buffer.ready_rows
-        flat, _, lengths = buffer.take()[DEFAULT_POLICY_ID]
-        batch, keep = pack_rows(flat, lengths)
-        self.policy.on_fragment(batch)
-        fragment = Fragment(DEFAULT_POLICY_ID, batch, keep, state_in=fragment_state_in(batch))
-        return SampleResult(fragments=[fragment], episodes=episodes, env_steps=rows, agent_steps=rows)
 
     def _step_fragment(
         self, num_steps: int, explore: bool, update_filter: bool = True

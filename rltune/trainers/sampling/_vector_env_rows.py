@@ -1,9 +1,10 @@
-"""Sampling a gymnasium ``VectorEnv``: its sub-envs stepped by ONE ``step(actions)`` call per step.
+"""VectorEnvRows: the row layout of a gymnasium ``VectorEnv``: its sub-envs stepped by ONE ``step(actions)`` call per step.
 
-The :class:`VectorEnvSampler` is the :class:`~rltune.trainers.sampling._sampler.VectorSampler`
-with another way to step and reset: everything else (buffers, episode
-metrics, callbacks, nan screening, observation filters,
-``complete_episodes``) is the list-of-envs sampler's, per sub-env.
+:class:`VectorEnvRows` is the :class:`~rltune.trainers.sampling._env_rows.EnvRows`
+layout with another way to step and reset: everything else (buffers,
+episode metrics, callbacks, nan screening, observation filters) is the
+list-of-envs layout's, per sub-env, and the collector's
+(``complete_episodes``, fragments).
 
 gymnasium's autoreset modes (``metadata['autoreset_mode']``):
 
@@ -35,13 +36,13 @@ from rltune.env._vector import autoreset_mode, sub_info
 from rltune.errors import EnvError
 from rltune.trainers.policies._policy import Policy
 from rltune.trainers.sampling._sample_batch import EpisodeMetrics
-from rltune.trainers.sampling._sampler import VectorSampler
+from rltune.trainers.sampling._env_rows import EnvRows
 
 _ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
-class VectorEnvSampler(VectorSampler):
-    """Collects ``[T, N]`` fragments from the N sub-envs of one gymnasium ``VectorEnv`` (see the module's doc)."""
+class VectorEnvRows(EnvRows):
+    """The ``[T, N]`` row layout of the N sub-envs of one gymnasium ``VectorEnv`` (see the module's doc)."""
 
     def __init__(self, env: VectorEnv, contexts: list[EnvContext], policy: Policy, **options: Any) -> None:
         options["restart_failed"] = False  # refused with a vector env (vector_config_problem)
