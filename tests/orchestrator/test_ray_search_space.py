@@ -84,3 +84,17 @@ def test_a_sample_from_that_raises_or_loops_is_named_before_any_trial(tmp_path):
     with pytest.raises(ConfigError, match=r"config.a, config.b: tune.sample_from values that read each other"):
         run({"a": tune.sample_from(lambda s: s.config.b), "b": tune.sample_from(lambda s: s.config.a)})
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_resumed_study_shows_the_sample_from_values_its_trials_ran_with(tmp_path):
+    config = {"x": 0.0, "steps": 1, "noise": tune.sample_from(lambda spec: random.random())}  # score = noise
+
+    def run(n_trials, resume):
+        return tune.run(counter, config=config, metric="score", n_trials=n_trials, name="kept",
+                        results_dir=str(tmp_path), verbose=0, resume=resume)
+
+    run(2, False)
+    analysis = run(3, True)
+    assert len(analysis.trials) == 3
+    for t in analysis.trials:
+        assert t.config["noise"] == t.last_result["score"]
