@@ -9,6 +9,16 @@ The public API is :mod:`rltune.tune` (``from rltune import tune``) and the
     _run_study      run a plan to its Analysis with its display (what tune.run and ``rltune tune`` call)
     _spec           study files and tune.run fields: validation (every problem, by path and line), the plan
     _search_space   grid_search, choice, uniform, loguniform, randint, quniform: parsing, Optuna suggest, configs
+    _ray_domains    Ray Tune's qloguniform, lograndint, qrandint, randn (their Optuna side) and sample_from
+    _sample_from    tune.sample_from values computed per trial from the drawn config
+    _ray_translate  translate_search: Ray Tune's searchers, schedulers and MLflow callback as study fields
+    _ray_part       what one Ray Tune object sets in a study (StudyPart) and its argument checks
+    _ray_schedulers FIFOScheduler, ASHAScheduler, HyperBandScheduler, MedianStoppingRule as Optuna pruners
+    _ray_searchers  BasicVariantGenerator, OptunaSearch, HyperOptSearch, BayesOptSearch, ConcurrencyLimiter
+    _ray_points     points_to_evaluate checked against the search space, as Optuna parameters
+    _points_first   the sampler wrapper that runs points_to_evaluate first
+    _grace_pruner   MedianStoppingRule's grace period in seconds (a MedianPruner that waits)
+    _ray_mlflow     MLflowLoggerCallback and setup_mlflow: the study's tracking URI and experiment
     _runner         a study's loop: Optuna ask/report/tell, CPU budget, failures, Ctrl-C; events to observers
     _study_setup    open, create or join a study: lock, storage, space checks, grid and budget enqueued, resumable trials
     _trial_setup    the next trial (resumed, retried, grid, new): its config, seed, directory, results backfilled

@@ -103,8 +103,10 @@ class TrialSetup:
             # a resumed trial keeps the values it drew, even if the study file's ranges changed since
             warnings.filterwarnings("ignore", message="Inconsistent parameter values", category=RuntimeWarning)
             values = suggest(trial, self.state.plan.space)
-        config = resolve_config(self.state.plan.config, self.state.plan.space, values)
         source = retry if retry is not None else resumed
+        drawn = source.user_attrs.get("config") if source is not None else None  # its tune.sample_from values
+        config = resolve_config(self.state.plan.config, self.state.plan.space, values,
+                                drawn if isinstance(drawn, dict) else None)
         retried = predecessor(source) if source is not None else None  # the failed trial this one retries
         previous = source.user_attrs if retried is not None else {}  # a retry's: the failed trial's seed and config
         if isinstance(previous.get("seed"), int) and self.state.plan.trainable.kind == "trainer" and config.get("seed") is None:
@@ -198,7 +200,8 @@ def _checkpoint_iteration(path: str) -> int:
 def decode_trial_config(plan: StudyPlan, frozen: Any) -> dict[str, Any]:
     """The config a stored trial ran with (its params decoded into the plan's config)."""
     values = decode_params(plan.space, frozen.params)
-    config = resolve_config(plan.config, plan.space, values)
+    drawn = frozen.user_attrs.get("config")
+    config = resolve_config(plan.config, plan.space, values, drawn if isinstance(drawn, dict) else None)
     seed = frozen.user_attrs.get("seed")
     if plan.trainable.kind == "trainer" and config.get("seed") is None and seed is not None:
         config["seed"] = seed
