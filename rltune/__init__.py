@@ -1,12 +1,18 @@
 """rltune: hyperparameter tuning and curriculum orchestration for reinforcement learning.
 
 Importing :mod:`rltune` is cheap; the trainers (and torch) load on first use,
-and ``rltune.tune`` (``from rltune import tune``) on first access.
+and ``rltune.tune`` (``from rltune import tune``) on first access. It also
+makes RLlib's and Ray's import paths importable under rltune
+(``rltune.algorithms.ppo``, ``rltune.train``, ...: rltune/_compat_paths.py).
 """
+
+from rltune._compat_paths import install as _install_compat_paths
 
 __version__ = "0.1.0"
 
 __all__ = ["__version__", "tune"]
+
+_install_compat_paths()
 
 
 def __getattr__(name: str):  # lazy: `import rltune` stays cheap

@@ -32,8 +32,10 @@ import sys
 from typing import Any
 
 from rltune._pretty_print import pretty_print
+from rltune.env import register_env
 from rltune.errors import ConfigError, StudyFailedError
 from rltune.orchestrator._analysis import Analysis, TrialRecord
+from rltune.orchestrator._rllib_study import function
 from rltune.orchestrator._reporter import Reporter, TrialStopped, report
 from rltune.orchestrator._run_study import all_failed, first_error, run_plan
 from rltune.orchestrator._search_space import Domain, choice, grid_search, loguniform, quniform, randint, uniform
@@ -46,12 +48,14 @@ __all__ = [
     "TrialRecord",
     "TrialStopped",
     "choice",
+    "function",
     "grid_search",
     "load_study_file",
     "loguniform",
     "pretty_print",
     "quniform",
     "randint",
+    "register_env",
     "report",
     "run",
     "run_plan",

@@ -184,6 +184,24 @@ def hung_env_in_a_worker(ctx: Context) -> None:
         trainer.train()
 
 
+def policy_from_checkpoint(policy_ids):
+    """``Policy.from_checkpoint`` of the recorded PPO checkpoint, for ``policy_ids``."""
+    def call(ctx: Context) -> None:
+        from rltune.trainers import Policy
+
+        Policy.from_checkpoint(ctx.checkpoint, policy_ids=policy_ids)
+    return call
+
+
+def tune_function(value):
+    """``tune.function(value)``."""
+    def call(ctx: Context) -> None:
+        from rltune import tune
+
+        tune.function(value)
+    return call
+
+
 CASES: list[Case] = [
     Case("api name escapes", "name: must be letters, digits", call=run(name="../../x")),
     Case("api name absolute", "name: must be letters, digits", call=run(name="/etc/x")),
@@ -332,4 +350,15 @@ CASES: list[Case] = [
          "cannot be reached", call=vector_env(env_task_fn=lambda result, env, ctx: 0)),
     Case("api AsyncVectorEnv instance to a rollout worker", "an AsyncVectorEnv instance cannot be sent to rollout "
          "worker processes", call=vector_env("async", num_workers=1)),
+    # -- RLlib 2.x's script API (issue 26) --
+    Case("api builder render_env true", "render_env: True is not supported yet: rltune renders no env yet",
+         call=builder(lambda c: c.environment("CartPole-v1", render_env=True))),
+    Case("api builder item a bad value", "invalid PPOConfig.update_from_dict(): lr: Input should be a valid number",
+         call=builder(lambda c: c.__setitem__("lr", "fast"))),
+    Case("api run resources function raises", "resources_per_trial: the function raised KeyError: 'nope'",
+         call=run(resources_per_trial=lambda config: {"cpu": config["nope"]})),
+    Case("api run resources function returns bad", "resources_per_trial (as the function returned them)",
+         call=run(resources_per_trial=lambda config: {"cpu": -1})),
+    Case("api policy from_checkpoint unknown id", "no trained policy 'nope'", call=policy_from_checkpoint("nope")),
+    Case("api tune.function of a number", "invalid tune.function(): must be a function", call=tune_function(3)),
 ]
