@@ -323,7 +323,7 @@ class AlgorithmConfig:
             if not isinstance(node, dict) or part not in node:
                 raise AttributeError(f"{self._name()} has no setting {name!r}")
             node = node[part]
-        return node
+        return self[name] if isinstance(node, dict) else node  # a block: the builder's own (config.model[...] = ...)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "algo_class":

@@ -39,6 +39,7 @@ def test_default_config_written_like_the_classic_dict_changes_the_builder_it_is(
     config["lr"] = 1e-3
     config["model"]["fcnet_hiddens"] = [16]  # in place, as RLlib's dict (and its builder) take it
     config["env_config"]["size"] = 3
+    config.model["fcnet_activation"] = "relu"  # RLlib 2.x's attribute, the same live block
     config.update({"train_batch_size": 64, "sgd_minibatch_size": 32})
     other = copy.deepcopy(config)
     other["lr"] = 0.5
@@ -46,6 +47,7 @@ def test_default_config_written_like_the_classic_dict_changes_the_builder_it_is(
     shallow["model"]["fcnet_hiddens"] = [4]
     built = config.to_dict()
     assert built["lr"] == 1e-3 and built["model"]["fcnet_hiddens"] == [16] and built["env_config"] == {"size": 3}
+    assert built["model"]["fcnet_activation"] == "relu"
     assert built["train_batch_size"] == 64 and other["lr"] == 0.5 and shallow.to_dict()["model"]["fcnet_hiddens"] == [4]
     assert config.pop("lr") == 1e-3 and config["lr"] == 5e-05  # back to the default
     assert PPO.get_default_config()["model"]["fcnet_hiddens"] == [256, 256]  # a fresh builder each call
