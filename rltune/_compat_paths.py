@@ -35,6 +35,8 @@ _TUNE = "rltune.tune"
 
 # module path -> {name: "module:attribute"}.
 PATHS: dict[str, dict[str, str]] = {
+    # -- Ray itself: import ray; ray.init() -> import rltune; rltune.init()
+    "rltune": {name: f"rltune._compat_paths:{name}" for name in ("init", "shutdown", "is_initialized")},
     # -- RLlib 2.x: ray.rllib.algorithms ...
     "rltune.algorithms": {"Algorithm": f"{_T}:Trainer", "AlgorithmConfig": f"{_T}:AlgorithmConfig"},
     "rltune.algorithms.algorithm": {"Algorithm": f"{_T}:Trainer"},
@@ -111,6 +113,23 @@ PENDING: dict[str, str] = {
 # rltune.air.session.report of Ray 2.0-2.6 and rltune.train.report are the Tuner's function-trainable report.
 
 
+def init(*args: Any, **kwargs: Any) -> None:
+    """Ray's ``ray.init(...)``: rltune starts no cluster (a study's trials are processes), so it changes nothing."""
+    import logging
+
+    logging.getLogger(__name__).info("rltune.init (Ray's ray.init) changes nothing: rltune needs no cluster; a study's "
+                                     "CPU budget is n_jobs and resources_per_trial")
+
+
+def shutdown() -> None:
+    """Ray's ``ray.shutdown()``: nothing to shut down (a trainer's ``stop()`` ends its worker processes)."""
+
+
+def is_initialized() -> bool:
+    """Ray's ``ray.is_initialized()``: always True (there is nothing to start)."""
+    return True
+
+
 def _packages() -> set[str]:
     """Every proper prefix of a table path under rltune (``rltune.algorithms`` of ``rltune.algorithms.ppo``)."""
     found = set()
@@ -169,7 +188,7 @@ class CompatFinder(importlib.abc.MetaPathFinder):
             if spec is not None:
                 spec.submodule_search_locations = []  # a module and a package: rltune.tune.schedulers is found
             return spec
-        if fullname not in PATHS and fullname not in _PACKAGES:
+        if (fullname not in PATHS and fullname not in _PACKAGES) or fullname == "rltune":
             return None
         if importlib.machinery.PathFinder.find_spec(fullname, path) is not None:
             return None  # a real module or package of rltune's own: never shadowed

@@ -20,6 +20,8 @@ ENTRIES = [(path, name) for path, names in PATHS.items() for name in names]
 
 
 def _ray_path(path: str) -> str:
+    if path == "rltune":
+        return "ray"
     rest = path.split(".", 1)[1]
     return ("ray." if rest.split(".")[0] in ("tune", "train", "air") else "ray.rllib.") + rest
 
@@ -54,7 +56,7 @@ def test_the_examples_of_the_issue_import():
 
 def test_the_table_shadows_no_module_of_rltune_and_tune_stays_its_module():
     root = Path(rltune.__file__).parent
-    for path in PATHS:
+    for path in set(PATHS) - {"rltune"}:
         relative = Path(*path.split(".")[1:])
         assert not (root / relative).with_suffix(".py").exists() and not (root / relative / "__init__.py").exists(), path
     from rltune import tune
@@ -77,9 +79,16 @@ def test_importing_rltune_and_a_compat_path_stays_cheap():
 def test_the_porting_guide_lists_exactly_the_table_and_marks_the_pending_names():
     text = DOC.read_text(encoding="utf-8")
     section = text.split("## Import paths", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| `(ray\.[\w.]+)` \| `(rltune\.[\w.]+)` \| (.*) \|$", section, flags=re.MULTILINE)
+    rows = re.findall(r"^\| `(ray[\w.]*)` \| `(rltune[\w.]*)` \| (.*) \|$", section, flags=re.MULTILINE)
     listed = {path: dict(re.findall(r"`(\w+)`(†?)", names)) for _, path, names in rows}
     assert {path: sorted(names) for path, names in listed.items()} == {p: sorted(n) for p, n in PATHS.items()}
     assert all(ray == _ray_path(path) for ray, path, _ in rows)
     marked = {f"{path}:{name}" for path, names in listed.items() for name, mark in names.items() if mark}
     assert marked == set(PENDING)
+
+
+def test_rays_own_init_and_shutdown_are_there_and_change_nothing():
+    assert rltune.init(num_cpus=2, local_mode=True) is None and rltune.is_initialized() is True
+    assert rltune.shutdown() is None
+    with pytest.raises(AttributeError, match="has no attribute 'remote'"):
+        rltune.remote
