@@ -48,7 +48,7 @@ from rltune.trainers.sampling._nonfinite import NonFiniteWarnings
 from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers.policies._policy_spec import PolicySpec
 from rltune.trainers.sampling._remote import set_compute_threads, setup_logging
-from rltune.trainers.rllib._old_trainer_names import OldOptimizer, default_resource_request
+from rltune.trainers.rllib._old_trainer_names import OldOptimizerAttribute, default_resource_request
 from rltune.trainers.rllib._rllib_names import add_result_spellings, copy_config, env_in_rltune_names, translate_config
 from rltune.trainers.sampling._rollout_worker import RolloutWorker
 from rltune.trainers.sampling._sample_source import SampleSource, checked_source
@@ -406,7 +406,7 @@ class Trainer:
         """``fn(worker)`` on the local worker and every rollout worker process; results in worker order."""
         return self.workers.foreach_worker(fn)
 
-    optimizer = property(OldOptimizer, doc="Old RLlib's ``trainer.optimizer``: ``foreach_evaluator`` and ``local_evaluator``.")
+    optimizer = OldOptimizerAttribute()  # old RLlib's trainer.optimizer: foreach_evaluator and local_evaluator
     __name__ = property(lambda self: self.name, doc="The algorithm's name, as old RLlib's trainers had (``info['trainer'].__name__``).")
 
     def foreach_env(self, fn: Callable[[gym.Env], Any]) -> list[Any]:

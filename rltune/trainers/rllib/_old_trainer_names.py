@@ -46,6 +46,16 @@ class OldOptimizer:
                              f"foreach_evaluator and local_evaluator on it); use {instead}")
 
 
+class OldOptimizerAttribute:
+    """``Trainer.optimizer``: an :class:`OldOptimizer` of the trainer, unless a subclass sets its own ``optimizer``.
+
+    A non-data descriptor, so that ``self.optimizer = ...`` in a user's trainer simply takes the name.
+    """
+
+    def __get__(self, trainer: Trainer | None, owner: type | None = None) -> Any:
+        return self if trainer is None else OldOptimizer(trainer)
+
+
 @dataclass(frozen=True)
 class PlacementGroupFactory:
     """The resources of a trial as Ray Tune asks for them: one bundle per process (trainer first, then each worker).

@@ -142,3 +142,15 @@ def test_old_callbacks_info_trainer_has_a_name_and_old_optimizer_names_reach_the
             trainer.optimizer.step()
     finally:
         trainer.stop()
+
+
+def test_a_trainer_subclass_may_still_have_an_optimizer_of_its_own():
+    class Own(PPO):
+        def setup(self) -> None:
+            self.optimizer = "mine"
+
+    trainer = Own(config=TINY, env="CartPole-v1")
+    try:
+        assert trainer.optimizer == "mine"
+    finally:
+        trainer.stop()
