@@ -154,3 +154,16 @@ def test_a_trainer_subclass_may_still_have_an_optimizer_of_its_own():
         assert trainer.optimizer == "mine"
     finally:
         trainer.stop()
+
+
+def test_the_ported_rllib_2x_example_script_runs(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[3] / "examples" / "rllib2_script.py"
+    run = subprocess.run([sys.executable, str(script), "--no-tune", "--stop-iters", "1"], cwd=tmp_path,
+                         env={**os.environ, "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "episode_reward_mean" in run.stdout and "old gym API" in run.stderr
