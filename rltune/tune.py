@@ -34,6 +34,7 @@ import sys
 from typing import Any
 
 from rltune._pretty_print import pretty_print
+from rltune.env import register_env
 from rltune.errors import ConfigError, StudyFailedError
 from rltune.orchestrator._analysis import Analysis, TrialRecord
 from rltune.orchestrator._ray_domains import lograndint, qloguniform, qrandint, randn, sample_from
@@ -53,6 +54,7 @@ from rltune.orchestrator._ray_searchers import (
     OptunaSearch,
 )
 from rltune.orchestrator._ray_translate import translate_search
+from rltune.orchestrator._rllib_study import function
 from rltune.orchestrator._reporter import Reporter, TrialStopped, report
 from rltune.orchestrator._run_study import all_failed, first_error, run_plan
 from rltune.orchestrator._search_space import Domain, choice, grid_search, loguniform, quniform, randint, uniform
@@ -76,6 +78,7 @@ __all__ = [
     "TrialRecord",
     "TrialStopped",
     "choice",
+    "function",
     "grid_search",
     "load_study_file",
     "lograndint",
@@ -86,6 +89,7 @@ __all__ = [
     "quniform",
     "randint",
     "randn",
+    "register_env",
     "report",
     "run",
     "run_plan",

@@ -193,6 +193,24 @@ def ray_name(make):
     return call
 
 
+def policy_from_checkpoint(policy_ids):
+    """``Policy.from_checkpoint`` of the recorded PPO checkpoint, for ``policy_ids``."""
+    def call(ctx: Context) -> None:
+        from rltune.trainers import Policy
+
+        Policy.from_checkpoint(ctx.checkpoint, policy_ids=policy_ids)
+    return call
+
+
+def tune_function(value):
+    """``tune.function(value)``."""
+    def call(ctx: Context) -> None:
+        from rltune import tune
+
+        tune.function(value)
+    return call
+
+
 CASES: list[Case] = [
     Case("api name escapes", "name: must be letters, digits", call=run(name="../../x")),
     Case("api name absolute", "name: must be letters, digits", call=run(name="/etc/x")),
@@ -415,4 +433,15 @@ CASES: list[Case] = [
     Case("api ray other callback", "callbacks: object is not taken", call=ray_name(lambda t: {"callbacks": [object()]})),
     Case("api ray config.mlflow option", "invalid config.mlflow: run_name='r': each trial's run is named after its trial",
          call=ray_name(lambda t: {"config": {"steps": 2, "mlflow": {"run_name": "r"}}})),
+    # -- RLlib 2.x's script API (issue 26) --
+    Case("api builder render_env true", "render_env: True is not supported yet: rltune renders no env yet",
+         call=builder(lambda c: c.environment("CartPole-v1", render_env=True))),
+    Case("api builder item a bad value", "invalid PPOConfig.update_from_dict(): lr: Input should be a valid number",
+         call=builder(lambda c: c.__setitem__("lr", "fast"))),
+    Case("api run resources function raises", "resources_per_trial: the function raised KeyError: 'nope'",
+         call=run(resources_per_trial=lambda config: {"cpu": config["nope"]})),
+    Case("api run resources function returns bad", "resources_per_trial (as the function returned them)",
+         call=run(resources_per_trial=lambda config: {"cpu": -1})),
+    Case("api policy from_checkpoint unknown id", "no trained policy 'nope'", call=policy_from_checkpoint("nope")),
+    Case("api tune.function of a number", "invalid tune.function(): must be a function", call=tune_function(3)),
 ]
