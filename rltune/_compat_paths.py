@@ -99,13 +99,7 @@ PATHS: dict[str, dict[str, str]] = {
 
 # Entries whose objects other branches of issue 26 add: "path:name" -> the work that adds it.
 _TUNER = "issue 26's Tuner API (branch i26-tuner)"
-_SEARCHERS = "issue 26's schedulers and searchers (branch i26-searchers)"
 PENDING: dict[str, str] = {
-    **{f"{path}:{name}": _SEARCHERS for path in ("rltune.tune.schedulers", "rltune.tune.search",
-                                                 "rltune.tune.search.basic_variant", "rltune.tune.search.optuna",
-                                                 "rltune.tune.search.hyperopt", "rltune.tune.search.bayesopt",
-                                                 "rltune.air.integrations.mlflow", "rltune.tune.integration.mlflow")
-       for name in PATHS[path]},
     **{f"{path}:{name}": _TUNER for path in ("rltune.train", "rltune.air", "rltune.air.config", "rltune.air.session",
                                              "rltune.tune.tuner", "rltune.tune.tune_config", "rltune.tune.result_grid")
        for name in PATHS[path]},
