@@ -34,18 +34,34 @@ from typing import Any
 from rltune._pretty_print import pretty_print
 from rltune.errors import ConfigError, StudyFailedError
 from rltune.orchestrator._analysis import Analysis, TrialRecord
-from rltune.orchestrator._reporter import Reporter, TrialStopped, report
+from rltune.orchestrator._checkpoint import Checkpoint
+from rltune.orchestrator._reporter import Reporter, TrialStopped
+from rltune.orchestrator._result_grid import Result, ResultGrid
+from rltune.orchestrator._session import get_checkpoint, get_context, report
+from rltune.orchestrator._trainable_wrappers import with_parameters, with_resources
+from rltune.orchestrator._tuner import Tuner
+from rltune.orchestrator._tuner_config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
 from rltune.orchestrator._run_study import all_failed, first_error, run_plan
 from rltune.orchestrator._search_space import Domain, choice, grid_search, loguniform, quniform, randint, uniform
 from rltune.orchestrator._spec import FIELDS, StudyPlan, load_study_file, make_plan
 
 __all__ = [
     "Analysis",
+    "Checkpoint",
+    "CheckpointConfig",
     "Domain",
+    "FailureConfig",
     "Reporter",
+    "Result",
+    "ResultGrid",
+    "RunConfig",
     "TrialRecord",
     "TrialStopped",
+    "TuneConfig",
+    "Tuner",
     "choice",
+    "get_checkpoint",
+    "get_context",
     "grid_search",
     "load_study_file",
     "loguniform",
@@ -56,6 +72,8 @@ __all__ = [
     "run",
     "run_plan",
     "uniform",
+    "with_parameters",
+    "with_resources",
 ]
 
 
