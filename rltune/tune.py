@@ -37,7 +37,7 @@ from rltune.orchestrator._analysis import Analysis, TrialRecord
 from rltune.orchestrator._checkpoint import Checkpoint
 from rltune.orchestrator._reporter import Reporter, TrialStopped
 from rltune.orchestrator._result_grid import Result, ResultGrid
-from rltune.orchestrator._session import get_checkpoint, get_context, report
+from rltune.orchestrator._session import get_checkpoint, get_context, get_trial_dir, get_trial_id, get_trial_name, report
 from rltune.orchestrator._trainable_wrappers import with_parameters, with_resources
 from rltune.orchestrator._tuner import Tuner
 from rltune.orchestrator._tuner_config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
@@ -62,6 +62,9 @@ __all__ = [
     "choice",
     "get_checkpoint",
     "get_context",
+    "get_trial_dir",
+    "get_trial_id",
+    "get_trial_name",
     "grid_search",
     "load_study_file",
     "loguniform",

@@ -28,7 +28,8 @@ DICT_TORCH = "dict_checkpoint.pt"
 
 
 class Checkpoint:
-    """A checkpoint: a local directory (``path``), or a dict not yet written (:meth:`from_dict`)."""
+    """A checkpoint: a local directory (``path``; ``os.fspath(checkpoint)`` too), or a dict not yet written
+    (:meth:`from_dict`)."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, _data: dict[str, Any] | None = None) -> None:
         """A checkpoint of the directory ``path``; use :meth:`from_directory` or :meth:`from_dict`."""
@@ -56,8 +57,7 @@ class Checkpoint:
         """The dict of a :meth:`from_dict` checkpoint (read back from its directory once reported)."""
         if self._data is not None:
             return dict(self._data)
-        assert self.path is not None  # one of path or data is always set  # noqa: S101
-        directory = Path(self.path)
+        directory = Path(self.__fspath__())
         if (directory / DICT_JSON).is_file():
             return json.loads((directory / DICT_JSON).read_text())
         if (directory / DICT_TORCH).is_file():
@@ -76,10 +76,8 @@ class Checkpoint:
         target.mkdir(parents=True, exist_ok=True)
         if self._data is not None:
             _write_dict(self._data, target)
-        else:
-            assert self.path is not None  # noqa: S101
-            if Path(self.path).resolve() != target.resolve():
-                shutil.copytree(self.path, target, dirs_exist_ok=True)
+        elif Path(self.__fspath__()).resolve() != target.resolve():
+            shutil.copytree(self.__fspath__(), target, dirs_exist_ok=True)
         return str(target)
 
     @contextlib.contextmanager
@@ -93,6 +91,15 @@ class Checkpoint:
             yield tmp
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def __fspath__(self) -> str:
+        """The checkpoint's directory, so that ``trainer.restore(result.checkpoint)`` and ``open`` take it.
+
+        A :meth:`from_dict` checkpoint not yet reported has none (a CheckpointError).
+        """
+        if self.path is None:
+            raise CheckpointError("this Checkpoint.from_dict(...) has no directory yet: use to_directory()")
+        return self.path
 
     def __repr__(self) -> str:
         return f"Checkpoint(path={self.path!r})" if self._data is None else f"Checkpoint(dict of {len(self._data)} keys)"

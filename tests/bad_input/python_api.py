@@ -184,6 +184,27 @@ def hung_env_in_a_worker(ctx: Context) -> None:
         trainer.train()
 
 
+def tuner(**settings):
+    """``tune.Tuner(counter, ...).fit()`` with ``settings`` as TuneConfig / RunConfig / CheckpointConfig /
+    FailureConfig keywords (``tune_``, ``run_``, ``checkpoint_``, ``failure_`` prefixes), or ``restore=...``."""
+    def call(ctx: Context) -> None:
+        from rltune import train, tune
+
+        from orchestrator.trainables import counter
+
+        if "restore" in settings:
+            tune.Tuner.restore(ctx.fill(settings["restore"]), counter, **settings.get("restore_kwargs", {}))
+            return
+        grouped = {p: {k[len(p):]: v for k, v in settings.items() if k.startswith(p)}
+                   for p in ("tune_", "run_", "checkpoint_", "failure_")}
+        run_config = train.RunConfig(storage_path=str(ctx.results), verbose=0, **grouped["run_"],
+                                     checkpoint_config=train.CheckpointConfig(**grouped["checkpoint_"]),
+                                     failure_config=train.FailureConfig(**grouped["failure_"]))
+        tune.Tuner(counter, param_space={"steps": 2}, tune_config=tune.TuneConfig(metric="score", **grouped["tune_"]),
+                   run_config=run_config).fit()
+    return call
+
+
 CASES: list[Case] = [
     Case("api name escapes", "name: must be letters, digits", call=run(name="../../x")),
     Case("api name absolute", "name: must be letters, digits", call=run(name="/etc/x")),
@@ -332,4 +353,24 @@ CASES: list[Case] = [
          "cannot be reached", call=vector_env(env_task_fn=lambda result, env, ctx: 0)),
     Case("api AsyncVectorEnv instance to a rollout worker", "an AsyncVectorEnv instance cannot be sent to rollout "
          "worker processes", call=vector_env("async", num_workers=1)),
+    # -- Ray Tune 2.x's Tuner: each setting named with the class that takes it ------------------------
+    Case("api TuneConfig unknown argument", "invalid TuneConfig: num_sample: unknown argument; did you mean "
+         "'num_samples'?", call=tuner(tune_num_sample=2)),
+    Case("api TuneConfig num_samples a string", "invalid TuneConfig: num_samples: Input should be a valid integer",
+         call=tuner(tune_num_samples="two")),
+    Case("api TuneConfig trial_name_creator", "invalid TuneConfig: trial_name_creator: not supported",
+         call=tuner(tune_trial_name_creator=str)),
+    Case("api RunConfig unknown argument", "invalid RunConfig: storage: unknown argument; did you mean 'storage_path'?",
+         call=tuner(run_storage="x")),
+    Case("api RunConfig stop a function", "invalid RunConfig: stop: Input should be a valid dictionary",
+         call=tuner(run_stop=lambda trial_id, result: False)),
+    Case("api RunConfig callbacks", "invalid RunConfig: callbacks: not supported yet (object)",
+         call=tuner(run_callbacks=[object()])),
+    Case("api CheckpointConfig num_to_keep 0", "invalid CheckpointConfig: num_to_keep: Input should be greater than "
+         "or equal to 1", call=tuner(checkpoint_num_to_keep=0)),
+    Case("api FailureConfig fail_fast", "invalid FailureConfig: fail_fast: not supported", call=tuner(failure_fail_fast=True)),
+    Case("api Tuner.restore of no study", "invalid Tuner.restore: path: '{afile}' is not the directory of a Tuner's study",
+         call=tuner(restore="{afile}")),
+    Case("api Tuner.restore restart_errored", "restart_errored=True: not supported; resume_errored=True retries the "
+         "failed trials from their last checkpoints", call=tuner(restore="{tmp}", restore_kwargs={"restart_errored": True})),
 ]

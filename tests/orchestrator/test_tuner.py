@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -11,12 +12,13 @@ from pathlib import Path
 import pytest
 
 from rltune import air, train, tune
-from rltune.errors import ConfigError
+from rltune.errors import CheckpointError, ConfigError
 
 from .test_resume import _iterations, _wait_for_results, module_path
 from .tuner_trainables import dict_stepper, failing, stepper
 
 HERE = Path(__file__).parent
+REPO = HERE.parents[1]
 
 SCRIPT = """
 from rltune import train, tune
@@ -271,3 +273,38 @@ def test_a_tuner_over_ppo_runs_the_study_tune_run_runs(tmp_path):
     for result in grid:
         assert len(result.best_checkpoints) == 1 and result.best_checkpoints[0][0] == result.checkpoint
     assert (tmp_path / "tuner" / "tuner.json").is_file() and tune.Tuner.can_restore(tmp_path / "tuner")
+
+
+def test_checkpoints_of_directories_and_dicts(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "w.txt").write_text("weights")
+    checkpoint = train.Checkpoint.from_directory(tmp_path / "d")
+    assert os.fspath(checkpoint) == str(tmp_path / "d")
+    copy = Path(checkpoint.to_directory(tmp_path / "copy"))
+    assert (copy / "w.txt").read_text() == "weights"
+    plain = train.Checkpoint.from_dict({"step": 3, "name": "a", "sizes": [1, 2]})
+    with plain.as_directory() as d:
+        assert json.loads((Path(d) / "dict_checkpoint.json").read_text())["step"] == 3
+    assert train.Checkpoint(plain.to_directory(tmp_path / "plain")).to_dict() == {"step": 3, "name": "a",
+                                                                                  "sizes": [1, 2]}
+    import torch
+
+    tensors = train.Checkpoint.from_dict({"w": torch.ones(2), "step": (1, 2)})
+    read = train.Checkpoint(tensors.to_directory(tmp_path / "tensors")).to_dict()  # weights_only: no code runs
+    assert torch.equal(read["w"], torch.ones(2)) and tuple(read["step"]) == (1, 2)
+    with pytest.raises(CheckpointError, match="is not a directory"):
+        train.Checkpoint.from_directory(tmp_path / "missing")
+    with pytest.raises(CheckpointError, match="holds no dict"):
+        checkpoint.to_dict()
+
+
+def test_the_tuner_example_runs_and_a_second_run_restores_it(tmp_path):
+    script = REPO / "examples" / "tune_tuner_function.py"
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                           env=env) for _ in range(2)]
+    for proc in runs:
+        assert proc.returncode == 0, proc.stderr
+        assert "ResultGrid(12 results, 0 errors" in proc.stdout and "terminated: 12 errors: 0" in proc.stdout
+    assert runs[0].stdout.splitlines()[-8:] == runs[1].stdout.splitlines()[-8:]  # the same study, nothing re-run
+    assert "has run all its 12 trial(s)" in runs[1].stdout
