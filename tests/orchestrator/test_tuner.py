@@ -15,7 +15,7 @@ from rltune import air, train, tune
 from rltune.errors import CheckpointError, ConfigError
 
 from .test_resume import _iterations, _wait_for_results, module_path
-from .tuner_trainables import dict_stepper, failing, stepper
+from .tuner_trainables import crashing_once, dict_stepper, failing, stepper
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
@@ -61,7 +61,7 @@ def test_a_killed_tuner_is_restored_and_its_trials_continue_from_their_checkpoin
         assert _iterations(Path(result.path)) == list(range(1, 13))  # no iteration lost or run twice
         assert result.checkpoint.path.endswith("checkpoint_000012")
         starts.append([int(s) for s in (Path(result.path) / "starts.txt").read_text().split()])
-    assert [0] in starts or any(s[0] == 0 for s in starts)
+    assert all(s[0] == 0 for s in starts)
     assert any(len(s) == 2 and s[0] == 0 and s[1] > 0 for s in starts)  # continued from train.get_checkpoint()
     assert grid.get_best_result().config["x"] == 3
 
@@ -308,3 +308,23 @@ def test_the_tuner_example_runs_and_a_second_run_restores_it(tmp_path):
         assert "ResultGrid(12 results, 0 errors" in proc.stdout and "terminated: 12 errors: 0" in proc.stdout
     assert runs[0].stdout.splitlines()[-8:] == runs[1].stdout.splitlines()[-8:]  # the same study, nothing re-run
     assert "has run all its 12 trial(s)" in runs[1].stdout
+
+
+def test_a_restarted_trial_gets_its_last_checkpoint_from_get_checkpoint(tmp_path):
+    grid = tune.Tuner(crashing_once, param_space={"steps": 5, "crash_at": 3},
+                      tune_config=tune.TuneConfig(metric="score", mode="max"),
+                      run_config=train.RunConfig(name="retried", storage_path=str(tmp_path), verbose=0,
+                                                 failure_config=train.FailureConfig(max_failures=1))).fit()
+    assert grid.num_errors == 0 and grid[0].metrics["score"] == 5
+    assert (Path(grid[0].path) / "starts.txt").read_text().split() == ["0", "3"]
+    assert _iterations(Path(grid[0].path)) == [1, 2, 3, 4, 5]
+
+
+def test_with_resources_of_a_trainer_name_is_planned_as_resources_per_trial():
+    from rltune.orchestrator._spec import make_plan
+
+    plan = make_plan({"run": tune.with_resources("PPO", {"cpu": 3}), "config": {"env": "CartPole-v1"}})
+    assert plan.trainable.name == "PPO" and plan.cpus_per_trial(plan.config) == 3
+    with pytest.raises(ConfigError, match="resources_per_trial: given both here and by tune.with_resources"):
+        make_plan({"run": tune.with_resources("PPO", {"cpu": 3}), "config": {"env": "CartPole-v1"},
+                   "resources_per_trial": {"cpu": 2}})

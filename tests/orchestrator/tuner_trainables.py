@@ -51,3 +51,23 @@ def failing(config):
     train.report({"score": config["x"]})
     if config["x"] == 2:
         raise ValueError("x is 2")
+
+
+def crashing_once(config):
+    """``stepper`` that raises after its checkpoint of step ``crash_at``, once (a marker file remembers it)."""
+    marker = os.path.join(train.get_context().get_trial_dir(), "crashed")
+    checkpoint = train.get_checkpoint()
+    start = 0
+    if checkpoint is not None:
+        with open(os.path.join(checkpoint.path, "state.json")) as f:
+            start = json.load(f)["step"]
+    with open(os.path.join(train.get_context().get_trial_dir(), "starts.txt"), "a") as f:
+        f.write(f"{start}\n")
+    for step in range(start, config["steps"]):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "state.json"), "w") as f:
+                json.dump({"step": step + 1}, f)
+            train.report({"score": step + 1}, checkpoint=Checkpoint.from_directory(d))
+        if step + 1 == config["crash_at"] and not os.path.exists(marker):
+            open(marker, "w").close()
+            raise RuntimeError("crash once")
