@@ -1,4 +1,4 @@
-"""Ray Tune 2.x's ``Tuner``: a study run through ``tune.run``, its outcome read as a ``ResultGrid``.
+"""Ray Tune 2.x's ``Tuner``: a study planned and run as ``tune.run``'s, its outcome read as a ``ResultGrid``.
 
 ::
 
@@ -12,16 +12,16 @@
     best = results.get_best_result()
     tuner = tune.Tuner.restore(results.experiment_path, trainable=train_fn)   # after a crash or Ctrl-C
 
-One code path: :meth:`Tuner.fit` calls ``tune.run`` with the fields
+One code path: :meth:`Tuner.fit` plans the study fields that
 :func:`~rltune.orchestrator._tuner_config.study_fields` makes of its
-settings, so a Tuner and a ``tune.run`` of the same study run the same
-trials. ``fit`` writes ``tuner.json`` in the study's directory first: the
-settings as data (search-space entries in their study-file form), what
-:meth:`Tuner.restore` reads to resume the study with ``tune.run(resume=True)``.
-Values that are not data (an Optuna sampler object, a class in the config)
-are not written; ``restore`` then takes them again (``param_space=...``).
-This module sits at ``tune.run``'s level (the layout's layer of
-:mod:`rltune.tune`), as the CLI does.
+settings with the planner ``tune.run`` uses (:func:`~rltune.orchestrator._spec.make_plan`)
+and runs the plan with its :func:`~rltune.orchestrator._run_study.run_plan`,
+so a Tuner and a ``tune.run`` of the same study run the same trials.
+``fit`` writes ``tuner.json`` in the study's directory first: the settings
+as data (search-space entries in their study-file form), what
+:meth:`Tuner.restore` reads to resume the study (``resume=True``). Values
+that are not data (an Optuna sampler object, a class in the config) are not
+written; ``restore`` then takes them again (``param_space=...``).
 """
 
 from __future__ import annotations
@@ -34,10 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from rltune._search_entries import Domain
-from rltune._validation import safe_name
-from rltune.errors import ConfigError, StudyFailedError
+from rltune._disk import writing
+from rltune._validation import name_problem, results_dir_problem, safe_name
+from rltune.errors import ConfigError
 from rltune.orchestrator._analysis import Analysis
 from rltune.orchestrator._result_grid import ResultGrid
+from rltune.orchestrator._run_study import run_plan
+from rltune.orchestrator._spec import make_plan
 from rltune.orchestrator._tuner_config import RunConfig, TuneConfig, study_fields
 
 STATE_FILE = "tuner.json"
@@ -75,15 +78,11 @@ class Tuner:
         A study whose every trial failed returns its results too (``errors``),
         as Ray does; bad settings raise :class:`~rltune.errors.ConfigError`.
         """
-        from rltune import tune
-
         run, config, fields = self._study()
+        plan = make_plan({"run": run, "config": config, **fields}, where="Tuner")
         if not self._resume:
             _write_state(self, run, config, fields)
-        try:
-            analysis = tune.run(run, config=config, verbose=_verbose(self.run_config.verbose), **fields, **self._resume)
-        except StudyFailedError as exc:
-            analysis = exc.analysis
+        analysis = run_plan(plan, verbose=_verbose(self.run_config.verbose), **self._resume)
         self._results = self._result_grid(analysis)
         return self._results
 
@@ -204,13 +203,16 @@ def _write_state(tuner: Tuner, run: Any, config: dict[str, Any], fields: dict[st
         "tune_config": tune_config,
         "run_config": {k: v for k, v in run_config.items() if v is not _NOT_DATA},
     }
+    if name_problem(fields["name"]) or results_dir_problem(fields.get("results_dir")):
+        return  # tune.run names the problem
     directory = study_dir_of(fields.get("results_dir"), fields["name"])
     if (directory / "study.json").exists():
         return  # the study exists: tune.run says so (a Tuner of a new study needs a new name)
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{STATE_FILE}.tmp"
-    tmp.write_text(json.dumps(state, indent=2) + "\n")
-    os.replace(tmp, directory / STATE_FILE)
+    with writing(directory / STATE_FILE, "the Tuner's settings"):
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / f".{STATE_FILE}.tmp"
+        tmp.write_text(json.dumps(state, indent=2) + "\n")
+        os.replace(tmp, directory / STATE_FILE)
 
 
 def _keep_best(grid: ResultGrid, keep: int) -> None:
