@@ -245,6 +245,7 @@ def test_report_outside_a_trial_says_where_it_works():
 
 PPO_CONFIG = {"env": "CartPole-v1", "num_workers": 0, "train_batch_size": 64, "sgd_minibatch_size": 32,
               "num_sgd_iter": 1, "rollout_fragment_length": 32, "model": {"fcnet_hiddens": [16]}}
+MEDIAN = {"type": "median", "n_startup_trials": 1, "n_warmup_steps": 0}
 
 
 def test_a_tuner_over_ppo_runs_the_study_tune_run_runs(tmp_path):
@@ -253,12 +254,12 @@ def test_a_tuner_over_ppo_runs_the_study_tune_run_runs(tmp_path):
     grid = tune.Tuner(
         "PPO", param_space=space,
         tune_config=tune.TuneConfig(metric="episode_reward_mean", mode="max", num_samples=2,
-                                    search_alg={"type": "random", "seed": 3}, scheduler="median"),
+                                    search_alg={"type": "random", "seed": 3}, scheduler=MEDIAN),
         run_config=train.RunConfig(name="tuner", storage_path=str(tmp_path), stop=stop, verbose=0,
                                    checkpoint_config=train.CheckpointConfig(checkpoint_frequency=1, num_to_keep=1)),
     ).fit()
     analysis = tune.run("PPO", config=space, metric="episode_reward_mean", mode="max", num_samples=2,
-                        search_alg={"type": "random", "seed": 3}, scheduler="median", name="run",
+                        search_alg={"type": "random", "seed": 3}, scheduler=MEDIAN, name="run",
                         results_dir=str(tmp_path), stop=stop, checkpoint_freq=1, keep_checkpoints_num=1, verbose=0)
     assert len(grid) == len(analysis.trials) == 4  # 2 grid points x num_samples 2
     assert [r.state for r in grid] == [t.state for t in analysis.trials]
