@@ -35,7 +35,7 @@ from typing import Any
 
 from rltune._search_entries import Domain
 from rltune._disk import writing
-from rltune._validation import name_problem, results_dir_problem, safe_name
+from rltune._validation import safe_name
 from rltune.errors import ConfigError
 from rltune.orchestrator._analysis import Analysis
 from rltune.orchestrator._result_grid import ResultGrid
@@ -203,8 +203,6 @@ def _write_state(tuner: Tuner, run: Any, config: dict[str, Any], fields: dict[st
         "tune_config": tune_config,
         "run_config": {k: v for k, v in run_config.items() if v is not _NOT_DATA},
     }
-    if name_problem(fields["name"]) or results_dir_problem(fields.get("results_dir")):
-        return  # tune.run names the problem
     directory = study_dir_of(fields.get("results_dir"), fields["name"])
     if (directory / "study.json").exists():
         return  # the study exists: tune.run says so (a Tuner of a new study needs a new name)

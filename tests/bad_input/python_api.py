@@ -197,7 +197,9 @@ def tuner(**settings):
             return
         grouped = {p: {k[len(p):]: v for k, v in settings.items() if k.startswith(p)}
                    for p in ("tune_", "run_", "checkpoint_", "failure_")}
-        run_config = train.RunConfig(storage_path=str(ctx.results), verbose=0, **grouped["run_"],
+        grouped["run_"] = {k: ctx.fill(v) if isinstance(v, str) else v for k, v in grouped["run_"].items()}
+        grouped["run_"].setdefault("storage_path", str(ctx.results))
+        run_config = train.RunConfig(verbose=0, **grouped["run_"],
                                      checkpoint_config=train.CheckpointConfig(**grouped["checkpoint_"]),
                                      failure_config=train.FailureConfig(**grouped["failure_"]))
         tune.Tuner(counter, param_space={"steps": 2}, tune_config=tune.TuneConfig(metric="score", **grouped["tune_"]),
@@ -369,6 +371,9 @@ CASES: list[Case] = [
     Case("api CheckpointConfig num_to_keep 0", "invalid CheckpointConfig: num_to_keep: Input should be greater than "
          "or equal to 1", call=tuner(checkpoint_num_to_keep=0)),
     Case("api FailureConfig fail_fast", "invalid FailureConfig: fail_fast: not supported", call=tuner(failure_fail_fast=True)),
+    Case("api Tuner name a path", "invalid Tuner: name: must be letters, digits", call=tuner(run_name="../up")),
+    Case("api Tuner storage_path read-only", "cannot write the Tuner's settings '{tmp}/ro/ro_tuner/tuner.json': read-only file system",
+         call=tuner(run_storage_path="{tmp}/ro", run_name="ro_tuner"), setup=read_only_dir("ro")),
     Case("api Tuner.restore of no study", "invalid Tuner.restore: path: '{afile}' is not the directory of a Tuner's study",
          call=tuner(restore="{afile}")),
     Case("api Tuner.restore restart_errored", "restart_errored=True: not supported; resume_errored=True retries the "
