@@ -39,6 +39,7 @@ from rltune.orchestrator._reporter import Reporter, TrialStopped
 from rltune.orchestrator._result_grid import Result, ResultGrid
 from rltune.orchestrator._session import get_checkpoint, get_context, get_trial_dir, get_trial_id, get_trial_name, report
 from rltune.orchestrator._trainable_wrappers import with_parameters, with_resources
+from rltune.orchestrator._tune_callbacks import Callback
 from rltune.orchestrator._tuner import Tuner
 from rltune.orchestrator._tuner_config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
 from rltune.orchestrator._run_study import all_failed, first_error, run_plan
@@ -47,6 +48,7 @@ from rltune.orchestrator._spec import FIELDS, StudyPlan, load_study_file, make_p
 
 __all__ = [
     "Analysis",
+    "Callback",
     "Checkpoint",
     "CheckpointConfig",
     "Domain",

@@ -41,6 +41,7 @@ from rltune.orchestrator._analysis import Analysis
 from rltune.orchestrator._result_grid import ResultGrid
 from rltune.orchestrator._run_study import run_plan
 from rltune.orchestrator._spec import make_plan
+from rltune.orchestrator._tune_callbacks import CallbackObserver
 from rltune.orchestrator._tuner_config import RunConfig, TuneConfig, study_fields
 
 STATE_FILE = "tuner.json"
@@ -82,7 +83,14 @@ class Tuner:
         plan = make_plan({"run": run, "config": config, **fields}, where="Tuner")
         if not self._resume:
             _write_state(self, run, config, fields)
-        analysis = run_plan(plan, verbose=_verbose(self.run_config.verbose), **self._resume)
+        callbacks = CallbackObserver(self.run_config.callbacks or [], plan.name)
+        callbacks.call("setup", stop=plan.spec.stop, num_samples=plan.spec.num_samples,
+                       total_num_samples=plan.total_trials)
+        try:
+            analysis = run_plan(plan, verbose=_verbose(self.run_config.verbose), observers=[callbacks],
+                                **self._resume)
+        finally:
+            callbacks.end()
         self._results = self._result_grid(analysis)
         return self._results
 
@@ -195,7 +203,7 @@ def _write_state(tuner: Tuner, run: Any, config: dict[str, Any], fields: dict[st
     tune_config = {k: _data(v) for k, v in tuner.tune_config.model_dump(exclude_none=True).items()}
     tune_config = {k: v for k, v in tune_config.items() if v is not _NOT_DATA}  # an Optuna object: the default
     run_config = {k: _data(v) for k, v in tuner.run_config.model_dump(exclude_none=True).items()
-                  if k not in ("name", "storage_path", "local_dir")}
+                  if k not in ("name", "storage_path", "local_dir", "callbacks")}  # callbacks: code, given again
     state = {
         "run": run if isinstance(run, str) else None,
         "param_space": None if param_space is _NOT_DATA else param_space,

@@ -114,18 +114,21 @@ class RunConfig(_RayConfig):
     checkpoint_config: Optional[CheckpointConfig] = None
     failure_config: Optional[FailureConfig] = None
     verbose: Optional[int] = Field(None, ge=0, le=3, description="0: silent; 1-3: the study's display.")
-    callbacks: Optional[list[Any]] = Field(None, description="Ray Tune callbacks; none is supported yet (an empty "
-                                                             "list is accepted).")
+    callbacks: Optional[list[Any]] = Field(None, description="tune.Callback objects: their hooks get the study's "
+                                                             "events.")
 
 
 def study_fields(tune_config: TuneConfig, run_config: RunConfig) -> dict[str, Any]:
     """The ``tune.run`` keyword arguments of a Tuner's settings (None: the study's default)."""
     if run_config.storage_path is not None and run_config.local_dir is not None:
         raise ConfigError("storage_path and local_dir (its older name) are both given; give one", where="RunConfig")
-    if run_config.callbacks:
-        names = ", ".join(type(c).__name__ for c in run_config.callbacks)
-        raise ConfigError(f"callbacks: not supported yet ({names}); MLflow tracking is on by default "
-                          "(tracking_uri: MLFLOW_TRACKING_URI)", where="RunConfig")
+    from rltune.orchestrator._tune_callbacks import Callback
+
+    others = [type(c).__name__ for c in run_config.callbacks or () if not isinstance(c, Callback)]
+    if others:
+        raise ConfigError(f"callbacks: {', '.join(others)} is not a tune.Callback (a subclass whose on_trial_* "
+                          "hooks the study calls); MLflow tracking is on by default (MLFLOW_TRACKING_URI)",
+                          where="RunConfig")
     checkpoints = run_config.checkpoint_config or CheckpointConfig()
     failures = run_config.failure_config or FailureConfig()
     keep = checkpoints.num_to_keep if checkpoints.checkpoint_score_attribute is None else None  # pruned at the end

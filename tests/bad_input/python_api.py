@@ -366,7 +366,7 @@ CASES: list[Case] = [
          call=tuner(run_storage="x")),
     Case("api RunConfig stop a function", "invalid RunConfig: stop: Input should be a valid dictionary",
          call=tuner(run_stop=lambda trial_id, result: False)),
-    Case("api RunConfig callbacks", "invalid RunConfig: callbacks: not supported yet (object)",
+    Case("api RunConfig callbacks", "invalid RunConfig: callbacks: object is not a tune.Callback",
          call=tuner(run_callbacks=[object()])),
     Case("api CheckpointConfig num_to_keep 0", "invalid CheckpointConfig: num_to_keep: Input should be greater than "
          "or equal to 1", call=tuner(checkpoint_num_to_keep=0)),

@@ -229,7 +229,7 @@ def test_bad_settings_found_by_the_study_name_their_field(tmp_path):
     tuner = tune.Tuner(stepper, param_space={"x": tune.uniform(1, 0)},
                        run_config=train.RunConfig(name="bad", storage_path=str(tmp_path), verbose=0,
                                                   callbacks=[object()]))
-    with pytest.raises(ConfigError, match="callbacks: not supported yet \\(object\\)"):
+    with pytest.raises(ConfigError, match="callbacks: object is not a tune.Callback"):
         tuner.fit()
     with pytest.raises(ConfigError, match="config.x.uniform"):
         tune.Tuner(stepper, param_space={"x": tune.uniform(1, 0)},
@@ -329,3 +329,53 @@ def test_with_resources_of_a_trainer_name_is_planned_as_resources_per_trial():
     with pytest.raises(ConfigError, match="resources_per_trial: given both here and by tune.with_resources"):
         make_plan({"run": tune.with_resources("PPO", {"cpu": 3}), "config": {"env": "CartPole-v1"},
                    "resources_per_trial": {"cpu": 2}})
+
+
+class Recorder(tune.Callback):
+    """Every hook call, as ``(hook, trial number or None)``; ``on_trial_result`` raises on a result of 99."""
+
+    def __init__(self):
+        self.calls = []
+
+    def setup(self, stop=None, num_samples=None, total_num_samples=None, **info):
+        self.calls.append(("setup", total_num_samples))
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.calls.append(("start", trial.number))
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self.calls.append(("result", trial.number, result["score"]))
+
+    def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+        self.calls.append(("checkpoint", trial.number, Path(checkpoint.path).name))
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.calls.append(("complete", trial.number, trial.status))
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.calls.append(("error", trial.number, trial.status))
+
+    def on_experiment_end(self, trials, **info):
+        self.calls.append(("end", sorted(t.trial_id for t in trials)))
+
+
+class Raising(tune.Callback):
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        raise KeyError("a bug in a callback")
+
+
+def test_run_config_callbacks_get_the_study_events_in_order(tmp_path):
+    recorder = Recorder()
+    grid = tune.Tuner(failing, param_space={"x": tune.grid_search([1, 2])}, tune_config=tune.TuneConfig(metric="score"),
+                      run_config=train.RunConfig(name="called", storage_path=str(tmp_path), verbose=0,
+                                                 callbacks=[Raising(), recorder])).fit()
+    assert grid.num_errors == 1  # the raising callback was dropped; the study went on
+    assert recorder.calls == [("setup", 2), ("start", 0), ("result", 0, 1), ("complete", 0, "TERMINATED"),
+                              ("start", 1), ("result", 1, 2), ("error", 1, "ERROR"),
+                              ("end", ["called_00000", "called_00001"])]
+    recorder.calls.clear()
+    tune.Tuner(stepper, param_space={"x": 1, "steps": 2}, tune_config=tune.TuneConfig(metric="score"),
+               run_config=train.RunConfig(name="checkpointed", storage_path=str(tmp_path), verbose=0,
+                                          callbacks=[recorder])).fit()
+    assert ("checkpoint", 0, "checkpoint_000002") in recorder.calls
+    assert recorder.calls.index(("checkpoint", 0, "checkpoint_000001")) < recorder.calls.index(("result", 0, 1))
