@@ -155,7 +155,7 @@ class Tuner:
             problems.append(f"path: {str(path)!r} is not the directory of a Tuner's study (no {STATE_FILE} and "
                             "study.json in it)")
             raise ConfigError(problems, where="Tuner.restore")
-        state = json.loads((Path(path) / STATE_FILE).read_text())
+        state = _read_state(Path(path) / STATE_FILE)
         trainable = trainable if trainable is not None else state.get("run")
         if trainable is None:
             problems.append("trainable: required, the function or class the study ran (it is not stored)")
@@ -170,6 +170,18 @@ class Tuner:
                     tune_config=TuneConfig(**state["tune_config"]), run_config=run_config)
         tuner._resume = {"resume": True, "retry_failed": resume_errored}
         return tuner
+
+
+def _read_state(path: Path) -> dict[str, Any]:
+    """The settings in ``tuner.json``; a ConfigError naming the file if it cannot be read as written."""
+    try:
+        state = json.loads(path.read_text())
+        if not all(isinstance(state.get(k), dict) for k in ("tune_config", "run_config")):
+            raise ValueError("tune_config and run_config must be objects")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise ConfigError(f"{str(path)!r} cannot be read ({exc}); it is written by Tuner.fit",
+                          where="Tuner.restore") from None
+    return state
 
 
 def _is_function(run: Any) -> bool:

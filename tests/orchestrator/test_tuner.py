@@ -236,6 +236,10 @@ def test_bad_settings_found_by_the_study_name_their_field(tmp_path):
                    run_config=train.RunConfig(name="bad", storage_path=str(tmp_path), verbose=0)).fit()
     with pytest.raises(ConfigError, match="resume_errored: must be True or False"):
         tune.Tuner.restore(tmp_path, stepper, resume_errored="yes")
+    (tmp_path / "study.json").write_text("{}")
+    (tmp_path / "tuner.json").write_text('{"tune_config": ')  # cut short
+    with pytest.raises(ConfigError, match="tuner.json' cannot be read"):
+        tune.Tuner.restore(tmp_path, stepper)
 
 
 def test_report_outside_a_trial_says_where_it_works():
