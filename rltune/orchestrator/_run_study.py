@@ -16,7 +16,7 @@ def run_plan(
     plan: StudyPlan,
     *,
     resume: bool | str = False,
-    retry_failed: bool = False,
+    retry_failed: bool | str = False,
     verbose: int = 1,
     quiet: bool = False,
     max_concurrent: int | None = None,
@@ -28,7 +28,7 @@ def run_plan(
     ``resume``: True continues the study (which must exist), ``"auto"``
     continues it if it exists; either retries the trials that failed for lack
     of disk space from their last checkpoints, and every failed trial with
-    ``retry_failed``. ``observers`` get the loop's events too (before the display;
+    ``retry_failed`` (``"restart"``: from scratch). ``observers`` get the loop's events too (before the display;
     :class:`~rltune.orchestrator._events.Observer`).
     """
     from rltune.orchestrator._display import make_display

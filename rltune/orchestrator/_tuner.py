@@ -138,8 +138,9 @@ class Tuner:
         """The Tuner of the study in ``path`` (``ResultGrid.experiment_path``); its :meth:`fit` continues it.
 
         Finished trials are kept, interrupted ones continue from their last
-        checkpoint (``train.get_checkpoint()``), and ``resume_errored=True``
-        retries the failed ones from theirs. ``trainable`` is required unless
+        checkpoint (``train.get_checkpoint()``), ``resume_errored=True``
+        retries the failed ones from theirs and ``restart_errored=True`` from
+        scratch (each as a new trial, counted once). ``trainable`` is required unless
         the study ran a trainer by name; ``param_space`` when the study's
         was not data (it held objects).
         """
@@ -148,9 +149,9 @@ class Tuner:
                      ("restart_errored", restart_errored)) if not isinstance(value, bool)]
         if resume_unfinished is False:
             problems.append("resume_unfinished=False: not supported; a resumed study continues its unfinished trials")
-        if restart_errored is True:
-            problems.append("restart_errored=True: not supported; resume_errored=True retries the failed trials "
-                            "from their last checkpoints")
+        if restart_errored is True and resume_errored is True:
+            problems.append("resume_errored and restart_errored are both True; give one (from the last checkpoints, "
+                            "or from scratch)")
         if not cls.can_restore(path):
             problems.append(f"path: {str(path)!r} is not the directory of a Tuner's study (no {STATE_FILE} and "
                             "study.json in it)")
@@ -168,7 +169,7 @@ class Tuner:
                                   "local_dir": None})
         tuner = cls(trainable, param_space=param_space if param_space is not None else state["param_space"],
                     tune_config=TuneConfig(**state["tune_config"]), run_config=run_config)
-        tuner._resume = {"resume": True, "retry_failed": resume_errored}
+        tuner._resume = {"resume": True, "retry_failed": "restart" if restart_errored is True else resume_errored}
         return tuner
 
 

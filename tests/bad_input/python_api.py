@@ -376,6 +376,6 @@ CASES: list[Case] = [
          call=tuner(run_storage_path="{tmp}/ro", run_name="ro_tuner"), setup=read_only_dir("ro")),
     Case("api Tuner.restore of no study", "invalid Tuner.restore: path: '{afile}' is not the directory of a Tuner's study",
          call=tuner(restore="{afile}")),
-    Case("api Tuner.restore restart_errored", "restart_errored=True: not supported; resume_errored=True retries the "
-         "failed trials from their last checkpoints", call=tuner(restore="{tmp}", restore_kwargs={"restart_errored": True})),
+    Case("api Tuner.restore resume_errored and restart_errored", "resume_errored and restart_errored are both True; "
+         "give one", call=tuner(restore="{tmp}", restore_kwargs={"restart_errored": True, "resume_errored": True})),
 ]

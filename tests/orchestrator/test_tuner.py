@@ -383,3 +383,17 @@ def test_run_config_callbacks_get_the_study_events_in_order(tmp_path):
                                           callbacks=[recorder])).fit()
     assert ("checkpoint", 0, "checkpoint_000002") in recorder.calls
     assert recorder.calls.index(("checkpoint", 0, "checkpoint_000001")) < recorder.calls.index(("result", 0, 1))
+
+
+@pytest.mark.parametrize("how, first_start", [("resume_errored", 3), ("restart_errored", 0)])
+def test_restore_retries_failed_trials_from_their_checkpoint_or_from_scratch(tmp_path, how, first_start):
+    settings = dict(param_space={"steps": 4, "crash_at": 3, "marker": str(tmp_path / "crashed")},
+                    tune_config=tune.TuneConfig(metric="score", mode="max"))
+    grid = tune.Tuner(crashing_once, **settings, run_config=train.RunConfig(
+        name="errored", storage_path=str(tmp_path), verbose=0)).fit()
+    assert grid.num_errors == 1
+    grid = tune.Tuner.restore(grid.experiment_path, crashing_once, **{how: True}).fit()
+    assert len(grid) == 1 and grid.num_errors == 0 and grid[0].metrics["score"] == 4  # the retry, counted once
+    assert Path(grid[0].path).name == "trial_00001"
+    assert (Path(grid[0].path) / "starts.txt").read_text().split() == [str(first_start)]
+    assert _iterations(Path(grid[0].path)) == [1, 2, 3, 4]

@@ -54,8 +54,9 @@ def failing(config):
 
 
 def crashing_once(config):
-    """``stepper`` that raises after its checkpoint of step ``crash_at``, once (a marker file remembers it)."""
-    marker = os.path.join(train.get_context().get_trial_dir(), "crashed")
+    """``stepper`` that raises after its checkpoint of step ``crash_at``, once (a marker file remembers it:
+    ``marker``, default one in the trial's directory)."""
+    marker = config.get("marker") or os.path.join(train.get_context().get_trial_dir(), "crashed")
     checkpoint = train.get_checkpoint()
     start = 0
     if checkpoint is not None:
