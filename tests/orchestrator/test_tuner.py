@@ -242,9 +242,13 @@ def test_bad_settings_found_by_the_study_name_their_field(tmp_path):
         tune.Tuner.restore(tmp_path, stepper)
 
 
-def test_report_outside_a_trial_says_where_it_works():
-    with pytest.raises(RuntimeError, match="only available inside a trial"):
-        train.report({"score": 1})
+def test_report_outside_a_trial_says_where_it_works(monkeypatch):
+    from rltune.orchestrator import _reporter
+
+    monkeypatch.setattr(_reporter, "_current", None)  # other tests run trials in this process
+    for call in (lambda: train.report({"score": 1}), train.get_checkpoint, train.get_context):
+        with pytest.raises(RuntimeError, match="only available inside a trial started by tune.run or Tuner.fit"):
+            call()
 
 
 PPO_CONFIG = {"env": "CartPole-v1", "num_workers": 0, "train_batch_size": 64, "sgd_minibatch_size": 32,
