@@ -8,7 +8,8 @@ study exactly as ``tune.run`` would (it calls it) and returns a
 ``ResultGrid``. Run it twice: the second run finds the study with
 ``Tuner.can_restore`` and restores it, which here has nothing left to do
 (after a crash or Ctrl-C it continues the unfinished trials from their
-checkpoints). About 3 s.
+checkpoints). It runs the study of ``examples/tune_function.py`` and
+takes about as long.
 
     python examples/tune_tuner_function.py
 
