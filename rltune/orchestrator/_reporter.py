@@ -285,10 +285,10 @@ def _iteration_of(line: bytes) -> float:
 
 
 def report(**result: Any) -> None:
-    """Report one result from a function trainable ``fn(config)`` that takes no reporter."""
-    if _current is None:
-        raise RuntimeError("tune.report() is only available inside a trial started by tune.run")
-    _current(**result)
+    """Report one result from a function trainable ``fn(config)``: :func:`rltune.orchestrator._session.report`."""
+    from rltune.orchestrator._session import report as report_result
+
+    report_result(**result)
 
 
 def scalars(result: dict[str, Any], prefix: str = "") -> dict[str, float | int | str | bool | None]:
