@@ -11,10 +11,10 @@ A prefix of a path (``rltune.algorithms``) is a package of the paths under
 it; ``rltune.tune`` stays the module ``rltune/tune.py`` and also becomes the
 package of ``rltune.tune.schedulers`` and its siblings.
 
-:data:`PENDING` names entries whose objects other work of issue 26 is
-building (the Tuner API, Ray Tune's schedulers and searchers): reading one
-before it exists is an AttributeError (an ImportError for ``from ... import``)
-that says so; tests/test_compat_paths.py reports them as expected failures.
+:data:`PENDING` names entries whose objects are still to come (none
+today): reading one before it exists is an AttributeError (an ImportError
+for ``from ... import``) that says so; tests/test_compat_paths.py reports
+them as expected failures.
 docs/porting-from-rllib.md lists the table (the same test checks it).
 
 This module imports no other part of rltune (every target is a string), so
@@ -97,13 +97,9 @@ PATHS: dict[str, dict[str, str]] = {
     "rltune.tune.result_grid": {"ResultGrid": f"{_TUNE}:ResultGrid"},
 }
 
-# Entries whose objects other branches of issue 26 add: "path:name" -> the work that adds it.
-_TUNER = "issue 26's Tuner API (branch i26-tuner)"
-PENDING: dict[str, str] = {
-    **{f"{path}:{name}": _TUNER for path in ("rltune.train", "rltune.air", "rltune.air.config", "rltune.air.session",
-                                             "rltune.tune.tuner", "rltune.tune.tune_config", "rltune.tune.result_grid")
-       for name in PATHS[path]},
-}
+# Entries whose objects are still to come (none today): "path:name" -> the work that adds it. Reading one is an
+# error that says so; tests/test_compat_paths.py reports them as expected failures.
+PENDING: dict[str, str] = {}
 # rltune.air.session.report of Ray 2.0-2.6 and rltune.train.report are the Tuner's function-trainable report.
 
 

@@ -37,6 +37,7 @@ from rltune._pretty_print import pretty_print
 from rltune.env import register_env
 from rltune.errors import ConfigError, StudyFailedError
 from rltune.orchestrator._analysis import Analysis, TrialRecord
+from rltune.orchestrator._checkpoint import Checkpoint
 from rltune.orchestrator._ray_domains import lograndint, qloguniform, qrandint, randn, sample_from
 from rltune.orchestrator._ray_mlflow import MLflowLoggerCallback, setup_mlflow
 from rltune.orchestrator._ray_schedulers import (
@@ -54,11 +55,17 @@ from rltune.orchestrator._ray_searchers import (
     OptunaSearch,
 )
 from rltune.orchestrator._ray_translate import translate_search
+from rltune.orchestrator._reporter import Reporter, TrialStopped
+from rltune.orchestrator._result_grid import Result, ResultGrid
 from rltune.orchestrator._rllib_study import function
-from rltune.orchestrator._reporter import Reporter, TrialStopped, report
 from rltune.orchestrator._run_study import all_failed, first_error, run_plan
 from rltune.orchestrator._search_space import Domain, choice, grid_search, loguniform, quniform, randint, uniform
+from rltune.orchestrator._session import get_checkpoint, get_context, get_trial_dir, get_trial_id, get_trial_name, report
 from rltune.orchestrator._spec import FIELDS, StudyPlan, load_study_file, make_plan
+from rltune.orchestrator._trainable_wrappers import with_parameters, with_resources
+from rltune.orchestrator._tune_callbacks import Callback
+from rltune.orchestrator._tuner import Tuner
+from rltune.orchestrator._tuner_config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
 
 __all__ = [
     "ASHAScheduler",
@@ -66,19 +73,33 @@ __all__ = [
     "AsyncHyperBandScheduler",
     "BasicVariantGenerator",
     "BayesOptSearch",
+    "Callback",
+    "Checkpoint",
+    "CheckpointConfig",
     "ConcurrencyLimiter",
     "Domain",
     "FIFOScheduler",
+    "FailureConfig",
     "HyperBandScheduler",
     "HyperOptSearch",
     "MLflowLoggerCallback",
     "MedianStoppingRule",
     "OptunaSearch",
     "Reporter",
+    "Result",
+    "ResultGrid",
+    "RunConfig",
     "TrialRecord",
     "TrialStopped",
+    "TuneConfig",
+    "Tuner",
     "choice",
     "function",
+    "get_checkpoint",
+    "get_context",
+    "get_trial_dir",
+    "get_trial_id",
+    "get_trial_name",
     "grid_search",
     "load_study_file",
     "lograndint",
@@ -97,6 +118,8 @@ __all__ = [
     "setup_mlflow",
     "translate_search",
     "uniform",
+    "with_parameters",
+    "with_resources",
 ]
 
 

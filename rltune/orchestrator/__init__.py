@@ -31,6 +31,13 @@ The public API is :mod:`rltune.tune` (``from rltune import tune``) and the
     _trial_process  one trial in its own process (subprocess + socket), trainers run as function trainables
     _reporter       the Reporter of function trainables: results, atomic checkpoints, TrialStopped
     _analysis       what tune.run returns (Analysis, TrialRecord) and best_config.yaml
+    _tuner          Ray Tune 2.x's Tuner: a study planned and run as tune.run's; restore / can_restore (tuner.json)
+    _tuner_config   TuneConfig, RunConfig, CheckpointConfig, FailureConfig: validated, made study fields
+    _result_grid    what Tuner.fit returns: ResultGrid and Result, read from the Analysis
+    _tune_callbacks Ray Tune's Callback hooks, told the loop's events (RunConfig(callbacks=...))
+    _session        train.report(metrics, checkpoint=...), get_checkpoint, get_context inside a trial
+    _checkpoint     Ray's Checkpoint: a directory (copied into the trial's) or a dict written as data
+    _trainable_wrappers  tune.with_parameters and tune.with_resources
     _display        the rich live view and plain progress lines
     _listing        reading studies back for ``rltune studies`` / ``rltune show``
     _trial          one trial of ``rltune train``: trial directory, results, stop criteria, checkpoints

@@ -15,10 +15,14 @@ logger = logging.getLogger(__name__)
 
 
 def tune_field_names(fields: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The fields with Tune's ``local_dir`` / ``storage_path`` as ``results_dir``; and the problems found."""
+    """The fields with Tune's ``local_dir`` / ``storage_path`` as ``results_dir``, a ``tune.with_resources``
+    trainable as ``run`` and ``resources_per_trial``; and the problems found."""
+    from rltune.orchestrator._trainable_wrappers import unwrap_resources
     from rltune.trainers.rllib._rllib_names import translate_fields
 
-    return translate_fields(fields)
+    fields, problems = unwrap_resources(fields)
+    fields, more = translate_fields(fields)
+    return fields, problems + more
 
 
 def in_rltune_names(trainable: Any, config: dict[str, Any], space: SearchSpace,

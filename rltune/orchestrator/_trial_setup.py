@@ -32,19 +32,21 @@ class TrialSetup:
     """Sets up the trials of a :class:`~rltune.orchestrator._runner.StudyRunner`, in order, on its ``state``.
 
     ``resumable`` (interrupted trials), ``retries`` (failed trials to retry)
-    and ``started_total`` come from :class:`~._study_setup.StudyOpener`;
+    and ``started_total`` come from :class:`~._study_setup.StudyOpener` (``restart``: its retries start
+    from scratch);
     ``start_time`` is the clock of the study's ``timeout_s``; ``ending``
     ends a trial that cannot run (its stop already met, its disk full).
     """
 
     def __init__(self, state: StudyState, ending: TrialEnding, *, resumable: list[Any], retries: list[Any],
-                 started_total: int, start_time: float) -> None:
+                 started_total: int, start_time: float, restart: bool = False) -> None:
         self.state = state
         self.ending = ending
         self.resumable = resumable
         self.retries = retries
         self.started_total = started_total
         self.start_time = start_time
+        self.restart = restart  # retries start from scratch, not from the failed trials' checkpoints
 
     def next_trial(self) -> ActiveTrial | None:
         """The next trial to run, set up; None when none is due (the budget is spent, the disk is full...)."""
@@ -147,8 +149,11 @@ class TrialSetup:
     def _continue_from(self, a: ActiveTrial, retry: Any) -> None:
         """A retry starts from its predecessor's latest checkpoint, with its results so far (copied here)."""
         previous = self._retried_attrs(retry)
-        a.reported = dict(retry.intermediate_values)  # inherited from a stale trial (shared storage)
         a.trial.set_user_attr(RETRY_OF, a.retry_of)
+        if self.restart:
+            self.state.observers.message(f"trial {a.number} retries trial {a.retry_of} from scratch (a restart)")
+            return
+        a.reported = dict(retry.intermediate_values)  # inherited from a stale trial (shared storage)
         old_dir = Path(previous["trial_dir"]) if isinstance(previous.get("trial_dir"), str) else None
         found = latest_checkpoint(old_dir) if old_dir is not None and old_dir.is_dir() else None
         inherited = previous.get("checkpoint")

@@ -211,6 +211,29 @@ def tune_function(value):
     return call
 
 
+def tuner(**settings):
+    """``tune.Tuner(counter, ...).fit()`` with ``settings`` as TuneConfig / RunConfig / CheckpointConfig /
+    FailureConfig keywords (``tune_``, ``run_``, ``checkpoint_``, ``failure_`` prefixes), or ``restore=...``."""
+    def call(ctx: Context) -> None:
+        from rltune import train, tune
+
+        from orchestrator.trainables import counter
+
+        if "restore" in settings:
+            tune.Tuner.restore(ctx.fill(settings["restore"]), counter, **settings.get("restore_kwargs", {}))
+            return
+        grouped = {p: {k[len(p):]: v for k, v in settings.items() if k.startswith(p)}
+                   for p in ("tune_", "run_", "checkpoint_", "failure_")}
+        grouped["run_"] = {k: ctx.fill(v) if isinstance(v, str) else v for k, v in grouped["run_"].items()}
+        grouped["run_"].setdefault("storage_path", str(ctx.results))
+        run_config = train.RunConfig(verbose=0, **grouped["run_"],
+                                     checkpoint_config=train.CheckpointConfig(**grouped["checkpoint_"]),
+                                     failure_config=train.FailureConfig(**grouped["failure_"]))
+        tune.Tuner(counter, param_space={"steps": 2}, tune_config=tune.TuneConfig(metric="score", **grouped["tune_"]),
+                   run_config=run_config).fit()
+    return call
+
+
 CASES: list[Case] = [
     Case("api name escapes", "name: must be letters, digits", call=run(name="../../x")),
     Case("api name absolute", "name: must be letters, digits", call=run(name="/etc/x")),
@@ -444,4 +467,27 @@ CASES: list[Case] = [
          call=run(resources_per_trial=lambda config: {"cpu": -1})),
     Case("api policy from_checkpoint unknown id", "no trained policy 'nope'", call=policy_from_checkpoint("nope")),
     Case("api tune.function of a number", "invalid tune.function(): must be a function", call=tune_function(3)),
+    # -- Ray Tune 2.x's Tuner: each setting named with the class that takes it ------------------------
+    Case("api TuneConfig unknown argument", "invalid TuneConfig: num_sample: unknown argument; did you mean "
+         "'num_samples'?", call=tuner(tune_num_sample=2)),
+    Case("api TuneConfig num_samples a string", "invalid TuneConfig: num_samples: Input should be a valid integer",
+         call=tuner(tune_num_samples="two")),
+    Case("api TuneConfig trial_name_creator", "invalid TuneConfig: trial_name_creator: not supported",
+         call=tuner(tune_trial_name_creator=str)),
+    Case("api RunConfig unknown argument", "invalid RunConfig: storage: unknown argument; did you mean 'storage_path'?",
+         call=tuner(run_storage="x")),
+    Case("api RunConfig stop a function", "invalid RunConfig: stop: Input should be a valid dictionary",
+         call=tuner(run_stop=lambda trial_id, result: False)),
+    Case("api RunConfig callbacks", "invalid RunConfig: callbacks: object is not a tune.Callback",
+         call=tuner(run_callbacks=[object()])),
+    Case("api CheckpointConfig num_to_keep 0", "invalid CheckpointConfig: num_to_keep: Input should be greater than "
+         "or equal to 1", call=tuner(checkpoint_num_to_keep=0)),
+    Case("api FailureConfig fail_fast", "invalid FailureConfig: fail_fast: not supported", call=tuner(failure_fail_fast=True)),
+    Case("api Tuner name a path", "invalid Tuner: name: must be letters, digits", call=tuner(run_name="../up")),
+    Case("api Tuner storage_path read-only", "cannot write the Tuner's settings '{tmp}/ro/ro_tuner/tuner.json': read-only file system",
+         call=tuner(run_storage_path="{tmp}/ro", run_name="ro_tuner"), setup=read_only_dir("ro")),
+    Case("api Tuner.restore of no study", "invalid Tuner.restore: path: '{afile}' is not the directory of a Tuner's study",
+         call=tuner(restore="{afile}")),
+    Case("api Tuner.restore resume_errored and restart_errored", "resume_errored and restart_errored are both True; "
+         "give one", call=tuner(restore="{tmp}", restore_kwargs={"restart_errored": True, "resume_errored": True})),
 ]
