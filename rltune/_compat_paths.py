@@ -91,7 +91,9 @@ PATHS: dict[str, dict[str, str]] = {
     "rltune.air": {name: f"{_TUNE}:{name}" for name in (
         "RunConfig", "CheckpointConfig", "FailureConfig", "Checkpoint", "Result")},
     "rltune.air.config": {name: f"{_TUNE}:{name}" for name in ("RunConfig", "CheckpointConfig", "FailureConfig")},
-    "rltune.air.session": {"report": f"{_TUNE}:report", "get_checkpoint": f"{_TUNE}:get_checkpoint"},
+    "rltune.air.session": {name: f"rltune.orchestrator._session:{name}" for name in (
+        "report", "get_checkpoint", "get_context", "get_trial_name", "get_trial_id", "get_trial_dir",
+        "get_experiment_name")},
     "rltune.tune.tuner": {"Tuner": f"{_TUNE}:Tuner"},
     "rltune.tune.tune_config": {"TuneConfig": f"{_TUNE}:TuneConfig"},
     "rltune.tune.result_grid": {"ResultGrid": f"{_TUNE}:ResultGrid"},
@@ -130,7 +132,8 @@ def _packages() -> set[str]:
 
 
 _PACKAGES = _packages()
-_MODULE_PACKAGES = {_TUNE}  # real modules (files) that are also packages of table paths
+# real modules (files) that are also packages of table paths (their own table entries document what they hold)
+_MODULE_PACKAGES = {_TUNE, "rltune.train", "rltune.air"}
 
 
 def resolve(path: str, name: str) -> Any:
