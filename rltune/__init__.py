@@ -10,9 +10,10 @@ from rltune import _compat_paths
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "init", "is_initialized", "shutdown", "tune"]
-
 _compat_paths.install()
+
+# Ray's own functions (ray.init -> rltune.init) and ray.rllib's top-level names, resolved on first use
+__all__ = ["__version__", "tune", *sorted(_compat_paths.PATHS["rltune"])]
 
 
 def __getattr__(name: str):  # lazy: `import rltune` stays cheap
@@ -20,6 +21,6 @@ def __getattr__(name: str):  # lazy: `import rltune` stays cheap
         import importlib
 
         return importlib.import_module("rltune.tune")
-    if name in _compat_paths.PATHS["rltune"]:  # Ray's own functions (ray.init -> rltune.init)
+    if name in _compat_paths.PATHS["rltune"]:
         return _compat_paths.resolve("rltune", name)
     raise AttributeError(f"module 'rltune' has no attribute {name!r}")

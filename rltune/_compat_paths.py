@@ -32,11 +32,24 @@ from typing import Any, Sequence
 
 _T = "rltune.trainers"
 _TUNE = "rltune.tune"
+_O = "rltune._compat_objects"
 
 # module path -> {name: "module:attribute"}.
 PATHS: dict[str, dict[str, str]] = {
     # -- Ray itself: import ray; ray.init() -> import rltune; rltune.init()
-    "rltune": {name: f"rltune._compat_paths:{name}" for name in ("init", "shutdown", "is_initialized")},
+    "rltune": {**{name: f"rltune._compat_paths:{name}" for name in ("init", "shutdown", "is_initialized")},
+               "Policy": f"{_T}:Policy", "SampleBatch": f"{_O}:SampleBatch", "BaseEnv": f"{_O}:BaseEnv",
+               "MultiAgentEnv": "rltune.env:MultiAgentEnv", "VectorEnv": f"{_O}:VectorEnv"},
+    # -- RLlib's utility modules (ray.rllib.utils ...)
+    "rltune.utils": {"override": f"{_O}:override", "try_import_torch": f"{_O}:try_import_torch",
+                     "try_import_tf": f"{_O}:try_import_tf"},
+    "rltune.utils.framework": {"try_import_torch": f"{_O}:try_import_torch", "try_import_tf": f"{_O}:try_import_tf"},
+    "rltune.utils.annotations": {"override": f"{_O}:override", **{name: f"{_O}:api_marker" for name in (
+        "PublicAPI", "DeveloperAPI", "ExperimentalAPI", "OldAPIStack")}},
+    "rltune.utils.error": {"EnvError": "rltune.errors:EnvError"},
+    "rltune.policy.sample_batch": {"SampleBatch": f"{_O}:SampleBatch"},
+    "rltune.env.base_env": {"BaseEnv": f"{_O}:BaseEnv"},
+    "rltune.env.vector_env": {"VectorEnv": f"{_O}:VectorEnv"},
     # -- RLlib 2.x: ray.rllib.algorithms ...
     "rltune.algorithms": {"Algorithm": f"{_T}:Trainer", "AlgorithmConfig": f"{_T}:AlgorithmConfig"},
     "rltune.algorithms.algorithm": {"Algorithm": f"{_T}:Trainer"},
@@ -63,7 +76,7 @@ PATHS: dict[str, dict[str, str]] = {
     "rltune.env.multi_agent_env": {"MultiAgentEnv": "rltune.env:MultiAgentEnv",
                                    "make_multi_agent": "rltune.env:make_multi_agent"},
     "rltune.env.env_context": {"EnvContext": "rltune.env:EnvContext"},
-    "rltune.env.apis.task_settable_env": {"TaskSettableEnv": "rltune.env:TaskSettableEnv"},
+    "rltune.env.apis.task_settable_env": {"TaskSettableEnv": "rltune.env:TaskSettableEnv", "TaskType": f"{_O}:TaskType"},
     "rltune.env.wrappers.pettingzoo_env": {"PettingZooEnv": "rltune.env:PettingZooEnv",
                                            "ParallelPettingZooEnv": "rltune.env:ParallelPettingZooEnv"},
     "rltune.callbacks.callbacks": {"DefaultCallbacks": "rltune.callbacks:DefaultCallbacks"},

@@ -92,3 +92,47 @@ def test_rays_own_init_and_shutdown_are_there_and_change_nothing():
     assert rltune.shutdown() is None
     with pytest.raises(AttributeError, match="has no attribute 'remote'"):
         rltune.remote
+
+
+def test_rllibs_utility_names_behave_as_example_code_uses_them():
+    from rltune import Policy, SampleBatch
+    from rltune.trainers import Policy as RltunePolicy
+    from rltune.utils.annotations import PublicAPI, override
+    from rltune.utils.framework import try_import_tf, try_import_torch
+
+    import torch
+
+    assert Policy is RltunePolicy and try_import_torch() == (torch, torch.nn)
+    assert try_import_tf() == (None, None, None)
+    with pytest.raises(ImportError, match="PyTorch only"):
+        try_import_tf(error=True)
+
+    class Base:
+        def f(self):
+            return 1
+
+    class Child(Base):
+        @override(Base)
+        def f(self):
+            return 2
+
+        @PublicAPI
+        def g(self):
+            return 3
+
+    assert Child().f() == 2 and Child().g() == 3
+    batch = SampleBatch({SampleBatch.REWARDS: [1.0, 2.0], SampleBatch.OBS: [[0], [1]]})
+    assert len(batch) == 2 and batch["rewards"] == [1.0, 2.0] and SampleBatch.NEXT_OBS == "new_obs"
+
+
+def test_an_rllib_vector_env_given_as_env_is_refused_by_name():
+    from rltune.env.vector_env import VectorEnv
+    from rltune.errors import ConfigError, EnvError
+    from rltune.trainers import PPO
+
+    class OldVector(VectorEnv):
+        pass
+
+    with pytest.raises((ConfigError, EnvError)) as info:
+        PPO(config={"env": lambda cfg: OldVector(), "num_workers": 0})
+    assert "OldVector" in str(info.value) or "gymnasium" in str(info.value)

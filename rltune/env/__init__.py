@@ -49,6 +49,7 @@ _PUBLIC = {
     "PettingZooEnv": "rltune.env._pettingzoo",
     "ParallelPettingZooEnv": "rltune.env._pettingzoo",
     "OldGymApi": "rltune.env._old_gym",
+    "BaseEnv": "rltune._compat_objects",  # RLlib's name, for type hints (ray.rllib.env.BaseEnv)
 }
 
 

@@ -61,6 +61,13 @@ class AlgorithmConfig:
     would get; assigning ``config.lr = 0.01`` is :meth:`update_from_dict`.
     """
 
+    # RLlib 2.x's switches of its newer API stacks, read by scripts (``if config._enable_learner_api:``): the classic
+    # stack's answers, since that is the stack rltune's trainers are
+    _enable_learner_api = False
+    _enable_rl_module_api = False
+    enable_rl_module_and_learner = False
+    enable_env_runner_and_connector_v2 = False
+
     algo_name: ClassVar[str | None] = None
     _is_config_builder: ClassVar[bool] = True  # what builder_method checks its calls are made on
 

@@ -77,13 +77,24 @@ class PlacementGroupFactory:
         return total
 
 
+# The config keys (RLlib's names of every version) that a trial's resources come from.
+_RESOURCE_KEYS = frozenset({
+    "num_workers", "num_rollout_workers", "num_env_runners", "num_gpus", "num_cpus_per_worker",
+    "num_cpus_per_env_runner", "num_cpus_for_driver", "num_cpus_for_local_worker", "num_cpus_for_main_process",
+    "num_gpus_per_worker", "num_gpus_per_env_runner", "framework",
+})
+
+
 def default_resource_request(trainer_cls: type[Trainer], config: Any) -> PlacementGroupFactory:
     """The placement-group factory of a trial of ``trainer_cls`` with ``config`` (a dict or a config builder).
 
     The trainer process holds ``num_cpus_for_driver`` CPUs and ``num_gpus``
     GPUs; each of ``num_workers`` rollout workers ``num_cpus_per_worker``.
-    An invalid config is the trainer's :class:`~rltune.errors.ConfigError`.
+    Only those settings are read, as RLlib reads them: other keys (a function
+    trainable's own, such as ``"train-iterations"``) are left alone; an
+    invalid resource setting is the trainer's :class:`~rltune.errors.ConfigError`.
     """
-    cfg = trainer_cls.validate(config)
+    as_dict = config.to_dict() if hasattr(config, "to_dict") and not isinstance(config, dict) else dict(config or {})
+    cfg = trainer_cls.validate({key: value for key, value in as_dict.items() if key in _RESOURCE_KEYS})
     head = {"CPU": float(cfg.num_cpus_for_driver), "GPU": float(cfg.num_gpus)}
     return PlacementGroupFactory([head] + [{"CPU": float(cfg.num_cpus_per_worker)} for _ in range(cfg.num_workers)])

@@ -74,6 +74,14 @@ def test_default_resource_request_has_a_bundle_per_process():
     assert PPO.default_resource_request(builder).required_resources["CPU"] == 3.0
     with pytest.raises(ConfigError, match="num_workers"):
         PPO.default_resource_request({"num_workers": -1})
+    # a function trainable's own keys beside the trainer's are not the resource request's business (RLlib's
+    # custom_experiment.py: tune.with_resources(experiment, PPO.default_resource_request(config)))
+    assert PPO.default_resource_request({"num_workers": 1, "train-iterations": 3}).required_resources["CPU"] == 2.0
+
+
+def test_scripts_reading_the_new_stacks_switches_read_the_classic_stack():
+    config = PPOConfig()
+    assert config._enable_learner_api is False and config.enable_rl_module_and_learner is False
 
 
 def test_algorithm_and_policy_from_checkpoint_and_policy_config_reads_like_a_dict(tmp_path):
