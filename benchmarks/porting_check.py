@@ -138,7 +138,8 @@ def run_script(root: Path, name: str, timeout: float) -> dict[str, object]:
     """Run one ported script from ``root``; its outcome."""
     path = root / PACKAGE / f"{name}.py"
     args = budget_args(path.read_text())
-    env = dict(os.environ, PYTHONPATH=str(root), RLTUNE_RESULTS_DIR=str(root / "results"), PYTHONUNBUFFERED="1")
+    pythonpath = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PYTHONPATH=pythonpath, RLTUNE_RESULTS_DIR=str(root / "results"), PYTHONUNBUFFERED="1")
     start = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, str(path), *args], cwd=root, env=env, capture_output=True, text=True,

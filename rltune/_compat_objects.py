@@ -48,6 +48,41 @@ def api_marker(obj: Any = None, **_: Any) -> Any:
 
 TaskType = Any  # RLlib's TaskSettableEnv task type: whatever an env's set_task takes
 
+# RLlib's type aliases (ray.rllib.utils.typing), for type hints: each is what rltune hands over
+AgentID = PolicyID = EnvType = EnvID = TensorType = TensorStructType = SampleBatchType = Any
+EnvConfigDict = MultiAgentDict = ModelConfigDict = ModelWeights = AlgorithmConfigDict = dict
+PartialAlgorithmConfigDict = ResultDict = dict
+
+
+def Deprecated(old: Any = None, new: Any = None, help: Any = None, error: bool = True) -> Callable[[F], F]:  # noqa: N802
+    """RLlib's ``@Deprecated(old=..., new=..., error=...)``: calling the marked object logs (or raises) its note."""
+    import functools
+    import logging
+
+    def mark(obj: F) -> F:
+        note = f"{old or getattr(obj, '__name__', obj)} is deprecated" + (f"; use {new}" if new else "")
+
+        @functools.wraps(obj)  # type: ignore[arg-type]
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if error:
+                raise ValueError(note)
+            logging.getLogger(__name__).warning("%s", note)
+            return obj(*args, **kwargs)  # type: ignore[operator]
+
+        return call  # type: ignore[return-value]
+
+    return mark
+
+
+def deprecation_warning(old: str, new: Optional[str] = None, *, help: Any = None, error: bool = False) -> None:
+    """RLlib's ``deprecation_warning(old, new)``: a warning (or a ValueError with ``error=True``)."""
+    import logging
+
+    note = f"{old} is deprecated" + (f"; use {new}" if new else "")
+    if error:
+        raise ValueError(note)
+    logging.getLogger(__name__).warning("%s", note)
+
 
 class SampleBatch(dict):
     """RLlib's ``SampleBatch`` as rltune's batches are: a dict of columns, with RLlib's column names as constants.
@@ -83,3 +118,7 @@ class VectorEnv:
     see docs/training.md, "Vector envs"); an instance of this class given as
     ``env`` is refused as an env of neither kind.
     """
+
+    def __init__(self, observation_space: Any = None, action_space: Any = None, num_envs: int = 1) -> None:
+        """RLlib's constructor: the spaces of one sub-env and the number of sub-envs."""
+        self.observation_space, self.action_space, self.num_envs = observation_space, action_space, num_envs

@@ -47,6 +47,11 @@ PATHS: dict[str, dict[str, str]] = {
     "rltune.utils.annotations": {"override": f"{_O}:override", **{name: f"{_O}:api_marker" for name in (
         "PublicAPI", "DeveloperAPI", "ExperimentalAPI", "OldAPIStack")}},
     "rltune.utils.error": {"EnvError": "rltune.errors:EnvError"},
+    "rltune.utils.deprecation": {name: f"{_O}:{name}" for name in ("Deprecated", "deprecation_warning")},
+    "rltune.utils.typing": {name: f"{_O}:{name}" for name in (
+        "AgentID", "PolicyID", "EnvType", "EnvID", "EnvConfigDict", "MultiAgentDict", "TensorType", "TensorStructType",
+        "ModelConfigDict", "ModelWeights", "AlgorithmConfigDict", "PartialAlgorithmConfigDict", "ResultDict",
+        "SampleBatchType")},
     "rltune.policy.sample_batch": {"SampleBatch": f"{_O}:SampleBatch"},
     "rltune.env.base_env": {"BaseEnv": f"{_O}:BaseEnv"},
     "rltune.env.vector_env": {"VectorEnv": f"{_O}:VectorEnv"},
@@ -80,7 +85,8 @@ PATHS: dict[str, dict[str, str]] = {
     "rltune.env.wrappers.pettingzoo_env": {"PettingZooEnv": "rltune.env:PettingZooEnv",
                                            "ParallelPettingZooEnv": "rltune.env:ParallelPettingZooEnv"},
     "rltune.callbacks.callbacks": {"DefaultCallbacks": "rltune.callbacks:DefaultCallbacks"},
-    "rltune.evaluation": {"Episode": "rltune.callbacks:Episode"},
+    "rltune.evaluation": {"Episode": "rltune.callbacks:Episode", "RolloutWorker": "rltune.trainers.sampling._rollout_worker:RolloutWorker"},
+    "rltune.evaluation.rollout_worker": {"RolloutWorker": "rltune.trainers.sampling._rollout_worker:RolloutWorker"},
     "rltune.evaluation.episode": {"Episode": "rltune.callbacks:Episode"},
     "rltune.utils.test_utils": {"check_learning_achieved": "rltune.orchestrator._rllib_study:check_learning_achieved"},
     # -- Ray Tune: ray.tune ...

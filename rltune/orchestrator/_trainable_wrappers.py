@@ -63,24 +63,27 @@ class WithResources:
         return f"with_resources({self.trainable!r}, {getattr(self, RESOURCES_ATTR)!r})"
 
 
-def with_resources(trainable: Any, resources: dict[str, Any]) -> Any:
-    """``trainable`` whose trials each hold ``resources`` of the study's CPU budget (``{"cpu": 2}``).
+def with_resources(trainable: Any, resources: Any) -> Any:
+    """``trainable`` whose trials each hold ``resources`` of the study's CPU budget.
 
-    The study validates ``resources`` as its ``resources_per_trial`` (``cpu``,
-    ``gpu``, ``extra_cpu``, ``extra_gpu``).
+    ``resources`` is what ``resources_per_trial`` takes: a dict (``{"cpu": 2}``;
+    ``cpu``, ``gpu``, ``extra_cpu``, ``extra_gpu``), a placement-group factory
+    (``PPO.default_resource_request(config)``), or a function of the trial's
+    config returning either; the study validates it.
     """
-    if not isinstance(resources, dict):
-        raise ConfigError(f"must be a dict such as {{'cpu': 2}}, but got {resources!r}",
-                          where="tune.with_resources resources")
+    if not (isinstance(resources, dict) or callable(resources) or hasattr(resources, "required_resources")):
+        raise ConfigError(f"must be a dict such as {{'cpu': 2}}, a placement-group factory or a function of the "
+                          f"config, but got {resources!r}", where="tune.with_resources resources")
+    held = dict(resources) if isinstance(resources, dict) else resources
     if callable(trainable) and not isinstance(trainable, type):
         @functools.wraps(trainable)
         def holding(*args: Any, **kwargs: Any) -> Any:
             return trainable(*args, **kwargs)
 
         holding.__signature__ = inspect.signature(trainable)  # type: ignore[attr-defined]
-        setattr(holding, RESOURCES_ATTR, dict(resources))
+        setattr(holding, RESOURCES_ATTR, held)
         return holding
-    return WithResources(trainable, dict(resources))
+    return WithResources(trainable, held)
 
 
 def unwrap_resources(fields: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

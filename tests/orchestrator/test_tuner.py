@@ -334,6 +334,14 @@ def test_with_resources_of_a_trainer_name_is_planned_as_resources_per_trial():
 
     plan = make_plan({"run": tune.with_resources("PPO", {"cpu": 3}), "config": {"env": "CartPole-v1"}})
     assert plan.trainable.name == "PPO" and plan.cpus_per_trial(plan.config) == 3
+    # RLlib's custom_experiment.py: with_resources(fn, PPO.default_resource_request(config)), or a function of the config
+    from rltune.trainers import PPO
+
+    plan = make_plan({"run": tune.with_resources(stepper, PPO.default_resource_request({"num_workers": 2})),
+                      "config": {"x": 1}})
+    assert plan.cpus_per_trial(plan.config) == 3
+    plan = make_plan({"run": tune.with_resources(stepper, lambda config: {"cpu": config["x"] + 1}), "config": {"x": 1}})
+    assert plan.cpus_per_trial(plan.config) == 2
     with pytest.raises(ConfigError, match="resources_per_trial: given both here and by tune.with_resources"):
         make_plan({"run": tune.with_resources("PPO", {"cpu": 3}), "config": {"env": "CartPole-v1"},
                    "resources_per_trial": {"cpu": 2}})
