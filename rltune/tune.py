@@ -123,6 +123,15 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str) -> Any:
+    """Ray Tune's ``tune.PlacementGroupFactory``, loaded on first use (its module loads the trainers)."""
+    if name == "PlacementGroupFactory":
+        from rltune.trainers.rllib._old_trainer_names import PlacementGroupFactory
+
+        return PlacementGroupFactory
+    raise AttributeError(f"module 'rltune.tune' has no attribute {name!r}")
+
+
 def run(
     run_or_experiment: Any = None,
     *,

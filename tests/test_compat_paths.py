@@ -136,3 +136,9 @@ def test_an_rllib_vector_env_given_as_env_is_refused_by_name():
     with pytest.raises((ConfigError, EnvError)) as info:
         PPO(config={"env": lambda cfg: OldVector(), "num_workers": 0})
     assert "OldVector" in str(info.value) or "gymnasium" in str(info.value)
+
+
+def test_tune_placement_group_factory_loads_on_first_use():
+    from rltune.tune import PlacementGroupFactory  # Ray Tune's tune.PlacementGroupFactory
+
+    assert PlacementGroupFactory([{"CPU": 1}, {"CPU": 2}]).required_resources == {"CPU": 3}

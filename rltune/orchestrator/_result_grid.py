@@ -100,9 +100,12 @@ class ResultGrid:
 
         ``scope``: ``last`` (its last result), ``avg``, ``last-5-avg``,
         ``last-10-avg`` (means), ``all`` (its best result). Failed trials
-        count too, as in Ray. ConfigError for a missing metric or mode, or
-        when no trial reported the metric.
+        count too, as in Ray. With no metric anywhere, a study of one trial
+        gives that trial (as Ray does); otherwise ConfigError for a missing
+        metric or mode, or when no trial reported the metric.
         """
+        if len(self._results) == 1 and not (metric or self._metric):
+            return self._results[0]
         metric, mode = self._metric_and_mode(metric, mode, "get_best_result")
         if scope not in SCOPES:
             raise ConfigError(f"scope must be one of {', '.join(SCOPES)}, but got {scope!r}", where="get_best_result")

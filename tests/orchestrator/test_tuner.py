@@ -409,3 +409,14 @@ def test_restore_retries_failed_trials_from_their_checkpoint_or_from_scratch(tmp
     assert Path(grid[0].path).name == "trial_00001"
     assert (Path(grid[0].path) / "starts.txt").read_text().split() == [str(first_start)]
     assert _iterations(Path(grid[0].path)) == [1, 2, 3, 4]
+
+
+def test_get_best_result_of_a_one_trial_study_needs_no_metric(tmp_path):
+    """Ray's: the only trial is the best (RLlib's restore_1_of_n_agents_from_checkpoint.py reads it that way)."""
+    one = tune.Tuner(stepper, param_space={"x": 1, "steps": 2},
+                     run_config=train.RunConfig(name="one", storage_path=str(tmp_path), verbose=0)).fit()
+    assert one.get_best_result().metrics["score"] == 2 and one.get_best_result().checkpoint is not None
+    two = tune.Tuner(stepper, param_space={"x": tune.grid_search([1, 2]), "steps": 1},
+                     run_config=train.RunConfig(name="two", storage_path=str(tmp_path), verbose=0)).fit()
+    with pytest.raises(ConfigError, match="no metric"):
+        two.get_best_result()
