@@ -127,10 +127,10 @@ OWNERS = (
     (r"rltune\.algorithms\.(?!ppo\b|dqn\b|callbacks\b)|unknown algorithm|rltune\.algorithms import \w+|"
      r"cannot import name '(sac|pg|impala|apex\w*|r2d2|qmix\w*)'",
      "more algorithms (PG, SAC, IMPALA, ...)"),
-    (r"render_env|remote_worker_envs|rltune\.remote|min_time_s_per_iteration|rltune\.execution|"
+    (r"render_env|remote_worker_envs|attribute 'remote'|evaluation\.metrics|min_time_s_per_iteration|rltune\.execution|"
      r"policy_template|postprocessing|Logger|filter|ENV_STATE|VectorEnv|rltune\.env\.utils|unity3d",
      "other RLlib / Ray APIs (not in this issue)"),
-    (r"No module named '(?!rltune|rllib_examples)|cannot import name '\w+' from '(?!rltune)|DeprecationWarning|"
+    (r"get_best_checkpoint|No module named '(?!rltune|rllib_examples)|cannot import name '\w+' from '(?!rltune)|DeprecationWarning|"
      r"rllib_examples\.simulators|No module named 'rllib'",
      "outside rltune (the script's own dependency, or broken in Ray itself)"),
 )
@@ -154,11 +154,15 @@ def budget_args(source: str) -> list[str]:
 
 
 def first_problem(stderr: str) -> str:
-    """The exception a traceback ends with (its last ``Type: message`` line), shortened."""
+    """The exception a traceback ends with (its last ``Type: message`` line, and the line after one that ends
+    with ``:``, where rltune lists the problems), shortened."""
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    for line in reversed(lines):
-        if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt|Warning)\b", line.strip()) or line.startswith("rltune."):
-            return line.strip()[:300]
+    for k in range(len(lines) - 1, -1, -1):
+        line = lines[k].strip()
+        if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt|Warning)\b", line) or line.startswith("rltune."):
+            if line.endswith(":") and k + 1 < len(lines):
+                line = f"{line} {lines[k + 1].strip()}"
+            return line[:300]
     return (lines[-1].strip()[:300] if lines else "no output")
 
 

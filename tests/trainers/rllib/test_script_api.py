@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 
 import pytest
 
@@ -110,6 +111,11 @@ def test_algorithm_and_policy_from_checkpoint_and_policy_config_reads_like_a_dic
         Policy.from_checkpoint(path, policy_ids="other")
     with pytest.raises(CheckpointError, match="does not exist"):
         Policy.from_checkpoint(tmp_path / "missing")
+    # RLlib 2.x's path of one policy in a checkpoint (restore_1_of_n_agents_from_checkpoint.py)
+    one = Policy.from_checkpoint(os.path.join(path, "policies", "default_policy"))
+    assert all((one.get_weights()[k] == v).all() for k, v in weights.items())
+    with pytest.raises(CheckpointError, match="no trained policy 'other'"):
+        Policy.from_checkpoint(os.path.join(path, "policies", "other"))
 
 
 def test_builder_settings_that_change_nothing_are_accepted_with_a_note(caplog):
