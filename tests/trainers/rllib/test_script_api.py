@@ -181,3 +181,24 @@ def test_the_ported_rllib_2x_example_script_runs(tmp_path):
                          env={**os.environ, "HOME": str(tmp_path)}, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "episode_reward_mean" in run.stdout and "old gym API" in run.stderr
+
+
+def test_a_policy_spec_config_may_be_an_algorithm_config_builder():
+    """RLlib 2.x's multi_agent_two_trainers.py: a policy's config is its algorithm's builder; the keys set on it
+    that a policy can have override, its run-level ones (env, filters, resources) and no-op switches are left out."""
+    from rltune.env import make_multi_agent
+    from rltune.trainers import PolicySpec
+
+    own = (PPOConfig().environment("CartPole-v1").rollouts(observation_filter="MeanStdFilter")
+           .training(gamma=0.9, num_sgd_iter=2, _enable_learner_api=False).resources(num_gpus=0))
+    config = (PPOConfig().environment(make_multi_agent("CartPole-v1"), env_config={"num_agents": 2})
+              .rollouts(num_rollout_workers=0, rollout_fragment_length=32)
+              .training(train_batch_size=64, sgd_minibatch_size=32, num_sgd_iter=1, model={"fcnet_hiddens": [8]})
+              .multi_agent(policies={"a": PolicySpec(config=own), "b": PolicySpec()},
+                           policy_mapping_fn=lambda agent, *args, **kwargs: "a" if agent == 0 else "b"))
+    algo = config.build()
+    try:
+        assert algo.get_policy("a").config["gamma"] == 0.9 and algo.get_policy("b").config["gamma"] == 0.99
+        assert algo.train()["timesteps_total"] == 64
+    finally:
+        algo.stop()
