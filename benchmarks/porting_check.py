@@ -116,6 +116,34 @@ def extract(wheel_path: Path, into: Path) -> list[str]:
     return sorted(scripts)
 
 
+# The first problem's owner, by pattern (first match): which issue's feature a failing script waits for.
+OWNERS = (
+    (r"rltune\.models|rltune\.core|model\.(dim|conv_|use_lstm|use_attention|custom_model|lstm_|attention_)|"
+     r"custom_model|view_requirement|_disable_preprocessor_api|PPOConfig\.training\(\) \(\d+ problems\)",
+     "models (custom, recurrent, attention, vision)"),
+    (r"rltune\.offline|offline|convert_ma_batch_to_sample_batch|saving_experiences|rltune\._private|input_",
+     "external envs and offline data"),
+    (r"tf_policy|tf_model|\.tf\b|TFPolicy|keras|eager", "TensorFlow (rltune runs PyTorch only)"),
+    (r"rltune\.algorithms\.(?!ppo\b|dqn\b|callbacks\b)|unknown algorithm|rltune\.algorithms import \w+|"
+     r"cannot import name '(sac|pg|impala|apex\w*|r2d2|qmix\w*)'",
+     "more algorithms (PG, SAC, IMPALA, ...)"),
+    (r"render_env|remote_worker_envs|attribute 'remote'|evaluation\.metrics|min_time_s_per_iteration|rltune\.execution|"
+     r"policy_template|postprocessing|Logger|filter|ENV_STATE|VectorEnv|rltune\.env\.utils|unity3d",
+     "other RLlib / Ray APIs (not in this issue)"),
+    (r"get_best_checkpoint|No module named '(?!rltune|rllib_examples)|cannot import name '\w+' from '(?!rltune)|DeprecationWarning|"
+     r"rllib_examples\.simulators|No module named 'rllib'",
+     "outside rltune (the script's own dependency, or broken in Ray itself)"),
+)
+
+
+def owner(problem: str) -> str:
+    """Whose feature a script's first problem is (:data:`OWNERS`); this issue's when nothing else matches."""
+    for pattern, name in OWNERS:
+        if re.search(pattern, problem):
+            return name
+    return "this issue (RLlib / Ray Tune 2.x script API)"
+
+
 def budget_args(source: str) -> list[str]:
     """The small-budget flags this script's argparse declares."""
     args = []
@@ -126,11 +154,15 @@ def budget_args(source: str) -> list[str]:
 
 
 def first_problem(stderr: str) -> str:
-    """The exception a traceback ends with (its last ``Type: message`` line), shortened."""
+    """The exception a traceback ends with (its last ``Type: message`` line, and the line after one that ends
+    with ``:``, where rltune lists the problems), shortened."""
     lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    for line in reversed(lines):
-        if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt|Warning)\b", line.strip()) or line.startswith("rltune."):
-            return line.strip()[:300]
+    for k in range(len(lines) - 1, -1, -1):
+        line = lines[k].strip()
+        if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt|Warning)\b", line) or line.startswith("rltune."):
+            if line.endswith(":") and k + 1 < len(lines):
+                line = f"{line} {lines[k + 1].strip()}"
+            return line[:300]
     return (lines[-1].strip()[:300] if lines else "no output")
 
 
@@ -153,6 +185,20 @@ def run_script(root: Path, name: str, timeout: float) -> dict[str, object]:
     return {"script": name, "args": args, "status": "fails", "problem": first_problem(proc.stderr), "seconds": seconds}
 
 
+def print_table(outcomes: list[dict[str, object]], ray_version: str, *, markdown: bool) -> None:
+    """How many run, and (``markdown``) the table: each script, whether it runs, its first problem and its owner."""
+    runs = sum(o["status"] == "runs" for o in outcomes)
+    print(f"\n{runs} of {len(outcomes)} of ray {ray_version}'s rllib/examples scripts run on rltune, ported by "
+          "renaming imports only")
+    if not markdown:
+        return
+    print("\n| script | runs | first problem | waits for |\n| --- | --- | --- | --- |")
+    for o in outcomes:
+        problem = str(o["problem"]).replace("|", "\\|")
+        waits = "" if o["status"] == "runs" else owner(str(o["problem"]))
+        print(f"| `{o['script']}.py` | {'yes' if o['status'] == 'runs' else 'no'} | {problem} | {waits} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ray-version", default=RAY_VERSION)
@@ -162,7 +208,12 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per script (default 300)")
     parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
     parser.add_argument("--json", type=Path, help="write the outcomes as JSON")
+    parser.add_argument("--from-json", type=Path, help="print the table of a run's JSON (no script runs)")
     args = parser.parse_args()
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        print_table(saved["outcomes"], saved["ray_version"], markdown=True)
+        return 0
 
     with tempfile.TemporaryDirectory(prefix="rltune_porting_") as tmp:
         root = Path(tmp)
@@ -179,14 +230,7 @@ def main() -> int:
             outcomes.append(outcome)
             print(f"[{k:2}/{len(scripts)} {outcome['seconds']:5.0f}s] {name}: {outcome['status']} {outcome['problem']}",
                   flush=True)
-    runs = sum(o["status"] == "runs" for o in outcomes)
-    print(f"\n{runs} of {len(outcomes)} of ray {args.ray_version}'s rllib/examples scripts run on rltune, ported by "
-          "renaming imports only")
-    if args.markdown:
-        print("\n| script | runs | first problem |\n| --- | --- | --- |")
-        for o in outcomes:
-            problem = str(o["problem"]).replace("|", "\\|")
-            print(f"| `{o['script']}.py` | {'yes' if o['status'] == 'runs' else 'no'} | {problem} |")
+    print_table(outcomes, args.ray_version, markdown=args.markdown)
     if args.json:
         args.json.write_text(json.dumps({"ray_version": args.ray_version, "outcomes": outcomes}, indent=1))
     return 0

@@ -35,6 +35,9 @@ RESULT_SPELLINGS = frozenset({
 })
 # Path parts of RLlib's result keys that a few Ray versions spelled differently: read as rltune's.
 _PART_SPELLINGS = {"evaluation_results": "evaluation", "env_runner_results": "env_runners"}
+# RLlib's classic stack nests a policy's learner stats one level deeper than rltune's results do:
+# info/learner/<policy>/learner_stats/<stat> is rltune's info/learner/<policy>/<stat>.
+_DROPPED_PARTS = frozenset({"learner_stats"})
 
 
 def as_number(value: Any) -> float | None:
@@ -74,8 +77,8 @@ def lookup(result: Mapping[str, Any], key: str) -> Any:
         return result[key]
     parts = _SEPARATORS.split(key)
     found = _walk(result, parts)
-    if found is MISSING and any(p in _PART_SPELLINGS for p in parts):
-        found = _walk(result, [_PART_SPELLINGS.get(p, p) for p in parts])
+    if found is MISSING and any(p in _PART_SPELLINGS or p in _DROPPED_PARTS for p in parts):
+        found = _walk(result, [_PART_SPELLINGS.get(p, p) for p in parts if p not in _DROPPED_PARTS])
     return found
 
 

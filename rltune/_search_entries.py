@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-KINDS = ("grid_search", "choice", "uniform", "loguniform", "randint", "quniform")
+KINDS = ("grid_search", "choice", "uniform", "loguniform", "randint", "quniform",
+         "qloguniform", "lograndint", "qrandint", "randn")
+ARITY = {"quniform": 3, "qloguniform": 3, "qrandint": 3}  # arguments of a range entry (2 for the others)
 
 
 @dataclass(frozen=True)
@@ -52,10 +54,28 @@ def entry_candidates(kind: str, args: Any) -> list[Any] | None:
         return None
     if kind in ("grid_search", "choice"):
         return list(args)
-    if len(args) != (3 if kind == "quniform" else 2):
+    if len(args) != ARITY.get(kind, 2):
         return None
-    if kind == "randint":
+    if kind in ("randint", "lograndint", "qrandint"):
         if not all(isinstance(a, int) and not isinstance(a, bool) for a in args):
             return None
-        return [args[0], args[1] - 1]
+        return [args[0], args[1]] if kind == "qrandint" else [args[0], args[1] - 1]
+    if kind == "randn":
+        if not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
+            return None
+        mean, sd = args
+        return [mean - 3 * sd, mean + 3 * sd]  # a normal has no ends: three standard deviations
     return [args[0], args[1]]
+
+
+@dataclass(frozen=True)
+class SampleFrom:
+    """Ray Tune's ``tune.sample_from(fn)``: a config value computed per trial by ``fn(spec)``.
+
+    ``fn`` gets a ``spec`` whose ``spec.config`` is the trial's config with
+    every search-space entry already drawn (``spec.config.lr``,
+    ``spec["config"]["lr"]``); values that depend on other ``sample_from``
+    values are computed after them.
+    """
+
+    func: Any

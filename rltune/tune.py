@@ -15,7 +15,9 @@
 The same fields make a study file (``rltune tune STUDY.yaml``; see
 ``studies/``). Search-space entries: :func:`grid_search`, :func:`choice`,
 :func:`uniform`, :func:`loguniform`, :func:`randint` (upper bound
-excluded), :func:`quniform`, anywhere in ``config`` (``model.fcnet_hiddens``).
+excluded), :func:`quniform`, :func:`qloguniform`, :func:`lograndint`,
+:func:`qrandint`, :func:`randn`, anywhere in ``config``
+(``model.fcnet_hiddens``); :func:`sample_from` computes a value from the others.
 
 A trainable is a trainer name (``"PPO"``), a Trainer class, an import
 string (``"pkg.module:Name"``), or a function ``fn(config, reporter)``
@@ -32,31 +34,102 @@ import sys
 from typing import Any
 
 from rltune._pretty_print import pretty_print
+from rltune.env import register_env
 from rltune.errors import ConfigError, StudyFailedError
 from rltune.orchestrator._analysis import Analysis, TrialRecord
-from rltune.orchestrator._reporter import Reporter, TrialStopped, report
+from rltune.orchestrator._checkpoint import Checkpoint
+from rltune.orchestrator._ray_domains import lograndint, qloguniform, qrandint, randn, sample_from
+from rltune.orchestrator._ray_mlflow import MLflowLoggerCallback, setup_mlflow
+from rltune.orchestrator._ray_schedulers import (
+    ASHAScheduler,
+    AsyncHyperBandScheduler,
+    FIFOScheduler,
+    HyperBandScheduler,
+    MedianStoppingRule,
+)
+from rltune.orchestrator._ray_searchers import (
+    BasicVariantGenerator,
+    BayesOptSearch,
+    ConcurrencyLimiter,
+    HyperOptSearch,
+    OptunaSearch,
+)
+from rltune.orchestrator._ray_translate import translate_search
+from rltune.orchestrator._reporter import Reporter, TrialStopped
+from rltune.orchestrator._result_grid import Result, ResultGrid
+from rltune.orchestrator._rllib_study import function
 from rltune.orchestrator._run_study import all_failed, first_error, run_plan
 from rltune.orchestrator._search_space import Domain, choice, grid_search, loguniform, quniform, randint, uniform
+from rltune.orchestrator._session import get_checkpoint, get_context, get_trial_dir, get_trial_id, get_trial_name, report
 from rltune.orchestrator._spec import FIELDS, StudyPlan, load_study_file, make_plan
+from rltune.orchestrator._trainable_wrappers import with_parameters, with_resources
+from rltune.orchestrator._tune_callbacks import Callback
+from rltune.orchestrator._tuner import Tuner
+from rltune.orchestrator._tuner_config import CheckpointConfig, FailureConfig, RunConfig, TuneConfig
 
 __all__ = [
+    "ASHAScheduler",
     "Analysis",
+    "AsyncHyperBandScheduler",
+    "BasicVariantGenerator",
+    "BayesOptSearch",
+    "Callback",
+    "Checkpoint",
+    "CheckpointConfig",
+    "ConcurrencyLimiter",
     "Domain",
+    "FIFOScheduler",
+    "FailureConfig",
+    "HyperBandScheduler",
+    "HyperOptSearch",
+    "MLflowLoggerCallback",
+    "MedianStoppingRule",
+    "OptunaSearch",
     "Reporter",
+    "Result",
+    "ResultGrid",
+    "RunConfig",
     "TrialRecord",
     "TrialStopped",
+    "TuneConfig",
+    "Tuner",
     "choice",
+    "function",
+    "get_checkpoint",
+    "get_context",
+    "get_trial_dir",
+    "get_trial_id",
+    "get_trial_name",
     "grid_search",
     "load_study_file",
+    "lograndint",
     "loguniform",
     "pretty_print",
+    "qloguniform",
+    "qrandint",
     "quniform",
     "randint",
+    "randn",
+    "register_env",
     "report",
     "run",
     "run_plan",
+    "sample_from",
+    "setup_mlflow",
+    "translate_search",
     "uniform",
+    "with_parameters",
+    "with_resources",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Ray Tune's ``tune.PlacementGroupFactory``, loaded on first use (its module loads the trainers)."""
+    if name == "PlacementGroupFactory":
+        from rltune.trainers.rllib._old_trainer_names import PlacementGroupFactory
+
+        return PlacementGroupFactory
+    raise AttributeError(f"module 'rltune.tune' has no attribute {name!r}")
 
 
 def run(
@@ -94,6 +167,7 @@ def run(
     retry_failed: bool = False,
     verbose: int = 1,
     raise_on_failed_trial: bool = False,
+    callbacks: list[Any] | None = None,
 ) -> Analysis:
     """Run a study and return its :class:`Analysis` (``study``, ``trials``, ``best_config``, ``best_result``, ``best_checkpoint``).
 
@@ -121,10 +195,15 @@ def run(
     its algorithm), ``local_dir`` is ``results_dir``, and
     ``resources_per_trial={"cpu": N}`` sets the CPUs a trial holds of the
     budget that ``n_jobs`` trials share (a trainer's at least 1 + num_workers).
+    Ray Tune's searchers (``OptunaSearch``, ``HyperOptSearch``, ...) and
+    schedulers (``ASHAScheduler``, ``MedianStoppingRule``, ...) are taken as
+    ``search_alg`` / ``scheduler``, and ``callbacks=[MLflowLoggerCallback(...)]``
+    sets the study's MLflow store (:func:`translate_search`).
     """
     arguments = dict(locals())  # every parameter but run_or_experiment, local_dir and the last five is a study field
     fields = {"run": run_or_experiment, **{field: arguments[field] for field in FIELDS if field in arguments}}
     fields["local_dir"] = local_dir  # Tune's name of results_dir: the planner translates it (or names the clash)
+    fields["callbacks"] = callbacks  # Ray Tune's MLflowLoggerCallback: translate_search takes it
     resume = _resume_mode(resume, retry_failed)
     plan = _plan(fields, resume)
     analysis = run_plan(plan, resume=resume, retry_failed=retry_failed, verbose=verbose)
@@ -173,6 +252,7 @@ def _plan(fields: dict[str, Any], resume: bool) -> StudyPlan:
     if resume and fields["name"] is None:
         raise ConfigError("resume=True needs the name of the study to continue (name=...)", where="tune.run")
     fields["run"], fields["config"] = _from_builder(fields["run"], fields["config"])
+    fields = translate_search(fields)  # Ray Tune's searchers, schedulers and callbacks as study fields
     return make_plan({k: v for k, v in fields.items() if v is not None}, where="tune.run")
 
 

@@ -29,6 +29,8 @@ LAYERS = {
     "tracking": 4,  # MLflow tracking, beside the orchestrator (issue 15, part "tracking")
     "tune": 5,
     "cli": 5,
+    "train": 5,  # Ray Train / AIR names (issue 26, part "tuner"): re-exports beside rltune.tune
+    "air": 5,
 }
 # Modules whose layer is not their package's.
 MODULE_LAYERS = {

@@ -56,3 +56,13 @@ def test_lookup_by_path():
     assert lookup(result, "info/learner/default_policy/kl") == 0.1 == lookup(result, "info.learner.default_policy.kl")
     assert lookup(result, "custom_metrics/my.metric") == 2
     assert lookup(result, "nope") is MISSING
+
+
+def test_rllibs_classic_learner_stats_path_reads_rltunes():
+    """RLlib's classic stack: info/learner/<policy>/learner_stats/<stat>; rltune's results drop that level."""
+    result = {"info": {"learner": {"default_policy": {"policy_loss": 0.25}}},
+              "evaluation": {"env_runners": {"episode_return_mean": 9.0}}}
+    assert lookup(result, "info/learner/default_policy/learner_stats/policy_loss") == 0.25
+    assert lookup(result, "info/learner/default_policy/policy_loss") == 0.25
+    assert lookup(result, "evaluation_results/env_runner_results/episode_return_mean") == 9.0
+    assert lookup(result, "info/learner/default_policy/learner_stats/vf_loss") is MISSING

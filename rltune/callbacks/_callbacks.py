@@ -36,6 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from rltune._imports import import_object
+from rltune.callbacks._rllib2_keywords import HOOK_ALIASES, hook_kwargs
 from rltune.errors import CallbackError, ConfigError
 
 EPISODE_HOOKS = ("on_episode_start", "on_episode_step", "on_episode_end")
@@ -56,7 +57,15 @@ class DefaultCallbacks:
     """No-op hooks to override; every hook takes keyword arguments only, plus ``**kwargs`` for new ones."""
 
     def on_trainer_init(self, *, trainer: Any, **kwargs: Any) -> None:
-        """The trainer was built (workers started), before the first ``train()``; in the trainer's process."""
+        """The trainer was built (workers started), before the first ``train()``; in the trainer's process.
+
+        By default it calls :meth:`on_algorithm_init` (RLlib 2.x's name of this hook) when that is overridden.
+        """
+        if type(self).on_algorithm_init is not DefaultCallbacks.on_algorithm_init:
+            self.on_algorithm_init(**hook_kwargs(self, "on_algorithm_init", {"trainer": trainer, **kwargs}))
+
+    def on_algorithm_init(self, *, algorithm: Any, **kwargs: Any) -> None:
+        """RLlib 2.x's name of :meth:`on_trainer_init` (``algorithm`` is the trainer)."""
 
     def on_environment_created(self, *, env: Any, env_context: Any, worker: Any = None, **kwargs: Any) -> None:
         """An env was just built (``env_context.recreated`` is True after a rebuild)."""
@@ -101,8 +110,9 @@ class DefaultCallbacks:
 
     # -- plumbing ---------------------------------------------------------------------
     def overrides(self, hook: str) -> bool:
-        """Whether ``hook`` does anything (is overridden somewhere)."""
-        return getattr(type(self), hook) is not getattr(DefaultCallbacks, hook)
+        """Whether ``hook`` (or RLlib 2.x's name of it) does anything (is overridden somewhere)."""
+        names = (hook, HOOK_ALIASES[hook]) if hook in HOOK_ALIASES else (hook,)
+        return any(getattr(type(self), name) is not getattr(DefaultCallbacks, name) for name in names)
 
     def get_state(self) -> dict[str, Any]:
         """JSON-able state saved in checkpoints (e.g. a curriculum phase)."""
@@ -134,7 +144,7 @@ def _fan_out(hook: str):
     def call(self: MultiCallbacks, **kwargs: Any) -> None:
         for callbacks in self.callbacks:
             if callbacks.overrides(hook):
-                getattr(callbacks, hook)(**kwargs)
+                getattr(callbacks, hook)(**hook_kwargs(callbacks, hook, kwargs))
 
     call.__name__ = hook
     call.__doc__ = f"Call ``{hook}`` of every callbacks object in order."
@@ -177,7 +187,7 @@ def make_callbacks(spec: Any, where: str = "callbacks") -> DefaultCallbacks:
 def call_hook(callbacks: DefaultCallbacks, hook: str, where: str, **kwargs: Any) -> None:
     """Run one hook; anything it raises becomes a :class:`CallbackError` naming the hook and ``where``."""
     try:
-        getattr(callbacks, hook)(**kwargs)
+        getattr(callbacks, hook)(**hook_kwargs(callbacks, hook, kwargs))
     except CallbackError:
         raise
     except Exception as exc:

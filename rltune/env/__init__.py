@@ -9,6 +9,7 @@ Public names (re-exported by :mod:`rltune.trainers`, ``TaskSettableEnv`` also by
     MultiAgentEnv, make_multi_agent an env of several agents (dicts keyed by agent id)
     with_agent_groups               agents of a MultiAgentEnv acting as one per group
     PettingZooEnv, ParallelPettingZooEnv   PettingZoo AEC and parallel envs as MultiAgentEnvs
+    OldGymApi                       an env on the old gym API (reset() -> obs, 4-tuple step) on gymnasium's
 
 Modules: ``_context`` (EnvContext), ``_registry`` (register_env and resolving
 a trainer's ``env`` into an ``EnvSpec``), ``_build`` (building one env and
@@ -16,7 +17,7 @@ running gymnasium's env checker on it), ``_task`` (TaskSettableEnv, and a
 SyncVectorEnv's sub-envs' task),
 ``_multi_agent`` (MultiAgentEnv), ``_multi_agent_check`` (its API checker),
 ``_groups`` (agent groups), ``_pettingzoo`` (the PettingZoo wrappers),
-``_vector`` (gymnasium vector envs as a worker's envs),
+``_vector`` (gymnasium vector envs as a worker's envs), ``_old_gym`` (old-gym-API envs, Atari ids),
 ``_shipping`` (the user's env registrations, sent to a study's trial processes).
 
 The names load on first access: ``rltune.env._shipping`` is imported by the
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from rltune.env._multi_agent import MultiAgentEnv, make_multi_agent
     from rltune.env._groups import with_agent_groups
     from rltune.env._pettingzoo import ParallelPettingZooEnv, PettingZooEnv
+    from rltune.env._old_gym import OldGymApi
 
 _PUBLIC = {
     "EnvContext": "rltune.env._context",
@@ -46,6 +48,8 @@ _PUBLIC = {
     "with_agent_groups": "rltune.env._groups",
     "PettingZooEnv": "rltune.env._pettingzoo",
     "ParallelPettingZooEnv": "rltune.env._pettingzoo",
+    "OldGymApi": "rltune.env._old_gym",
+    "BaseEnv": "rltune._compat_objects",  # RLlib's name, for type hints (ray.rllib.env.BaseEnv)
 }
 
 
@@ -58,6 +62,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "EnvContext",
     "MultiAgentEnv",
+    "OldGymApi",
     "ParallelPettingZooEnv",
     "PettingZooEnv",
     "TaskSettableEnv",

@@ -13,6 +13,7 @@ from gymnasium.utils.passive_env_checker import env_reset_passive_checker, env_s
 from rltune.env._context import EnvContext
 from rltune.env._multi_agent import is_multi_agent
 from rltune.env._multi_agent_check import check_multi_agent_env
+from rltune.env._old_gym import on_gymnasium_api
 from rltune.env._registry import EnvSpec
 from rltune.env._vector import is_vector_env
 from rltune.errors import EnvError
@@ -29,7 +30,8 @@ def build_env(spec: EnvSpec, ctx: EnvContext, *, check: bool) -> Any:
     """Create one env from ``spec`` with ``ctx``; run the env checker on it when ``check``.
 
     A gymnasium ``VectorEnv`` is returned as built (the worker checks it).
-    A :class:`rltune.env.MultiAgentEnv` is checked by
+    An env on the old gym API is wrapped in :class:`~rltune.env._old_gym.OldGymApi`
+    (or refused, see ``auto_wrap_old_gym_envs``). A :class:`rltune.env.MultiAgentEnv` is checked by
     :func:`~rltune.env._multi_agent_check.check_multi_agent_env`, any other
     env by gymnasium's checker.
 
@@ -48,6 +50,8 @@ def build_env(spec: EnvSpec, ctx: EnvContext, *, check: bool) -> Any:
             f"env {spec.name!r} ({where(ctx)}): the creator returned {type(env).__name__}, "
             f"which is not a gymnasium.Env ({_env_class_hint(env)})"
         )
+    if not is_multi_agent(env):
+        env = on_gymnasium_api(env, spec.name, where(ctx), auto_wrap=spec.auto_wrap_old_gym_envs)
     if check and is_multi_agent(env):
         check_multi_agent_env(env, spec.name, ctx)
     elif check:

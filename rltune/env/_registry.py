@@ -9,6 +9,7 @@ instance (or any of the above returning a ``VectorEnv``).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -17,6 +18,7 @@ import gymnasium as gym
 
 from rltune._imports import import_object
 from rltune.env._context import EnvContext
+from rltune.env._old_gym import atari_id_problem
 from rltune.env._vector import VectorEnvInstance, is_vector_env
 from rltune.errors import ConfigError
 
@@ -50,10 +52,12 @@ def registered_creator(name: str) -> EnvCreator | None:
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """A resolved ``env``: its display name and the function that builds one instance."""
+    """A resolved ``env``: its display name, the function that builds one instance, and whether an env on
+    the old gym API is wrapped (``auto_wrap_old_gym_envs``) or refused."""
 
     name: str
     creator: EnvCreator
+    auto_wrap_old_gym_envs: bool = True
 
 
 class _GymMaker:
@@ -94,8 +98,13 @@ def _vector_name(env: Any) -> str:
     return getattr(spec, "id", None) or type(env).__name__
 
 
-def resolve_env(env: Any) -> EnvSpec:
+def resolve_env(env: Any, *, auto_wrap_old_gym_envs: bool = True) -> EnvSpec:
     """Turn the user's ``env`` into an :class:`EnvSpec`; raise :class:`ConfigError` naming the fix."""
+    spec = _resolve(env)
+    return spec if auto_wrap_old_gym_envs else dataclasses.replace(spec, auto_wrap_old_gym_envs=False)
+
+
+def _resolve(env: Any) -> EnvSpec:
     if env is None:
         raise ConfigError("no env given: set config['env'] or pass env=... (e.g. 'CartPole-v1')")
     if isinstance(env, type):
@@ -120,6 +129,9 @@ def resolve_env(env: Any) -> EnvSpec:
             if callable(obj):
                 return EnvSpec(env, obj)
             raise ConfigError(f"env {env!r}: the imported object is neither an env class nor a creator function")
+        atari = atari_id_problem(env)  # an Atari id: registered by ale-py, or what to install
+        if atari is not None:
+            raise ConfigError(atari)
         if env in gym.registry:
             return _gym_env(env, env)
         known = list(_ENV_REGISTRY) + list(gym.registry)

@@ -9,6 +9,16 @@ The public API is :mod:`rltune.tune` (``from rltune import tune``) and the
     _run_study      run a plan to its Analysis with its display (what tune.run and ``rltune tune`` call)
     _spec           study files and tune.run fields: validation (every problem, by path and line), the plan
     _search_space   grid_search, choice, uniform, loguniform, randint, quniform: parsing, Optuna suggest, configs
+    _ray_domains    Ray Tune's qloguniform, lograndint, qrandint, randn (their Optuna side) and sample_from
+    _sample_from    tune.sample_from values computed per trial from the drawn config
+    _ray_translate  translate_search: Ray Tune's searchers, schedulers and MLflow callback as study fields
+    _ray_part       what one Ray Tune object sets in a study (StudyPart) and its argument checks
+    _ray_schedulers FIFOScheduler, ASHAScheduler, HyperBandScheduler, MedianStoppingRule as Optuna pruners
+    _ray_searchers  BasicVariantGenerator, OptunaSearch, HyperOptSearch, BayesOptSearch, ConcurrencyLimiter
+    _ray_points     points_to_evaluate checked against the search space, as Optuna parameters
+    _points_first   the sampler wrapper that runs points_to_evaluate first
+    _grace_pruner   MedianStoppingRule's grace period in seconds (a MedianPruner that waits)
+    _ray_mlflow     MLflowLoggerCallback and setup_mlflow: the study's tracking URI and experiment
     _runner         a study's loop: Optuna ask/report/tell, CPU budget, failures, Ctrl-C; events to observers
     _study_setup    open, create or join a study: lock, storage, space checks, grid and budget enqueued, resumable trials
     _trial_setup    the next trial (resumed, retried, grid, new): its config, seed, directory, results backfilled
@@ -21,6 +31,13 @@ The public API is :mod:`rltune.tune` (``from rltune import tune``) and the
     _trial_process  one trial in its own process (subprocess + socket), trainers run as function trainables
     _reporter       the Reporter of function trainables: results, atomic checkpoints, TrialStopped
     _analysis       what tune.run returns (Analysis, TrialRecord) and best_config.yaml
+    _tuner          Ray Tune 2.x's Tuner: a study planned and run as tune.run's; restore / can_restore (tuner.json)
+    _tuner_config   TuneConfig, RunConfig, CheckpointConfig, FailureConfig: validated, made study fields
+    _result_grid    what Tuner.fit returns: ResultGrid and Result, read from the Analysis
+    _tune_callbacks Ray Tune's Callback hooks, told the loop's events (RunConfig(callbacks=...))
+    _session        train.report(metrics, checkpoint=...), get_checkpoint, get_context inside a trial
+    _checkpoint     Ray's Checkpoint: a directory (copied into the trial's) or a dict written as data
+    _trainable_wrappers  tune.with_parameters and tune.with_resources
     _display        the rich live view and plain progress lines
     _listing        reading studies back for ``rltune studies`` / ``rltune show``
     _trial          one trial of ``rltune train``: trial directory, results, stop criteria, checkpoints

@@ -119,6 +119,27 @@ class Reporter:
     # -- reporting ----------------------------------------------------------------------------
     def __call__(self, **result: Any) -> None:
         """Report one result; returns to go on, raises :class:`TrialStopped` when the trial ends."""
+        self._record(result)
+        self._answer(result)
+
+    report = __call__
+
+    def report_checkpoint(self, result: dict[str, Any], directory: str | os.PathLike[str]) -> str:
+        """Report one result with the checkpoint of its iteration: the files of ``directory``, copied.
+
+        Ray Tune 2.x's ``train.report(metrics, checkpoint=...)``: the copy is
+        committed as ``checkpoint_<iteration>`` before the orchestrator's
+        decision is asked for, so a trial stopped at this result keeps it.
+        Returns the committed path (or raises :class:`TrialStopped` after it).
+        """
+        self._record(result)
+        with self.checkpoint_dir() as tmp:
+            shutil.copytree(directory, tmp, dirs_exist_ok=True)
+        self._answer(result)
+        return str(self.trial_dir / f"{CHECKPOINT_PREFIX}{self.iteration:06d}")
+
+    def _record(self, result: dict[str, Any]) -> None:
+        """Number and time ``result``, append it to result.json and give it to the observers."""
         now = time.time()
         if "training_iteration" in result and isinstance(result["training_iteration"], int):
             self.iteration = result["training_iteration"]
@@ -138,12 +159,14 @@ class Reporter:
         for observer in self._observers:
             observer.result(result)
         self._checkpoint_wanted = bool(self.checkpoint_freq) and self.iteration % self.checkpoint_freq == 0
+
+    def _answer(self, result: dict[str, Any]) -> None:
+        """Ask for the decision on ``result``: return to go on, or raise :class:`TrialStopped`."""
         decision = self._decide(result)
         if isinstance(decision, Stop):
-            self._checkpoint_wanted = self._checkpoint_wanted or bool(decision.want_checkpoint)
+            self._checkpoint_wanted = (self._checkpoint_wanted or bool(decision.want_checkpoint)) \
+                and self._saved_at != self.iteration
             raise TrialStopped(decision.reason, self._checkpoint_wanted)
-
-    report = __call__
 
     def _ask_orchestrator(self, result: dict[str, Any]) -> Continue | Stop:
         """The answer of the orchestrator at the other end of the channel (none: go on)."""
@@ -262,10 +285,10 @@ def _iteration_of(line: bytes) -> float:
 
 
 def report(**result: Any) -> None:
-    """Report one result from a function trainable ``fn(config)`` that takes no reporter."""
-    if _current is None:
-        raise RuntimeError("tune.report() is only available inside a trial started by tune.run")
-    _current(**result)
+    """Report one result from a function trainable ``fn(config)``: :func:`rltune.orchestrator._session.report`."""
+    from rltune.orchestrator._session import report as report_result
+
+    report_result(**result)
 
 
 def scalars(result: dict[str, Any], prefix: str = "") -> dict[str, float | int | str | bool | None]:

@@ -6,7 +6,7 @@ both call; they sit above the orchestrator and import from it, never the other w
 
 from __future__ import annotations
 
-from typing import Any, TextIO
+from typing import Any, Sequence, TextIO
 
 from rltune.orchestrator._analysis import Analysis, build_analysis
 from rltune.orchestrator._spec import StudyPlan
@@ -16,23 +16,27 @@ def run_plan(
     plan: StudyPlan,
     *,
     resume: bool | str = False,
-    retry_failed: bool = False,
+    retry_failed: bool | str = False,
     verbose: int = 1,
     quiet: bool = False,
     max_concurrent: int | None = None,
     stream: TextIO | None = None,
+    observers: Sequence[Any] = (),
 ) -> Analysis:
     """Run a validated study plan (what ``tune.run`` and ``rltune tune`` both call).
 
     ``resume``: True continues the study (which must exist), ``"auto"``
     continues it if it exists; either retries the trials that failed for lack
     of disk space from their last checkpoints, and every failed trial with
-    ``retry_failed``.
+    ``retry_failed`` (``"restart"``: from scratch). ``observers`` get the loop's events too (before the display;
+    :class:`~rltune.orchestrator._events.Observer`).
     """
     from rltune.orchestrator._display import make_display
     from rltune.orchestrator._runner import StudyRunner
 
     runner = StudyRunner(plan, resume=resume, retry_failed=retry_failed, max_concurrent=max_concurrent)
+    for observer in observers:
+        runner.observers.append(observer)
     display = make_display(runner, verbose=verbose, quiet=quiet, stream=stream)
     runner.display = display  # before open_study: what it finds on disk (a stale lock) is said at once
     try:

@@ -94,7 +94,7 @@ class StudyRunner:
         plan: StudyPlan,
         *,
         resume: bool | str = False,
-        retry_failed: bool = False,
+        retry_failed: bool | str = False,
         display: Any = None,
         max_concurrent: int | None = None,
         cpu_count: int | None = None,
@@ -190,7 +190,7 @@ class StudyRunner:
         study = self._opener.open_study()
         self._setup = TrialSetup(self.state, self._ending, resumable=self._opener.resumable,
                                  retries=self._opener.retries, started_total=self._opener.started_total,
-                                 start_time=self.start_time)
+                                 start_time=self.start_time, restart=self._opener.retry_failed == "restart")
         return study
 
     def close(self) -> None:

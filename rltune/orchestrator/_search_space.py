@@ -36,9 +36,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
-from rltune._search_entries import KINDS, Domain, as_entry
+from rltune._search_entries import ARITY, KINDS, Domain, as_entry
+from rltune.orchestrator import _ray_domains as ray_kinds
+from rltune.orchestrator._sample_from import resolve_sample_from
 
 GRID_LIMIT = 100_000  # values of one discrete entry expanded for search_alg grid
+CONTINUOUS = ("uniform", "loguniform", "qloguniform", "randn")  # entries search_alg grid cannot list
 
 
 # -- the Python API's entries (tune.choice(...) etc.) ----------------------------------------
@@ -94,6 +97,8 @@ class Param:
 
     def count(self) -> float:
         """How many values :meth:`discrete_values` has (inf for a continuous entry), without listing them."""
+        if self.kind in ray_kinds.KINDS:
+            return ray_kinds.count(self)
         if self.kind in ("grid_search", "choice"):
             return len(self.values)
         if self.kind == "randint":
@@ -105,6 +110,8 @@ class Param:
 
     def discrete_values(self) -> list[Any] | None:
         """Every value this entry can take, or None for a continuous one (uniform, loguniform)."""
+        if self.kind in ray_kinds.KINDS:
+            return ray_kinds.discrete_values(self)
         if self.kind in ("grid_search", "choice"):
             return list(self.values)
         if self.kind == "randint":
@@ -117,6 +124,8 @@ class Param:
     def describe(self) -> str:
         if self.kind in ("grid_search", "choice"):
             return f"{self.kind}({_short(self.values)})"
+        if self.kind in ray_kinds.KINDS:
+            return ray_kinds.describe(self)
         args = [self.low, self.high] + ([self.q] if self.kind == "quniform" else [])
         return f"{self.kind}({', '.join(f'{a:g}' for a in args)})"
 
@@ -297,10 +306,14 @@ def _parse_entry(path: tuple[str, ...], kind: str, args: Any) -> tuple[Param | N
     if not isinstance(args, (list, tuple)):
         return None, _range_rule(kind) + f", but got {args!r}"
     nums = [_number(a) for a in args]
-    want = 3 if kind == "quniform" else 2
-    if len(args) != want or any(n is None for n in nums):
+    if len(args) != ARITY.get(kind, 2) or any(n is None for n in nums):
         return None, _range_rule(kind) + f", but got {list(args)!r}"
     low, high = nums[0], nums[1]
+    if kind in ray_kinds.KINDS:
+        rule = ray_kinds.range_problem(kind, nums, list(args))
+        if rule:
+            return None, f"{rule}, but got {list(args)!r}"
+        return Param(path, kind, low=low, high=high, q=nums[2] if len(nums) == 3 else None), None
     if kind == "loguniform" and not (0 < low < high):
         return None, _range_rule(kind) + f", but got {list(args)!r}"
     if not low < high:
@@ -322,7 +335,7 @@ def _parse_entry(path: tuple[str, ...], kind: str, args: Any) -> tuple[Param | N
 
 
 def _range_rule(kind: str) -> str:
-    return {
+    return ray_kinds.RULES.get(kind) or {
         "uniform": "needs [low, high] with low < high",
         "loguniform": "needs [low, high] with 0 < low < high",
         "randint": "needs [low, high] of ints with low < high (high excluded)",
@@ -337,7 +350,7 @@ def gridify(space: SearchSpace, *, where: str = "config") -> tuple[SearchSpace, 
         if p.is_grid:
             params.append(p)
             continue
-        if p.kind in ("uniform", "loguniform"):
+        if p.kind in CONTINUOUS:
             problems.append(
                 f"{where}.{p.name}.{p.kind}: search_alg grid runs a finite grid and cannot search a continuous "
                 f"range; use grid_search or choice, or another search_alg (random, tpe, gp, cmaes)"
@@ -365,6 +378,8 @@ def suggest(trial: Any, space: SearchSpace) -> dict[str, Any]:
             values[p.name] = trial.suggest_int(p.name, int(p.low), int(p.high) - 1)
         elif p.kind == "quniform":
             values[p.name] = _round_step(trial.suggest_float(p.name, p.low, p.high, step=p.q), p.q)
+        else:
+            values[p.name] = ray_kinds.suggest(trial, p)
     return values
 
 
@@ -380,6 +395,8 @@ def distribution(p: Param) -> Any:
         return FloatDistribution(p.low, p.high, log=True)
     if p.kind == "randint":
         return IntDistribution(int(p.low), int(p.high) - 1)
+    if p.kind in ray_kinds.KINDS:
+        return ray_kinds.distribution(p)
     return FloatDistribution(p.low, p.high, step=p.q)
 
 
@@ -394,6 +411,8 @@ def decode_params(space: SearchSpace, params: Mapping[str, Any]) -> dict[str, An
             values[p.name] = Categorical(p.values).decode(raw)
         elif p.kind == "quniform":
             values[p.name] = _round_step(raw, p.q)
+        elif p.kind in ray_kinds.KINDS:
+            values[p.name] = ray_kinds.value_of(p, raw)
         else:
             values[p.name] = raw
     return values
@@ -405,8 +424,13 @@ def encode_point(space: SearchSpace, point: Mapping[str, Any]) -> dict[str, Any]
     return {name: Categorical(by_name[name].values).encode(value) for name, value in point.items()}
 
 
-def resolve_config(config: Mapping[str, Any], space: SearchSpace, values: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``config`` with each entry at ``param.path`` replaced by ``values[param.name]``."""
+def resolve_config(config: Mapping[str, Any], space: SearchSpace, values: Mapping[str, Any],
+                   drawn: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A copy of ``config`` with each entry at ``param.path`` replaced by ``values[param.name]``.
+
+    Then each ``tune.sample_from`` value is computed from that config, or,
+    given ``drawn`` (the config a trial already ran with), taken from it.
+    """
     resolved = _copy_tree(config)
     for p in space.params:
         if p.name not in values:
@@ -415,7 +439,7 @@ def resolve_config(config: Mapping[str, Any], space: SearchSpace, values: Mappin
         for key in p.path[:-1]:
             node = node[key]
         node[p.path[-1]] = copy.deepcopy(values[p.name])
-    return resolved
+    return resolve_sample_from(resolved, drawn)
 
 
 def without_paths(config: Mapping[str, Any], paths: list[tuple[str, ...]]) -> dict[str, Any]:
@@ -451,6 +475,8 @@ def representative_configs(config: Mapping[str, Any], space: SearchSpace) -> Ite
 
 
 def _candidates(p: Param) -> list[Any]:
+    if p.kind in ray_kinds.KINDS:
+        return ray_kinds.candidates(p)
     if p.kind in ("grid_search", "choice"):
         return list(p.values)
     if p.kind == "randint":

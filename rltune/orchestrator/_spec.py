@@ -42,7 +42,7 @@ from rltune._imports import import_object
 from rltune._validation import MAX_SEED, MAX_TRIALS, UserInput, name_problem, results_dir_problem, safe_name
 from rltune.errors import ConfigError
 from rltune.orchestrator._multi_agent_study import per_policy_key_problems, plain_multiagent
-from rltune.orchestrator._resources import ResourcesPerTrial
+from rltune.orchestrator._resources import ResourcesPerTrial, resolve_resources
 from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs, without_paths
 from rltune.orchestrator._stop import StopCriteria
 from rltune.orchestrator._rllib_study import in_rltune_names, tune_field_names
@@ -186,6 +186,7 @@ class StudyPlan:
         """CPUs a trial counts for: ``num_cpus_for_driver + num_workers x num_cpus_per_worker`` (default 1 each),
         rounded up, or ``resources_per_trial``'s CPUs when that asks for more."""
         asked = self.spec.resources_per_trial
+        asked = resolve_resources(asked, config, estimate=config is self.config) if asked is not None else None
         if self.trainable.kind != "trainer":
             return max(1, asked.cpus()) if asked is not None else 1
 

@@ -67,10 +67,11 @@ class StudyOpener:
     ``started_total``: the trials started before).
     """
 
-    def __init__(self, state: StudyState, *, resume: bool | str = False, retry_failed: bool = False) -> None:
+    def __init__(self, state: StudyState, *, resume: bool | str = False, retry_failed: bool | str = False) -> None:
         self.state = state
         self.resume = resume  # True: the study must exist; "auto": continued if it exists, else started
         self.retry_failed = retry_failed  # resume: retry every FAILed trial, not only those that ran out of space
+        # ("restart": from scratch, not from their last checkpoints)
         self.storage_url: str | None = None  # spec.storage with its ${...} references resolved (set by open_study)
         self.lock: StudyLock | None = None  # the study directory's lock (embedded storage)
         self.tracker: Any = None  # a TrackingProcess when the study is recorded in MLflow

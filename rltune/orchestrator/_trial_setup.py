@@ -32,19 +32,21 @@ class TrialSetup:
     """Sets up the trials of a :class:`~rltune.orchestrator._runner.StudyRunner`, in order, on its ``state``.
 
     ``resumable`` (interrupted trials), ``retries`` (failed trials to retry)
-    and ``started_total`` come from :class:`~._study_setup.StudyOpener`;
+    and ``started_total`` come from :class:`~._study_setup.StudyOpener` (``restart``: its retries start
+    from scratch);
     ``start_time`` is the clock of the study's ``timeout_s``; ``ending``
     ends a trial that cannot run (its stop already met, its disk full).
     """
 
     def __init__(self, state: StudyState, ending: TrialEnding, *, resumable: list[Any], retries: list[Any],
-                 started_total: int, start_time: float) -> None:
+                 started_total: int, start_time: float, restart: bool = False) -> None:
         self.state = state
         self.ending = ending
         self.resumable = resumable
         self.retries = retries
         self.started_total = started_total
         self.start_time = start_time
+        self.restart = restart  # retries start from scratch, not from the failed trials' checkpoints
 
     def next_trial(self) -> ActiveTrial | None:
         """The next trial to run, set up; None when none is due (the budget is spent, the disk is full...)."""
@@ -103,8 +105,10 @@ class TrialSetup:
             # a resumed trial keeps the values it drew, even if the study file's ranges changed since
             warnings.filterwarnings("ignore", message="Inconsistent parameter values", category=RuntimeWarning)
             values = suggest(trial, self.state.plan.space)
-        config = resolve_config(self.state.plan.config, self.state.plan.space, values)
         source = retry if retry is not None else resumed
+        drawn = source.user_attrs.get("config") if source is not None else None  # its tune.sample_from values
+        config = resolve_config(self.state.plan.config, self.state.plan.space, values,
+                                drawn if isinstance(drawn, dict) else None)
         retried = predecessor(source) if source is not None else None  # the failed trial this one retries
         previous = source.user_attrs if retried is not None else {}  # a retry's: the failed trial's seed and config
         if isinstance(previous.get("seed"), int) and self.state.plan.trainable.kind == "trainer" and config.get("seed") is None:
@@ -145,8 +149,11 @@ class TrialSetup:
     def _continue_from(self, a: ActiveTrial, retry: Any) -> None:
         """A retry starts from its predecessor's latest checkpoint, with its results so far (copied here)."""
         previous = self._retried_attrs(retry)
-        a.reported = dict(retry.intermediate_values)  # inherited from a stale trial (shared storage)
         a.trial.set_user_attr(RETRY_OF, a.retry_of)
+        if self.restart:
+            self.state.observers.message(f"trial {a.number} retries trial {a.retry_of} from scratch (a restart)")
+            return
+        a.reported = dict(retry.intermediate_values)  # inherited from a stale trial (shared storage)
         old_dir = Path(previous["trial_dir"]) if isinstance(previous.get("trial_dir"), str) else None
         found = latest_checkpoint(old_dir) if old_dir is not None and old_dir.is_dir() else None
         inherited = previous.get("checkpoint")
@@ -198,7 +205,8 @@ def _checkpoint_iteration(path: str) -> int:
 def decode_trial_config(plan: StudyPlan, frozen: Any) -> dict[str, Any]:
     """The config a stored trial ran with (its params decoded into the plan's config)."""
     values = decode_params(plan.space, frozen.params)
-    config = resolve_config(plan.config, plan.space, values)
+    drawn = frozen.user_attrs.get("config")
+    config = resolve_config(plan.config, plan.space, values, drawn if isinstance(drawn, dict) else None)
     seed = frozen.user_attrs.get("seed")
     if plan.trainable.kind == "trainer" and config.get("seed") is None and seed is not None:
         config["seed"] = seed

@@ -290,7 +290,7 @@ class _Server:
 
                     from rltune.trainers import get_trainer_class
 
-                    self._defaults = get_trainer_class(cloudpickle.loads(self._defaults_of)).get_default_config()
+                    self._defaults = get_trainer_class(cloudpickle.loads(self._defaults_of)).get_default_config().to_dict()
                 except Exception:  # noqa: BLE001 - defaults are a convenience in the params, never a failure
                     logging.getLogger(__name__).debug("no trainer defaults", exc_info=True)
         return self._defaults

@@ -3,6 +3,7 @@
 Public names::
 
     PPO, DQN, Trainer, get_trainer_class
+    get_trainable_cls                       Ray Tune's name of get_trainer_class (RLlib 2.x scripts)
     PPOConfig, DQNConfig, AlgorithmConfig   config builders (RLlib's AlgorithmConfig API)
     PPOTrainer, DQNTrainer                  old RLlib names of PPO and DQN
     pretty_print                            a result dict as YAML-like text (RLlib's)
@@ -73,6 +74,11 @@ def get_trainer_class(name: str) -> type[Trainer]:
     raise ConfigError(f"unknown algorithm {name!r}{hint} (available: {', '.join(sorted(_TRAINERS))})")
 
 
+def get_trainable_cls(name: str) -> type[Trainer]:
+    """Ray Tune's name of :func:`get_trainer_class` (``get_trainable_cls("PPO").get_default_config()``)."""
+    return get_trainer_class(name)
+
+
 _OLD_NAMES = {"PPOTrainer": "PPO", "DQNTrainer": "DQN"}  # RLlib's names before 2.0: the same classes
 
 
@@ -109,6 +115,7 @@ __all__ = [
     "SampleResult",
     "SampleSource",
     "Trainer",
+    "get_trainable_cls",
     "get_trainer_class",
     "pretty_print",
     "register_encoder",

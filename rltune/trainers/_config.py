@@ -106,13 +106,34 @@ class MultiAgentConfig(_Strict):
 
 
 class TrainerSettings(_Strict):
-    """Keys shared by every trainer (RLlib's classic names)."""
+    """Keys shared by every trainer (RLlib's classic names).
+
+    A policy's ``config`` is one of these; it reads like RLlib's config dict too:
+    ``policy.config["gamma"]``, ``policy.config.get("lambda")``, ``"lr" in policy.config``.
+    """
+
+    def __getitem__(self, key: str) -> Any:
+        config = self.model_dump(by_alias=True)
+        if key not in config:
+            close = difflib.get_close_matches(str(key), list(config), n=1, cutoff=0.6)
+            raise KeyError(f"{type(self).__name__} has no key {key!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
+        return config[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of a config key (RLlib's name, e.g. ``"lambda"``), or ``default``."""
+        return self.model_dump(by_alias=True).get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.model_dump(by_alias=True)
 
     env: Any = Field(None, description="Gymnasium id, env class, register_env name, 'pkg.module:Name' or a gymnasium VectorEnv.")
     env_config: dict[str, Any] = Field(default_factory=dict, description="Passed to the env creator as an EnvContext.")
     observation_space: Any = Field(None, description="Observation space; read from a rollout worker's env if unset.")
     action_space: Any = Field(None, description="Action space; read from a rollout worker's env if unset.")
     disable_env_checking: bool = Field(False, description="Skip gymnasium's env checker on the first env built.")
+    auto_wrap_old_gym_envs: bool = Field(
+        True, description="Run an env on the old gym API (reset() -> obs, a 4-tuple step) through rltune.env.OldGymApi, "
+        "with a warning; false: refuse it (an EnvError that says how to update it).")
     framework: Literal["torch"] = Field(
         "torch", description="RLlib's framework key; rltune runs on PyTorch ('tf', 'tf2' configs run on it too, with a warning)."
     )

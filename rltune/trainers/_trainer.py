@@ -41,13 +41,14 @@ from rltune.trainers._trainer_parts import (
     trainer_callbacks,
     trainer_config_problems,
 )
-from rltune.trainers._config import TrainerSettings, default_config, describe_config, validate_config
-from rltune.trainers.rllib._config_builder import AlgorithmConfig, config_for_trainer
+from rltune.trainers._config import TrainerSettings, describe_config, validate_config
+from rltune.trainers.rllib._config_builder import AlgorithmConfig, builder_of, config_for_trainer
 from rltune.trainers.learning._learner import Learner
 from rltune.trainers.sampling._nonfinite import NonFiniteWarnings
 from rltune.trainers.policies._policy import DEFAULT_POLICY_ID, Policy
 from rltune.trainers.policies._policy_spec import PolicySpec
 from rltune.trainers.sampling._remote import set_compute_threads, setup_logging
+from rltune.trainers.rllib._old_trainer_names import OldOptimizerAttribute, default_resource_request
 from rltune.trainers.rllib._rllib_names import add_result_spellings, copy_config, env_in_rltune_names, translate_config
 from rltune.trainers.sampling._rollout_worker import RolloutWorker
 from rltune.trainers.sampling._sample_source import SampleSource, checked_source
@@ -98,9 +99,11 @@ class Trainer:
 
     # -- config ----------------------------------------------------------------------
     @classmethod
-    def get_default_config(cls) -> dict[str, Any]:
-        """The full default config of this trainer (RLlib's key names)."""
-        return default_config(cls.config_class)
+    def get_default_config(cls) -> AlgorithmConfig:
+        """This trainer's config builder (``PPOConfig`` for PPO), as RLlib 2.x's; it reads like the default config dict."""
+        return builder_of(cls)
+
+    default_resource_request = classmethod(default_resource_request)  # Ray Tune's: a bundle per process of a trial
 
     @classmethod
     def describe_config(cls) -> str:
@@ -118,7 +121,8 @@ class Trainer:
         as the user wrote them.
         """
         where = f"{cls.name} config"
-        translation = translate_config(config, cls.config_class)
+        translation = translate_config(config_for_trainer(config, cls) if isinstance(config, AlgorithmConfig) else config,
+                                       cls.config_class)
         try:
             cfg = validate_config(cls.config_class, translation.config, where=where)
         except ConfigError as exc:
@@ -156,7 +160,7 @@ class Trainer:
             config["env"] = env_in_rltune_names(env)
         self.cfg = self.validate(config)
         self.config: dict[str, Any] = self.cfg.model_dump(by_alias=True)
-        self.env_spec = resolve_env(self.cfg.env)
+        self.env_spec = resolve_env(self.cfg.env, auto_wrap_old_gym_envs=self.cfg.auto_wrap_old_gym_envs)
         # As in the worker processes, so that env code sampled here (num_workers: 0) logs the same way.
         setup_logging(self.cfg.log_level, in_users_process=True)
         self.device = select_device(self.cfg.num_gpus)
@@ -401,6 +405,9 @@ class Trainer:
     def foreach_worker(self, fn: Callable[[RolloutWorker], Any]) -> list[Any]:
         """``fn(worker)`` on the local worker and every rollout worker process; results in worker order."""
         return self.workers.foreach_worker(fn)
+
+    optimizer = OldOptimizerAttribute()  # old RLlib's trainer.optimizer: foreach_evaluator and local_evaluator
+    __name__ = property(lambda self: self.name, doc="The algorithm's name, as old RLlib's trainers had (``info['trainer'].__name__``).")
 
     def foreach_env(self, fn: Callable[[gym.Env], Any]) -> list[Any]:
         """``fn(env)`` on every env of every worker, local and remote; one flat list of results."""

@@ -184,6 +184,56 @@ def hung_env_in_a_worker(ctx: Context) -> None:
         trainer.train()
 
 
+def ray_name(make):
+    """``tune.run`` with the Ray Tune object(s) ``make(tune)`` returns as its fields (a scheduler is made by the call)."""
+    def call(ctx: Context) -> None:
+        from rltune import tune
+
+        run(**make(tune))(ctx)
+    return call
+
+
+def policy_from_checkpoint(policy_ids):
+    """``Policy.from_checkpoint`` of the recorded PPO checkpoint, for ``policy_ids``."""
+    def call(ctx: Context) -> None:
+        from rltune.trainers import Policy
+
+        Policy.from_checkpoint(ctx.checkpoint, policy_ids=policy_ids)
+    return call
+
+
+def tune_function(value):
+    """``tune.function(value)``."""
+    def call(ctx: Context) -> None:
+        from rltune import tune
+
+        tune.function(value)
+    return call
+
+
+def tuner(**settings):
+    """``tune.Tuner(counter, ...).fit()`` with ``settings`` as TuneConfig / RunConfig / CheckpointConfig /
+    FailureConfig keywords (``tune_``, ``run_``, ``checkpoint_``, ``failure_`` prefixes), or ``restore=...``."""
+    def call(ctx: Context) -> None:
+        from rltune import train, tune
+
+        from orchestrator.trainables import counter
+
+        if "restore" in settings:
+            tune.Tuner.restore(ctx.fill(settings["restore"]), counter, **settings.get("restore_kwargs", {}))
+            return
+        grouped = {p: {k[len(p):]: v for k, v in settings.items() if k.startswith(p)}
+                   for p in ("tune_", "run_", "checkpoint_", "failure_")}
+        grouped["run_"] = {k: ctx.fill(v) if isinstance(v, str) else v for k, v in grouped["run_"].items()}
+        grouped["run_"].setdefault("storage_path", str(ctx.results))
+        run_config = train.RunConfig(verbose=0, **grouped["run_"],
+                                     checkpoint_config=train.CheckpointConfig(**grouped["checkpoint_"]),
+                                     failure_config=train.FailureConfig(**grouped["failure_"]))
+        tune.Tuner(counter, param_space={"steps": 2}, tune_config=tune.TuneConfig(metric="score", **grouped["tune_"]),
+                   run_config=run_config).fit()
+    return call
+
+
 CASES: list[Case] = [
     Case("api name escapes", "name: must be letters, digits", call=run(name="../../x")),
     Case("api name absolute", "name: must be letters, digits", call=run(name="/etc/x")),
@@ -332,4 +382,112 @@ CASES: list[Case] = [
          "cannot be reached", call=vector_env(env_task_fn=lambda result, env, ctx: 0)),
     Case("api AsyncVectorEnv instance to a rollout worker", "an AsyncVectorEnv instance cannot be sent to rollout "
          "worker processes", call=vector_env("async", num_workers=1)),
+    # -- Ray Tune's schedulers, searchers and MLflow names: each argument honoured or refused by name --
+    Case("api ray ASHA time_attr", "invalid ASHAScheduler: time_attr='timesteps_total': the study's pruners count",
+         call=ray_name(lambda t: {"scheduler": t.ASHAScheduler(time_attr="timesteps_total")})),
+    Case("api ray ASHA brackets", "invalid ASHAScheduler: brackets=3: rltune's ASHA has one bracket",
+         call=ray_name(lambda t: {"scheduler": t.ASHAScheduler(brackets=3)})),
+    Case("api ray ASHA grace over max_t", "invalid AsyncHyperBandScheduler: grace_period=5: must be at most max_t=2",
+         call=ray_name(lambda t: {"scheduler": t.AsyncHyperBandScheduler(max_t=2, grace_period=5)})),
+    Case("api ray ASHA reduction_factor 1", "invalid ASHAScheduler: reduction_factor=1: must be an int >= 2",
+         call=ray_name(lambda t: {"scheduler": t.ASHAScheduler(reduction_factor=1)})),
+    Case("api ray HyperBand max_t 0", "invalid HyperBandScheduler: max_t=0: must be an int >= 1",
+         call=ray_name(lambda t: {"scheduler": t.HyperBandScheduler(max_t=0)})),
+    Case("api ray median hard_stop", "invalid MedianStoppingRule: hard_stop=False: rltune stops (prunes) a trial",
+         call=ray_name(lambda t: {"scheduler": t.MedianStoppingRule(hard_stop=False)})),
+    Case("api ray median min_time_slice", "invalid MedianStoppingRule: min_time_slice=10: rltune never pauses",
+         call=ray_name(lambda t: {"scheduler": t.MedianStoppingRule(min_time_slice=10)})),
+    Case("api ray median time_attr", "invalid MedianStoppingRule: time_attr='episodes_total'",
+         call=ray_name(lambda t: {"scheduler": t.MedianStoppingRule(time_attr="episodes_total")})),
+    Case("api ray scheduler mode", "invalid ASHAScheduler: mode='maximize': must be 'max' or 'min'",
+         call=ray_name(lambda t: {"scheduler": t.ASHAScheduler(mode="maximize")})),
+    Case("api ray metric clash", "metric: tune.run gives 'score' but ASHAScheduler gives 'loss'; give it once",
+         call=ray_name(lambda t: {"scheduler": t.ASHAScheduler(metric="loss")})),
+    Case("api ray mode clash", "mode: OptunaSearch gives 'min' but ASHAScheduler gives 'max'",
+         call=ray_name(lambda t: {"search_alg": t.OptunaSearch(mode="min"), "scheduler": t.ASHAScheduler(mode="max")})),
+    Case("api ray searcher as scheduler", "scheduler: OptunaSearch is not a scheduler",
+         call=ray_name(lambda t: {"scheduler": t.OptunaSearch()})),
+    Case("api ray OptunaSearch space", "invalid OptunaSearch: space={'x': 1}: give the search space as the study's config",
+         call=ray_name(lambda t: {"search_alg": t.OptunaSearch(space={"x": 1})})),
+    Case("api ray OptunaSearch sampler not a sampler", "invalid OptunaSearch: sampler='tpe': must be an Optuna sampler",
+         call=ray_name(lambda t: {"search_alg": t.OptunaSearch(sampler="tpe")})),
+    Case("api ray OptunaSearch evaluated_rewards", "invalid OptunaSearch: evaluated_rewards=[1.0]: results of points",
+         call=ray_name(lambda t: {"search_alg": t.OptunaSearch(points_to_evaluate=[{}], evaluated_rewards=[1.0])})),
+    Case("api ray OptunaSearch metric list", "invalid OptunaSearch: metric=['a', 'b']: must be one result key",
+         call=ray_name(lambda t: {"search_alg": t.OptunaSearch(metric=["a", "b"])})),
+    Case("api ray HyperOpt gamma", "invalid HyperOptSearch: gamma=2: must be in (0, 1]",
+         call=ray_name(lambda t: {"search_alg": t.HyperOptSearch(gamma=2)})),
+    Case("api ray BayesOpt utility_kwargs", "invalid BayesOptSearch: utility_kwargs={'kind': 'ucb'}: Optuna's GPSampler",
+         call=ray_name(lambda t: {"search_alg": t.BayesOptSearch(utility_kwargs={"kind": "ucb"})})),
+    Case("api ray BayesOpt analysis", "invalid BayesOptSearch: analysis='a': a study continues from its storage",
+         call=ray_name(lambda t: {"search_alg": t.BayesOptSearch(analysis="a")})),
+    Case("api ray BasicVariantGenerator constant grid", "invalid BasicVariantGenerator: constant_grid_search=True",
+         call=ray_name(lambda t: {"search_alg": t.BasicVariantGenerator(constant_grid_search=True)})),
+    Case("api ray BasicVariantGenerator RandomState", "invalid BasicVariantGenerator: random_state=1.5: must be an int seed",
+         call=ray_name(lambda t: {"search_alg": t.BasicVariantGenerator(random_state=1.5)})),
+    Case("api ray limiter batch", "invalid ConcurrencyLimiter: batch=True: trials start one at a time",
+         call=ray_name(lambda t: {"search_alg": t.ConcurrencyLimiter(t.OptunaSearch(), 2, batch=True)})),
+    Case("api ray limiter of a scheduler", "invalid ConcurrencyLimiter: searcher=ASHAScheduler(",
+         call=ray_name(lambda t: {"search_alg": t.ConcurrencyLimiter(t.ASHAScheduler(), 2)})),
+    Case("api ray limiter zero", "invalid ConcurrencyLimiter: max_concurrent=0: must be an int >= 1",
+         call=ray_name(lambda t: {"search_alg": t.ConcurrencyLimiter(t.OptunaSearch(), 0)})),
+    Case("api ray point not in the space", "points_to_evaluate[0].y: not a search-space entry of the config",
+         call=ray_name(lambda t: {"search_alg": t.OptunaSearch(points_to_evaluate=[{"y": 1}])})),
+    Case("api ray point of a grid", "points_to_evaluate: the config has grid_search entries",
+         call=ray_name(lambda t: {"search_alg": t.OptunaSearch(points_to_evaluate=[{"x": 1}]),
+                                  "config": {"steps": 2, "x": t.grid_search([1, 2])}})),
+    Case("api ray sample_from not a function", "invalid tune.sample_from: needs a function", call=space(lambda t: t.sample_from(5))),
+    Case("api ray sample_from raises", "config.x: tune.sample_from's function raised ZeroDivisionError",
+         call=space(lambda t: t.sample_from(lambda spec: 1 / 0))),
+    Case("api ray qrandint step", "config.x.qrandint: needs [low, high, q] of ints", call=space(lambda t: t.qrandint(0, 10, 3))),
+    Case("api ray lograndint zero", "config.x.lograndint: needs [low, high] of ints with 0 < low", call=space(lambda t: t.lograndint(0, 9))),
+    Case("api ray qloguniform zero", "config.x.qloguniform: needs [low, high, q] with 0 < low", call=space(lambda t: t.qloguniform(0, 1, 0.1))),
+    Case("api ray randn sd 0", "config.x.randn: needs [mean, sd] with sd > 0", call=space(lambda t: t.randn(0, 0))),
+    Case("api ray randn grid", "config.x.randn: search_alg grid runs a finite grid",
+         call=lambda ctx: run(config={"steps": 2, "x": {"randn": [0, 1]}}, search_alg="grid")(ctx)),
+    Case("api ray MLflow tags", "invalid MLflowLoggerCallback: tags={'a': 'b'}: rltune tags its runs itself",
+         call=ray_name(lambda t: {"callbacks": [t.MLflowLoggerCallback(tags={"a": "b"})]})),
+    Case("api ray MLflow token", "invalid MLflowLoggerCallback: tracking_token='***': set MLFLOW_TRACKING_TOKEN",
+         call=ray_name(lambda t: {"callbacks": [t.MLflowLoggerCallback(tracking_token="s3cret")]})),
+    Case("api ray MLflow registry", "invalid MLflowLoggerCallback: registry_uri='x': rltune registers no models",
+         call=ray_name(lambda t: {"callbacks": [t.MLflowLoggerCallback(registry_uri="x")]})),
+    Case("api ray MLflow experiment clash", "name: tune.run gives 'a' but MLflowLoggerCallback gives 'b'",
+         call=ray_name(lambda t: {"name": "a", "callbacks": [t.MLflowLoggerCallback(experiment_name="b")]})),
+    Case("api ray other callback", "callbacks: object is not taken", call=ray_name(lambda t: {"callbacks": [object()]})),
+    Case("api ray config.mlflow option", "invalid config.mlflow: run_name='r': each trial's run is named after its trial",
+         call=ray_name(lambda t: {"config": {"steps": 2, "mlflow": {"run_name": "r"}}})),
+    # -- RLlib 2.x's script API (issue 26) --
+    Case("api builder render_env true", "render_env: True is not supported yet: rltune renders no env yet",
+         call=builder(lambda c: c.environment("CartPole-v1", render_env=True))),
+    Case("api builder item a bad value", "invalid PPOConfig.update_from_dict(): lr: Input should be a valid number",
+         call=builder(lambda c: c.__setitem__("lr", "fast"))),
+    Case("api run resources function raises", "resources_per_trial: the function raised KeyError: 'nope'",
+         call=run(resources_per_trial=lambda config: {"cpu": config["nope"]})),
+    Case("api run resources function returns bad", "resources_per_trial (as the function returned them)",
+         call=run(resources_per_trial=lambda config: {"cpu": -1})),
+    Case("api policy from_checkpoint unknown id", "no trained policy 'nope'", call=policy_from_checkpoint("nope")),
+    Case("api tune.function of a number", "invalid tune.function(): must be a function", call=tune_function(3)),
+    # -- Ray Tune 2.x's Tuner: each setting named with the class that takes it ------------------------
+    Case("api TuneConfig unknown argument", "invalid TuneConfig: num_sample: unknown argument; did you mean "
+         "'num_samples'?", call=tuner(tune_num_sample=2)),
+    Case("api TuneConfig num_samples a string", "invalid TuneConfig: num_samples: Input should be a valid integer",
+         call=tuner(tune_num_samples="two")),
+    Case("api TuneConfig trial_name_creator", "invalid TuneConfig: trial_name_creator: not supported",
+         call=tuner(tune_trial_name_creator=str)),
+    Case("api RunConfig unknown argument", "invalid RunConfig: storage: unknown argument; did you mean 'storage_path'?",
+         call=tuner(run_storage="x")),
+    Case("api RunConfig stop a function", "invalid RunConfig: stop: Input should be a valid dictionary",
+         call=tuner(run_stop=lambda trial_id, result: False)),
+    Case("api RunConfig callbacks", "invalid RunConfig: callbacks: object is not a tune.Callback",
+         call=tuner(run_callbacks=[object()])),
+    Case("api CheckpointConfig num_to_keep 0", "invalid CheckpointConfig: num_to_keep: Input should be greater than "
+         "or equal to 1", call=tuner(checkpoint_num_to_keep=0)),
+    Case("api FailureConfig fail_fast", "invalid FailureConfig: fail_fast: not supported", call=tuner(failure_fail_fast=True)),
+    Case("api Tuner name a path", "invalid Tuner: name: must be letters, digits", call=tuner(run_name="../up")),
+    Case("api Tuner storage_path read-only", "cannot write the Tuner's settings '{tmp}/ro/ro_tuner/tuner.json': read-only file system",
+         call=tuner(run_storage_path="{tmp}/ro", run_name="ro_tuner"), setup=read_only_dir("ro")),
+    Case("api Tuner.restore of no study", "invalid Tuner.restore: path: '{afile}' is not the directory of a Tuner's study",
+         call=tuner(restore="{afile}")),
+    Case("api Tuner.restore resume_errored and restart_errored", "resume_errored and restart_errored are both True; "
+         "give one", call=tuner(restore="{tmp}", restore_kwargs={"restart_errored": True, "resume_errored": True})),
 ]

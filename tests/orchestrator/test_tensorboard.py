@@ -187,7 +187,8 @@ def test_a_bad_tensorboard_field_is_one_message_and_exit_2(tmp_path, capsys, com
 def test_tune_run_rejects_a_bad_tensorboard_value_and_passes_every_field():
     with pytest.raises(ConfigError, match="tensorboard: Input should be a valid boolean"):
         tune.run("PPO", config={"env": "CartPole-v1"}, tensorboard="sometimes", verbose=0)
-    not_fields = {"run_or_experiment", "resume", "retry_failed", "verbose", "raise_on_failed_trial", "local_dir"}  # local_dir: passed as it is
+    not_fields = {"run_or_experiment", "resume", "retry_failed", "verbose", "raise_on_failed_trial", "local_dir",
+                  "callbacks"}  # local_dir, callbacks: passed as they are (the planner translates them)
     assert set(inspect.signature(tune.run).parameters) - not_fields <= set(FIELDS)  # run() passes them by name
 
 

@@ -79,3 +79,20 @@ def test_resources_per_trial_of_every_cpu_runs_trials_one_at_a_time(tmp_path):
         spans.append((lines[0]["timestamp"] - lines[0]["time_this_iter_s"], lines[-1]["timestamp"]))
     (a0, a1), (b0, b1) = sorted(spans)
     assert a1 <= b0, f"trials overlapped: {spans}"
+
+
+def test_resources_per_trial_may_be_a_function_of_the_trials_config_or_a_placement_group_factory():
+    from rltune.trainers import PPO
+
+    by_function = _plan(lambda config: {"cpu": 2 + config["num_workers"]}, num_workers=tune.grid_search([0, 1]))
+    assert by_function.cpus_per_trial({"num_workers": 0}) == 2 and by_function.cpus_per_trial({"num_workers": 1}) == 3
+    by_values = _plan({"cpu": lambda config: config["num_workers"] * 4}, num_workers=1)
+    assert by_values.cpus_per_trial({"num_workers": 1}) == 4
+    factory = _plan(PPO.default_resource_request({"num_workers": 3}))  # old Tune scripts: the trainer's own request
+    assert factory.cpus_per_trial({}) == 4
+    assert _plan(PPO.default_resource_request).cpus_per_trial({"env": "CartPole-v1", "num_workers": 2}) == 3
+    assert by_function.cpus_per_trial(by_function.config) >= 1  # the runner's estimate, search entries unresolved
+    with pytest.raises(ConfigError, match=r"resources_per_trial: the function raised KeyError: 'num_gpus'"):
+        _plan(lambda config: {"cpu": config["num_gpus"]}).cpus_per_trial({})
+    with pytest.raises(ConfigError, match=r"resources_per_trial \(as the function returned them\).*cpus: "):
+        _plan(lambda config: {"cpus": 2}).cpus_per_trial({})

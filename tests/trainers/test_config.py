@@ -153,7 +153,7 @@ def test_default_config_has_every_shared_documented_key(algorithm):
 def test_ppo_default_config_has_ppos_keys():
     defaults = PPO.get_default_config()
     assert [k for k in PPO_KEYS if k not in defaults] == []
-    assert "lambda_" not in defaults  # RLlib's name, not the Python field name
+    assert "lambda_" not in list(defaults)  # a key: RLlib's name, not the Python field name
     assert defaults["gamma"] == 0.99
 
 

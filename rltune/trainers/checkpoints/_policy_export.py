@@ -231,3 +231,36 @@ def load_exported_filter(policy_dir: str | os.PathLike[str]) -> Any:
     obs_filter = MeanStdFilter(stats.size, track_delta=False)
     obs_filter.set_stats(stats)
     return obs_filter
+
+
+def policies_from_checkpoint(path: str | os.PathLike[str], policy_ids: Any = None) -> Any:
+    """RLlib's ``Policy.from_checkpoint``: the policy of an exported policy directory, or a checkpoint's policies by id.
+
+    An exported policy directory (``rltune export-policy``, :func:`export_policy`)
+    gives its policy; a trainer checkpoint gives a dict of its policies
+    (``policy_ids`` picks some; default: those its algorithm trains). Each is
+    built on the CPU, in eval mode, without a trainer or env. RLlib 2.x's
+    path of one policy in a checkpoint, ``<checkpoint>/policies/<policy id>``,
+    gives that policy.
+    """
+    import tempfile
+
+    from rltune.errors import CheckpointError
+
+    if (Path(path) / SPEC_FILE).is_file():
+        return load_exported_policy(path)
+    where = Path(path)
+    if not where.exists() and where.parent.name == "policies" and where.parent.parent.is_dir():
+        # RLlib 2.x's layout, <checkpoint>/policies/<policy id>: that policy of the trainer checkpoint
+        return policies_from_checkpoint(where.parent.parent, where.name)[where.name]
+    available = exported_policy_ids(path)  # a CheckpointError if path is not a checkpoint
+    wanted = list(available if policy_ids is None else ([policy_ids] if isinstance(policy_ids, str) else policy_ids))
+    missing = [pid for pid in wanted if pid not in available]
+    if missing:
+        raise CheckpointError(f"Policy.from_checkpoint({str(path)!r}): no trained policy {', '.join(map(repr, missing))} "
+                              f"in it (it has {', '.join(map(repr, available))})")
+    policies = {}
+    for pid in wanted:
+        with tempfile.TemporaryDirectory(prefix="rltune-policy-") as out:
+            policies[pid] = load_exported_policy(export_policy(path, out, policy_id=pid))
+    return policies

@@ -15,6 +15,6 @@ from rltune.trainers.rllib._config_builder import DQNConfig
 from rltune.trainers.algorithms._dqn import DQN
 
 DQNTrainer = DQN
-DEFAULT_CONFIG = DQN.get_default_config()
+DEFAULT_CONFIG = DQN.get_default_config().to_dict()
 
 __all__ = ["DEFAULT_CONFIG", "DQN", "DQNConfig", "DQNTrainer"]

@@ -12,6 +12,7 @@ postprocessing (GAE for PPO, n-step for DQN).
 from __future__ import annotations
 
 import inspect
+import os
 import weakref
 from typing import Any, ClassVar, Optional
 
@@ -93,6 +94,17 @@ class Policy:
         self._fast_paths_version = 0  # the weights_version the model's fast-path caches were built from
         self.model = self.make_model().to(self.device)
         self.model.register_load_state_dict_post_hook(_BumpOnLoad(self))
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: str | os.PathLike[str], policy_ids: Any = None) -> Any:
+        """RLlib's: the policy of an exported policy directory, or a dict of a trainer checkpoint's policies by id.
+
+        ``policy_ids`` picks some of a checkpoint's policies (default: those its
+        algorithm trains); each is built on the CPU in eval mode, with no trainer.
+        """
+        from rltune.trainers.checkpoints._policy_export import policies_from_checkpoint
+
+        return policies_from_checkpoint(checkpoint, policy_ids)
 
     # -- to implement -------------------------------------------------------------
     def make_model(self) -> nn.Module:

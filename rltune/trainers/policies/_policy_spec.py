@@ -138,6 +138,15 @@ def _overrides(where: str, config: Any) -> dict[str, Any]:
     """A spec's ``config`` (None: no overrides) as a new dict; ValueError unless it is a mapping."""
     if config is None:
         return {}
+    if hasattr(config, "overrides_dict") and not isinstance(config, dict):
+        # RLlib 2.x: a policy's config may be its own algorithm's config builder (two trainers sharing an env).
+        # The keys set on it that a policy can have override; its run-level ones (env, resources, rollouts)
+        # are that other trainer's business, as in RLlib, where a policy never reads them.
+        from rltune.trainers._config import TrainerSettings
+        from rltune.trainers.rllib._rllib_keys import NO_EFFECT
+
+        left_out = set(TrainerSettings.model_fields) - PER_POLICY_SHARED_KEYS | set(NO_EFFECT)
+        return {key: value for key, value in config.overrides_dict().items() if key not in left_out}
     if not isinstance(config, dict):
         raise ValueError(f"{where}.config: must be a dict of the policy's config overrides, but got {config!r:.100}")
     return dict(config)

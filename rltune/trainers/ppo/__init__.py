@@ -15,6 +15,6 @@ from rltune.trainers.rllib._config_builder import PPOConfig
 from rltune.trainers.algorithms._ppo import PPO
 
 PPOTrainer = PPO
-DEFAULT_CONFIG = PPO.get_default_config()
+DEFAULT_CONFIG = PPO.get_default_config().to_dict()
 
 __all__ = ["DEFAULT_CONFIG", "PPO", "PPOConfig", "PPOTrainer"]

@@ -42,6 +42,7 @@ RLLIB_BUILDER_NAMES: dict[str, str] = {
     "policy_mapping_fn": "multiagent.policy_mapping_fn",
     "policies_to_train": "multiagent.policies_to_train",
     "observation_fn": "multiagent.observation_fn",
+    "framework_str": "framework",  # the attribute .framework() sets (PPOConfig.overrides(framework_str=...))
 }
 
 # RLlib's keywords of each builder method (classic and new stack), rltune's own keys added where they belong.
@@ -123,7 +124,7 @@ METHOD_KEYWORDS: dict[str, tuple[str, ...]] = {
         "offline_sampling",
     ),
     "checkpointing": ("export_native_model_files", "checkpoint_trainable_policies_only"),
-    "rl_module": ("model_config", "model_config_dict", "rl_module_spec"),
+    "rl_module": ("model_config", "model_config_dict", "rl_module_spec", "_enable_rl_module_api"),
     "learners": ("num_learners", "num_gpus_per_learner", "num_cpus_per_learner", "local_gpu_idx"),
     "api_stack": ("enable_rl_module_and_learner", "enable_env_runner_and_connector_v2"),
     "experimental": (

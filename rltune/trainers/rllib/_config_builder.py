@@ -21,6 +21,7 @@ import logging
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from rltune.errors import ConfigError
+from rltune.trainers.rllib import _builder_mapping as _mapping
 from rltune.trainers.rllib._builder_calls import builder_method
 from rltune.trainers.rllib._builder_keys import ALGORITHM_TRAINING_KEYWORDS, METHOD_KEYWORDS, NO_EFFECT_KEYWORDS, RLLIB_BUILDER_NAMES
 from rltune.trainers.rllib._builder_values import (
@@ -59,6 +60,13 @@ class AlgorithmConfig:
     Reading ``config.lr`` or ``config["lr"]`` gives the value the trainer
     would get; assigning ``config.lr = 0.01`` is :meth:`update_from_dict`.
     """
+
+    # RLlib 2.x's switches of its newer API stacks, read by scripts (``if config._enable_learner_api:``): the classic
+    # stack's answers, since that is the stack rltune's trainers are
+    _enable_learner_api = False
+    _enable_rl_module_api = False
+    enable_rl_module_and_learner = False
+    enable_env_runner_and_connector_v2 = False
 
     algo_name: ClassVar[str | None] = None
     _is_config_builder: ClassVar[bool] = True  # what builder_method checks its calls are made on
@@ -210,7 +218,7 @@ class AlgorithmConfig:
     def to_dict(self) -> dict[str, Any]:
         """The trainer's whole config dict: its defaults updated by every key set (search-space entries kept)."""
         algo = self.algo_class
-        config = algo.get_default_config() if algo is not None else default_config(TrainerSettings)
+        config = default_config(algo.config_class if algo is not None else TrainerSettings)
         for key, value in copy_tree(self._values).items():
             config[key] = merged(key, config.get(key), value)
         return config
@@ -282,14 +290,19 @@ class AlgorithmConfig:
                               "or AlgorithmConfig(algo_class=MyTrainer)", where=f"{self._name()}.{where}")
         return algo
 
-    # -- reading ----------------------------------------------------------------------------
-    def __getitem__(self, key: str) -> Any:
-        config = self.to_dict()
-        target = RLLIB_BUILDER_NAMES.get(key, key) if isinstance(key, str) else key
-        if target not in config:  # still a KeyError (the mapping protocol), with a message
-            close = difflib.get_close_matches(str(key), list(config), n=1, cutoff=0.6)
-            raise KeyError(f"{self._name()} has no setting {key!r}" + (f"; did you mean {close[0]!r}?" if close else ""))
-        return config[target]
+    # -- reading and writing like a dict (RLlib 2.x kept the classic API on its builder) -------
+    __getitem__ = _mapping.getitem
+    __setitem__ = _mapping.setitem
+    __delitem__ = _mapping.delitem
+    __iter__ = _mapping.iterate
+    __len__ = _mapping.length
+    __eq__ = _mapping.equals  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]
+    __deepcopy__ = _mapping.deep_copy
+    __copy__ = copy
+    values = builder_method(_mapping.values)
+    update = builder_method(_mapping.update)
+    pop = builder_method(_mapping.pop)
 
     @builder_method
     def get(self, key: str, default: Any = None) -> Any:
@@ -317,7 +330,7 @@ class AlgorithmConfig:
             if not isinstance(node, dict) or part not in node:
                 raise AttributeError(f"{self._name()} has no setting {name!r}")
             node = node[part]
-        return node
+        return self[name] if isinstance(node, dict) else node  # a block: the builder's own (config.model[...] = ...)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "algo_class":
@@ -435,6 +448,12 @@ def _checked_algo_class(value: Any, where: str) -> Any:
         return value
     raise ConfigError(f"algo_class: must be a trainer class (a rltune.trainers.Trainer subclass such as PPO) or None, "
                       f"but got {value!r:.60}", where=where)
+
+
+def builder_of(trainer_cls: type[Trainer]) -> AlgorithmConfig:
+    """A new config builder of ``trainer_cls`` (``PPOConfig`` for PPO and its subclasses; ``AlgorithmConfig`` else)."""
+    kinds = [kind for kind in (PPOConfig, DQNConfig) if kind.algo_name == trainer_cls.name]
+    return (kinds[0] if kinds else AlgorithmConfig)(algo_class=trainer_cls)
 
 
 def config_for_trainer(config: Any, trainer_cls: type) -> Any:

@@ -77,6 +77,9 @@ NO_EFFECT: dict[str, tuple[tuple | None, str]] = {
     "num_gpus_per_worker": (None, "rollout workers act on the learner's device here (num_gpus)"),
     "log_sys_usage": (None, "rltune does not record system usage"),
     "create_env_on_driver": (None, "the trainer process samples itself only with num_workers: 0"),
+    "create_env_on_local_worker": (None, "the trainer process samples itself only with num_workers: 0"),
+    "render_env": ((False,), "rltune renders no env yet (render_env: true, videos of episodes, comes with the "
+                   "algorithms issue's video recording)"),
     "create_local_env_runner": (None, "the trainer process samples itself only with num_workers: 0"),
     "num_learners": ((0, 1), "one learner, in the trainer process"),
     "num_learner_workers": ((0, 1), "one learner, in the trainer process"),
@@ -101,7 +104,7 @@ BLOCK_NO_EFFECT: dict[str, dict[str, tuple[tuple | None, str]]] = {
 _UNSUPPORTED_BY_HINT: dict[str, tuple[str, ...]] = {
     "": (
         "sample_async", "remote_worker_envs", "remote_env_batch_wait_ms", "sample_collector", "compress_observations",
-        "preprocessor_pref", "no_done_at_end", "render_env", "record_env", "monitor", "fake_sampler",
+        "preprocessor_pref", "no_done_at_end", "record_env", "monitor", "fake_sampler",
         "episode_lookback_horizon", "policy_map_capacity", "policy_states_are_swappable",
         "policy_map_cache", "keep_per_episode_custom_metrics", "min_time_s_per_iteration", "min_iter_time_s",
         "min_time_s_per_reporting", "min_train_timesteps_per_iteration", "min_train_timesteps_per_reporting",
@@ -141,7 +144,7 @@ _UNSUPPORTED_BY_HINT: dict[str, tuple[str, ...]] = {
         "add_default_connectors_to_learner_pipeline", "add_default_connectors_to_module_to_env_pipeline",
         "broadcast_env_runner_states", "merge_env_runner_states", "use_env_runner_state_server",
         "env_runner_state_server_max_concurrency", "episodes_to_numpy", "gym_env_vectorize_mode", "ignore_final_observation",
-        "auto_wrap_old_gym_envs", "in_evaluation", "sampler_perf_stats_ema_coef", "stats_cls_lookup",
+        "in_evaluation", "sampler_perf_stats_ema_coef", "stats_cls_lookup",
         "sync_filters_on_rollout_workers_timeout_s", "_disable_action_flattening", "_disable_preprocessor_api",
         "_dont_auto_sync_env_runner_states", "_env_to_module_connector", "_module_to_env_connector", "_learner_connector",
         "_is_atari", "_is_online", "_learner_class", "_model_config", "_per_module_overrides", "_prior_exploration_config",
