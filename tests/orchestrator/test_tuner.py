@@ -420,3 +420,34 @@ def test_get_best_result_of_a_one_trial_study_needs_no_metric(tmp_path):
                      run_config=train.RunConfig(name="two", storage_path=str(tmp_path), verbose=0)).fit()
     with pytest.raises(ConfigError, match="no metric"):
         two.get_best_result()
+
+
+def test_a_tuner_over_ppo_with_ray_tunes_asha_and_optuna_search_runs_what_tune_run_does(tmp_path):
+    """Issue 26's acceptance: Ray Tune's ASHAScheduler and OptunaSearch in a TuneConfig over "PPO" give the trials,
+    pruning and best result the same objects give through tune.run."""
+    space = {**PPO_CONFIG, "lr": tune.loguniform(1e-4, 1e-2), "gamma": tune.choice([0.9, 0.99])}
+    stop = {"training_iteration": 3}
+
+    def searcher_and_scheduler():
+        return (tune.OptunaSearch(seed=7),
+                tune.ASHAScheduler(time_attr="training_iteration", grace_period=1, reduction_factor=2, max_t=2))
+
+    search, asha = searcher_and_scheduler()
+    grid = tune.Tuner(
+        "PPO", param_space=space,
+        tune_config=tune.TuneConfig(metric="episode_reward_mean", mode="max", num_samples=4,
+                                    search_alg=search, scheduler=asha),
+        run_config=train.RunConfig(name="tuner_asha", storage_path=str(tmp_path), stop=stop, verbose=0),
+    ).fit()
+    search, asha = searcher_and_scheduler()
+    analysis = tune.run("PPO", config=space, metric="episode_reward_mean", mode="max", num_samples=4,
+                        search_alg=search, scheduler=asha, name="run_asha", results_dir=str(tmp_path), stop=stop,
+                        verbose=0)
+    assert len(grid) == len(analysis.trials) == 4
+    assert [r.state for r in grid] == [t.state for t in analysis.trials]
+    assert [r.config for r in grid] == [t.config for t in analysis.trials]  # the same TPE draws from the same seed
+    iterations = [r.metrics["training_iteration"] for r in grid]
+    assert iterations == [t.last_result["training_iteration"] for t in analysis.trials]
+    # ASHA in force on both paths: its max_t (2) ends the trials before the study's stop (3), or a rung pruned one
+    assert all(n == 2 or r.state == "PRUNED" for n, r in zip(iterations, grid))
+    assert grid.get_best_result().config == analysis.best_config
