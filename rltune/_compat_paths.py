@@ -155,6 +155,7 @@ def _packages() -> set[str]:
 
 
 _PACKAGES = _packages()
+PACKAGES = frozenset(_PACKAGES)  # the table's package paths (rltune.tune.search of rltune.tune.search.optuna)
 # real modules (files) that are also packages of table paths (their own table entries document what they hold)
 _MODULE_PACKAGES = {_TUNE, "rltune.train", "rltune.air"}
 
@@ -183,6 +184,9 @@ class _ReexportLoader(importlib.abc.Loader):
         module.__all__ = sorted(names)  # type: ignore[attr-defined]
 
         def __getattr__(name: str) -> Any:
+            child = f"{path}.{name}"
+            if name not in names and (child in PATHS or child in _PACKAGES):  # a submodule, as Ray's packages hold
+                return importlib.import_module(child)
             if name not in names:
                 raise AttributeError(f"module {path!r} has no attribute {name!r}")
             value = resolve(path, name)

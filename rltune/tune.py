@@ -124,11 +124,18 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """Ray Tune's ``tune.PlacementGroupFactory``, loaded on first use (its module loads the trainers)."""
+    """Ray Tune's ``tune.PlacementGroupFactory`` (its module loads the trainers), and Ray Tune's submodules as
+    attributes (``tune.schedulers.ASHAScheduler`` after ``from rltune import tune``), loaded on first use."""
     if name == "PlacementGroupFactory":
         from rltune.trainers.rllib._old_trainer_names import PlacementGroupFactory
 
         return PlacementGroupFactory
+    from rltune import _compat_paths
+
+    if f"{__name__}.{name}" in _compat_paths.PATHS or f"{__name__}.{name}" in _compat_paths.PACKAGES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'rltune.tune' has no attribute {name!r}")
 
 

@@ -142,3 +142,15 @@ def test_tune_placement_group_factory_loads_on_first_use():
     from rltune.tune import PlacementGroupFactory  # Ray Tune's tune.PlacementGroupFactory
 
     assert PlacementGroupFactory([{"CPU": 1}, {"CPU": 2}]).required_resources == {"CPU": 3}
+
+
+def test_ray_tunes_submodules_are_attributes_of_tune_as_in_ray():
+    code = ("from rltune import tune\n"
+            "print(tune.schedulers.ASHAScheduler.__name__, tune.search.optuna.OptunaSearch.__name__, "
+            "tune.registry.get_trainable_cls.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["ASHAScheduler", "OptunaSearch", "get_trainable_cls"]
+    from rltune import tune
+
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        tune.nope
