@@ -30,22 +30,30 @@ def with_rllib_names(kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+RLLIB_NAMES = frozenset({"algorithm", "base_env", "policies"})
+
+
 @lru_cache(maxsize=None)
-def _accepted(cls: type, hook: str) -> Optional[frozenset[str]]:
-    """The keywords ``cls.hook`` takes (None: any, it has ``**kwargs``)."""
+def _plan(cls: type, hook: str) -> tuple[bool, Optional[frozenset[str]]]:
+    """For ``cls.hook`` (read once): whether it names one of RLlib 2.x's keywords, and the keywords it takes (None:
+    any, it has ``**kwargs``)."""
     try:
         parameters = inspect.signature(getattr(cls, hook)).parameters.values()
     except (TypeError, ValueError):
-        return None
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return None
-    return frozenset(p.name for p in parameters)
+        return True, None
+    names = frozenset(p.name for p in parameters if p.kind is not inspect.Parameter.VAR_KEYWORD)
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+    return bool(names & RLLIB_NAMES), (None if takes_any else names)
 
 
 def hook_kwargs(callbacks: Any, hook: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """What ``callbacks.hook`` is called with: rltune's keywords and RLlib 2.x's that it takes."""
-    full = with_rllib_names(kwargs)
-    names = _accepted(type(callbacks), hook)
-    if names is None:
-        return full
-    return {key: value for key, value in full.items() if key in names}
+    """What ``callbacks.hook`` is called with: rltune's keywords, and RLlib 2.x's where its signature names them.
+
+    A hook that names none of them and takes ``**kwargs`` (rltune's own style) gets ``kwargs`` as they are: a
+    per-step hook pays one cached lookup.
+    """
+    rllib, names = _plan(type(callbacks), hook)
+    if not rllib and names is None:
+        return kwargs
+    full = with_rllib_names(kwargs) if rllib else kwargs
+    return full if names is None else {key: value for key, value in full.items() if key in names}
