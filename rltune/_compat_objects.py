@@ -57,16 +57,11 @@ PartialAlgorithmConfigDict = ResultDict = dict
 def Deprecated(old: Any = None, new: Any = None, help: Any = None, error: bool = True) -> Callable[[F], F]:  # noqa: N802
     """RLlib's ``@Deprecated(old=..., new=..., error=...)``: calling the marked object logs (or raises) its note."""
     import functools
-    import logging
 
     def mark(obj: F) -> F:
-        note = f"{old or getattr(obj, '__name__', obj)} is deprecated" + (f"; use {new}" if new else "")
-
         @functools.wraps(obj)  # type: ignore[arg-type]
         def call(*args: Any, **kwargs: Any) -> Any:
-            if error:
-                raise ValueError(note)
-            logging.getLogger(__name__).warning("%s", note)
+            deprecation_warning(str(old or getattr(obj, "__name__", obj)), new, error=error)
             return obj(*args, **kwargs)  # type: ignore[operator]
 
         return call  # type: ignore[return-value]

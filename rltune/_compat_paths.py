@@ -155,7 +155,12 @@ def _packages() -> set[str]:
 
 
 _PACKAGES = _packages()
-PACKAGES = frozenset(_PACKAGES)  # the table's package paths (rltune.tune.search of rltune.tune.search.optuna)
+
+
+def is_table_module(path: str) -> bool:
+    """Whether ``path`` is a module the table makes: a path of it, or a package of paths under it."""
+    return path in PATHS or path in _PACKAGES
+
 # real modules (files) that are also packages of table paths (their own table entries document what they hold)
 _MODULE_PACKAGES = {_TUNE, "rltune.train", "rltune.air"}
 
@@ -185,7 +190,7 @@ class _ReexportLoader(importlib.abc.Loader):
 
         def __getattr__(name: str) -> Any:
             child = f"{path}.{name}"
-            if name not in names and (child in PATHS or child in _PACKAGES):  # a submodule, as Ray's packages hold
+            if name not in names and is_table_module(child):  # a submodule, as Ray's packages hold
                 return importlib.import_module(child)
             if name not in names:
                 raise AttributeError(f"module {path!r} has no attribute {name!r}")
@@ -208,7 +213,7 @@ class CompatFinder(importlib.abc.MetaPathFinder):
             if spec is not None:
                 spec.submodule_search_locations = []  # a module and a package: rltune.tune.schedulers is found
             return spec
-        if (fullname not in PATHS and fullname not in _PACKAGES) or fullname == "rltune":
+        if not is_table_module(fullname) or fullname == "rltune":
             return None
         if importlib.machinery.PathFinder.find_spec(fullname, path) is not None:
             return None  # a real module or package of rltune's own: never shadowed

@@ -132,7 +132,7 @@ def __getattr__(name: str) -> Any:
         return PlacementGroupFactory
     from rltune import _compat_paths
 
-    if f"{__name__}.{name}" in _compat_paths.PATHS or f"{__name__}.{name}" in _compat_paths.PACKAGES:
+    if _compat_paths.is_table_module(f"{__name__}.{name}"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")
