@@ -7,12 +7,12 @@ the block's ``tasks`` (or ``task_range``), else the env's ``task_space`` (a
 
 Two parts, one per process role, and no message per step:
 
-- :class:`TaskPicker` (in every rollout worker's callbacks): when an episode
-  ends, records its task index and return in the episode's ``hist_data``
-  (PLR: once per fragment, the per-task sums of its GAE-advantage scores,
-  computed from the fragment's ``vf_preds``) and gives the env its next task,
-  drawn from the last distribution shipped to it. These lists travel with
-  the episode metrics the worker returns anyway.
+- :class:`TaskPicker` (in every rollout worker's callbacks): once per
+  fragment, records the task index and return of every episode that ended
+  (PLR: the per-task sums of its GAE-advantage scores, from the fragment's
+  ``vf_preds``) in the ``hist_data`` of an episode the worker returns anyway,
+  and gives each env its next task (for its next reset), drawn from the last
+  distribution shipped to it.
 - :class:`AutoCurriculumCallback` (the trainer's): once per iteration, merges
   the lists of every worker's episodes (``result["hist_stats"]``), updates the
   sampler (``_task_samplers.py``), ships the new distribution to every
@@ -171,121 +171,153 @@ def _env_task_space(env: Any) -> Any:
 
 # -- the worker side ---------------------------------------------------------------------------
 class TaskPicker(DefaultCallbacks):
-    """In every rollout worker: records each episode's task and return, and draws each env's next task.
+    """In every rollout worker: after each fragment, the per-task statistics of its episodes, and each env's next task.
 
-    Idle until the trainer ships it a distribution (:meth:`set_distribution`),
-    so evaluation workers (which never get one) keep the task they are given.
+    Everything happens once per fragment, in ``on_sample_end``, from the
+    fragment's columns (no episode hook, so no per-step bookkeeping): the
+    rows of each env are split into episodes at its done flags; the episode
+    running when the fragment began ran the task it started with, the ones
+    started in the fragment the env's pending task (``get_task()``, which
+    takes effect at a reset). The returns of the episodes that ended (PLR:
+    the per-task sums of each row's GAE-advantage score too) go into the
+    ``hist_data`` of an episode the worker returns; then every env gets its
+    next task, drawn from the last distribution shipped to the worker, for
+    its next reset. Idle until the trainer ships one
+    (:meth:`set_distribution`), so evaluation workers keep the task they are
+    given.
     """
 
     def __init__(self, score: str | None = None, seed: int | None = None) -> None:
         self.score = score  # PLR's per-step score, None for samplers that only read returns
         self.seed = seed
         self.tasks: list[Any] = []
-        self.index: dict[str, int] = {}
-        self.cdf: list[float] = []
+        self.index: dict[str, int] = {}  # by JSON text
+        self.hashed: dict[Any, int] = {}  # by the task itself (hashable tasks: the fast path)
+        self.cdf = np.zeros(0)
         self.rng: np.random.Generator | None = None
-        self.segments: dict[int, list[int]] = {}  # PLR: per env, the task index of each episode in this fragment
-        self.pending = (np.zeros(0), np.zeros(0))  # PLR: score sums and rows not yet sent (no episode ended)
+        self.first_task = np.zeros(0, dtype=np.int64)  # per env: the task index of its open episode
+        self.carried = np.zeros(0)  # and that episode's return so far
+        self.unsent: dict[str, list[float]] = {}  # statistics of fragments in which no episode ended
         self.gamma, self.lam = 0.99, 1.0
+        self._targets: tuple[tuple[int, ...], list[Any]] = ((), [])
 
     @property
     def active(self) -> bool:
         """Whether the trainer shipped a distribution."""
-        return bool(self.cdf)
+        return bool(len(self.cdf))
 
     def set_distribution(self, tasks: list[Any], probs: list[float], worker: Any) -> None:
         """Take the trainer's task list and distribution (the envs' first tasks are the trainer's draws)."""
-        first = not self.active
-        if tasks != self.tasks:
-            self.tasks = list(tasks)
-            self.index = {json.dumps(t, sort_keys=True): i for i, t in enumerate(tasks)}
-            self.pending = (np.zeros(len(tasks)), np.zeros(len(tasks)))
-        self.cdf = np.cumsum(probs).tolist()
-        if first:
+        if not self.active:
             seed = None if self.seed is None else [self.seed, worker.worker_index]
             self.rng = np.random.default_rng(seed)
             self.gamma, self.lam = float(worker.config.gamma), float(worker.config.get("lambda", 1.0))
+        if tasks != self.tasks:
+            self.tasks = list(tasks)
+            self.index = {json.dumps(t, sort_keys=True): i for i, t in enumerate(tasks)}
+            self.hashed = {}
+            for i, t in enumerate(tasks):
+                try:
+                    self.hashed.setdefault(t, i)
+                except TypeError:  # a list or dict task: found by its JSON text
+                    pass
+            self.first_task, self.carried, self.unsent = np.zeros(0, dtype=np.int64), np.zeros(0), {}
+        self.cdf = np.cumsum(probs)
 
-    def draw(self) -> Any:
-        """A task from the distribution."""
-        i = bisect.bisect_right(self.cdf, float(self.rng.random()) * self.cdf[-1])
-        return self.tasks[min(i, len(self.tasks) - 1)]
+    def task_index(self, task: Any) -> int:
+        """The index of ``task`` in the list, -1 if it is not there."""
+        try:
+            return self.hashed[task]
+        except (KeyError, TypeError):
+            return self.index.get(json.dumps(task, sort_keys=True, default=repr), -1)
 
-    def task_index(self, env: Any) -> int | None:
-        """The index of the env's current task (None: not a task of the list)."""
-        target = task_env(env)
-        return None if target is None else self.index.get(json.dumps(target.get_task(), sort_keys=True))
+    def draw(self, n: int) -> np.ndarray:
+        """``n`` task indices drawn from the distribution."""
+        return np.minimum(np.searchsorted(self.cdf, self.rng.random(n) * self.cdf[-1], side="right"), len(self.tasks) - 1)
 
-    def on_episode_start(self, *, episode: Any, env: Any, env_index: int, **kwargs: Any) -> None:
-        if self.active:
-            index = self.task_index(env)
-            episode.user_data["curriculum_task_index"] = index
-            if self.score:
-                self.segments.setdefault(env_index, []).append(-1 if index is None else index)
+    def _task_targets(self, worker: Any) -> list[Any]:
+        ids = tuple(map(id, worker.envs))  # rebuilt envs (after a crash) are new objects
+        if ids != self._targets[0]:
+            self._targets = (ids, [task_env(env) for env in worker.envs])
+        return self._targets[1]
 
-    def on_episode_end(self, *, episode: Any, env: Any, env_index: int, **kwargs: Any) -> None:
-        if not self.active:
+    def on_sample_end(self, *, samples: Any, worker: Any = None, **kwargs: Any) -> None:
+        if not self.active or worker is None:
             return
-        index = episode.user_data.get("curriculum_task_index")
-        if index is not None:
-            episode.hist_data[HIST_TASK] = [float(index)]
-            episode.hist_data[HIST_RETURN] = [float(episode.total_reward)]
-        target = task_env(env)
-        if target is not None:
-            target.set_task(self.draw())  # takes effect at the reset that follows
-
-    def on_sample_end(self, *, samples: Any, **kwargs: Any) -> None:
-        if not (self.active and self.score):
-            return
-        sums, rows = self.pending
+        targets = self._task_targets(worker)
+        pending = np.array([-1 if t is None else self.task_index(t.get_task()) for t in targets], dtype=np.int64)
+        hist: dict[str, list[float]] = self.unsent
         for fragment in samples.fragments:
-            if fragment.agents is None and "vf_preds" in fragment.columns:
-                add_fragment_scores(fragment, self.segments, self.score, self.gamma, self.lam, sums, rows)
-        self.segments = {i: tasks[-1:] for i, tasks in self.segments.items()}
-        if samples.episodes and rows.any():
-            tasks = np.flatnonzero(rows)
-            hist = samples.episodes[0].hist_data
-            hist[HIST_SCORE_TASK] = tasks.astype(float).tolist()
-            hist[HIST_SCORE] = sums[tasks].tolist()
-            hist[HIST_SCORE_ROWS] = rows[tasks].tolist()
-            sums[:] = 0.0
-            rows[:] = 0.0
+            if fragment.agents is None and fragment.shape[1] == len(targets):
+                self._fragment_stats(fragment, pending, hist)
+        for target, old, new in zip(targets, pending.tolist(), self.draw(len(targets)).tolist()):
+            if target is not None and new != old:
+                target.set_task(self.tasks[new])  # takes effect at the env's next reset
+        if samples.episodes:
+            samples.episodes[0].hist_data.update(hist)
+            self.unsent = {}
+        else:
+            self.unsent = hist
+
+    def _fragment_stats(self, fragment: Any, pending: np.ndarray, hist: dict[str, list[float]]) -> None:
+        """Add the returns of the fragment's ended episodes (and PLR's scores) to ``hist``, by task index."""
+        columns = fragment.columns
+        rewards = np.asarray(columns["rewards"], dtype=np.float64)
+        done = np.asarray(columns["terminateds"], dtype=bool) | np.asarray(columns["truncateds"], dtype=bool)
+        if self.first_task.shape != pending.shape:  # the first fragment: its first episodes started with the pending task
+            self.first_task, self.carried = pending.copy(), np.zeros(len(pending))
+        episode_of_row = np.cumsum(done, axis=0) - done  # the row's episode within its env's column
+        row_tasks = np.where(episode_of_row == 0, self.first_task, pending)
+        # Each row's return so far in its episode: the running sum minus the sum at the env's last episode end.
+        total = np.cumsum(rewards, axis=0)
+        ended_before = np.zeros_like(done)
+        ended_before[1:] = done[:-1]
+        last_end = np.maximum.accumulate(np.where(ended_before, np.arange(len(done))[:, None], 0), axis=0)
+        start_total = np.where(ended_before.cumsum(axis=0) > 0, total[last_end - 1, np.arange(done.shape[1])], 0.0)
+        so_far = total - start_total + np.where(episode_of_row == 0, self.carried, 0.0)
+        rows, cols = np.nonzero(done & (row_tasks >= 0))
+        hist.setdefault(HIST_TASK, []).extend(row_tasks[rows, cols].astype(float).tolist())
+        hist.setdefault(HIST_RETURN, []).extend(so_far[rows, cols].tolist())
+        self.carried = np.where(done[-1], 0.0, so_far[-1])
+        self.first_task = np.where(done[-1], pending, row_tasks[-1])
+        if self.score and "vf_preds" in columns:
+            sums, counts = fragment_scores(fragment, row_tasks, len(self.tasks), self.score, self.gamma, self.lam)
+            for task in np.flatnonzero(counts):
+                hist.setdefault(HIST_SCORE_TASK, []).append(float(task))
+                hist.setdefault(HIST_SCORE, []).append(float(sums[task]))
+                hist.setdefault(HIST_SCORE_ROWS, []).append(float(counts[task]))
 
 
-def add_fragment_scores(fragment: Any, segments: dict[int, list[int]], score: str, gamma: float, lam: float,
-                        sums: np.ndarray, rows: np.ndarray) -> None:
-    """Add the fragment's per-step PLR scores to ``sums`` and ``rows`` by task index.
+def fragment_scores(fragment: Any, row_tasks: np.ndarray, num_tasks: int, score: str, gamma: float,
+                    lam: float) -> tuple[np.ndarray, np.ndarray]:
+    """PLR's per-step scores of a fragment summed by task (``row_tasks``: each row's task index, -1 for none).
 
     GAE over the fragment's ``[T, K]`` columns with the acting policy's
     ``vf_preds`` (a fragment's last step and a truncated one bootstrap from
-    their own value: the next one is not in the fragment). Column ``k``'s
-    episodes ran the tasks ``segments[k]`` in order; a column whose count of
-    episodes does not match (an env rebuilt, an episode dropped) is skipped.
+    their own value: the next one is not in the fragment); the score is
+    max(advantage, 0) (``positive_value_loss``) or |advantage| (``value_l1``).
+    Returns (sums, rows) by task index.
     """
     columns = fragment.columns
     rewards = np.asarray(columns["rewards"], dtype=np.float64)
     values = np.asarray(columns["vf_preds"], dtype=np.float64).reshape(rewards.shape)
     terminated = np.asarray(columns["terminateds"], dtype=bool)
     done = terminated | np.asarray(columns["truncateds"], dtype=bool)
-    next_values = np.concatenate([values[1:], values[-1:]])
-    next_values = np.where(done, values, next_values)
+    next_values = np.where(done, values, np.concatenate([values[1:], values[-1:]]))
     deltas = rewards + gamma * np.where(terminated, 0.0, next_values) - values
     advantages = np.empty_like(deltas)
+    carry = gamma * lam * ~done  # how much of the next step's advantage flows back (none across an episode end)
     running = np.zeros(deltas.shape[1])
     for t in range(deltas.shape[0] - 1, -1, -1):
-        running = deltas[t] + gamma * lam * np.where(done[t], 0.0, running)
+        running = np.multiply(carry[t], running, out=running)
+        running += deltas[t]
         advantages[t] = running
     step_scores = np.maximum(advantages, 0.0) if score == "positive_value_loss" else np.abs(advantages)
     keep = np.ones(done.shape, dtype=bool) if fragment.keep is None else np.asarray(fragment.keep, dtype=bool)
-    episode_of_row = np.cumsum(done, axis=0) - done  # the row's episode within its column
-    for k in range(done.shape[1]):
-        tasks = np.asarray(segments.get(k, []))
-        if len(tasks) != int(done[:, k].sum()) + 1:
-            continue
-        row_tasks = tasks[episode_of_row[:, k]]
-        ok = keep[:, k] & (row_tasks >= 0) & (row_tasks < len(sums))
-        sums += np.bincount(row_tasks[ok], weights=step_scores[ok, k], minlength=len(sums))
-        rows += np.bincount(row_tasks[ok], minlength=len(rows))
+    ok = keep & (row_tasks >= 0) & (row_tasks < num_tasks)
+    sums = np.bincount(row_tasks[ok], weights=step_scores[ok], minlength=num_tasks)
+    rows = np.bincount(row_tasks[ok], minlength=num_tasks)
+    return sums, rows
 
 
 def worker_callbacks(config: Any, callbacks: DefaultCallbacks) -> DefaultCallbacks:

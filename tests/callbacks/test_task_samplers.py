@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rltune.callbacks import LearningProgressSampler, PrioritizedLevelReplay, TaskStats
-from rltune.callbacks._auto_curriculum import add_fragment_scores
+from rltune.callbacks._auto_curriculum import TaskPicker, fragment_scores
 from rltune.callbacks._task_samplers import HIST_RETURN, HIST_SCORE, HIST_SCORE_ROWS, HIST_SCORE_TASK, HIST_TASK
 from rltune.trainers.sampling._fragment import Fragment
 
@@ -90,25 +90,49 @@ def test_state_round_trip_through_json_continues_the_same_distribution(cls):
         assert np.allclose(second.probs(), reference.probs()), cut
 
 
-def test_plr_fragment_scores_are_gae_advantages_by_the_task_of_each_episode():
-    # One column, 4 steps: an episode of task 1 ends at step 1 (terminated), then one of task 2 runs on.
-    columns = {
-        "rewards": np.array([[0.0], [1.0], [0.0], [2.0]]),
-        "vf_preds": np.array([[0.5], [0.5], [1.0], [1.0]]),
-        "terminateds": np.array([[False], [True], [False], [False]]),
-        "truncateds": np.zeros((4, 1), dtype=bool),
-    }
-    fragment = Fragment("default_policy", columns)
-    sums, rows = np.zeros(3), np.zeros(3)
-    add_fragment_scores(fragment, {0: [1, 2]}, "value_l1", 1.0, 1.0, sums, rows)
-    # gamma = lambda = 1: advantages are returns-to-go minus values; the last step bootstraps from its own value.
+def corridor_fragment(rewards, dones) -> Fragment:
+    """One env's column of a fragment: its rewards, terminated flags and values (0.5, then 1.0)."""
+    rewards = np.array(rewards, dtype=float)[:, None]
+    values = np.where(np.arange(len(rewards)) < 2, 0.5, 1.0)[:, None]
+    return Fragment("default_policy", {"rewards": rewards, "vf_preds": values, "terminateds": np.array(dones)[:, None],
+                                       "truncateds": np.zeros((len(rewards), 1), dtype=bool)})
+
+
+def test_plr_fragment_scores_are_gae_advantages_summed_by_the_task_of_each_row():
+    # 4 steps: an episode of task 1 ends at step 1 (terminated), then one of task 2 runs on.
+    fragment = corridor_fragment([0.0, 1.0, 0.0, 2.0], [False, True, False, False])
+    row_tasks = np.array([[1], [1], [2], [2]])
+    sums, rows = fragment_scores(fragment, row_tasks, 3, "value_l1", 1.0, 1.0)
+    # gamma = lambda = 1; the last step bootstraps from its own value.
     # episode 1: returns 1, 1 -> advantages 0.5, 0.5; episode 2: deltas 0 + 1 - 1 = 0 and 2 + 1 - 1 = 2 -> advantages 2, 2
     assert rows.tolist() == [0, 2, 2]
     assert np.allclose(sums, [0.0, 1.0, 4.0])
-    positive = np.zeros(3), np.zeros(3)
-    columns["rewards"] = np.array([[0.0], [0.0], [0.0], [2.0]])  # episode 1's advantages: -0.5, -0.5
-    add_fragment_scores(fragment, {0: [1, 2]}, "positive_value_loss", 1.0, 1.0, *positive)
-    assert np.allclose(positive[0], [0.0, 0.0, 4.0])
-    mismatched = np.zeros(3), np.zeros(3)
-    add_fragment_scores(fragment, {0: [1]}, "value_l1", 1.0, 1.0, *mismatched)  # an episode unaccounted for
-    assert not mismatched[1].any()
+    fragment.columns["rewards"] = np.array([[0.0], [0.0], [0.0], [2.0]])  # episode 1's advantages: -0.5, -0.5
+    assert np.allclose(fragment_scores(fragment, row_tasks, 3, "positive_value_loss", 1.0, 1.0)[0], [0.0, 0.0, 4.0])
+
+
+def test_the_picker_splits_each_envs_rows_into_episodes_and_carries_an_open_one_to_the_next_fragment():
+    picker = TaskPicker(score="value_l1")
+    picker.set_distribution(["a", "b", "c"], [0.0, 0.0, 1.0], FakeWorker())
+    hist: dict = {}
+    # The env's pending task is "b" (index 1): the first fragment's first episode started with it too.
+    picker._fragment_stats(corridor_fragment([0.0, 1.0, 0.5, 0.5], [False, True, False, False]), np.array([1]), hist)
+    assert (hist[HIST_TASK], hist[HIST_RETURN]) == ([1.0], [1.0])  # the open episode (1.0 so far) is carried
+    assert (picker.first_task.tolist(), picker.carried.tolist()) == ([1], [1.0])
+    hist = {}
+    # Meanwhile the env was given "c" (index 2): the open episode keeps "b", the next ones run "c".
+    picker._fragment_stats(corridor_fragment([2.0, 0.0, 3.0, 1.0], [True, False, True, False]), np.array([2]), hist)
+    assert (hist[HIST_TASK], hist[HIST_RETURN]) == ([1.0, 2.0], [3.0, 3.0])
+    assert (picker.first_task.tolist(), picker.carried.tolist()) == ([2], [1.0])
+    assert hist[HIST_SCORE_TASK] == [1.0, 2.0] and hist[HIST_SCORE_ROWS] == [1.0, 3.0]
+
+
+class FakeWorker:
+    worker_index = 1
+
+    class config:
+        gamma = 1.0
+
+        @staticmethod
+        def get(key, default=None):
+            return 1.0
