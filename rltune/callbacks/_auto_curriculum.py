@@ -24,7 +24,6 @@ Two parts, one per process role, and no message per step:
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import json
 import logging

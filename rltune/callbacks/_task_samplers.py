@@ -140,7 +140,9 @@ class PrioritizedLevelReplay(TaskSampler):
     ``P_S(i) ∝ (1 / rank(score_i)) ** (1 / temperature)``; staleness:
     ``P_C(i) ∝ episodes_total - episodes_total_when_i_was_last_played``; the
     distribution is ``(1 - staleness_coef) * P_S + staleness_coef * P_C``.
-    Tasks never played come first (rank 1) until each has a score.
+    Tasks never played come first (rank 1) until each has a score; tied
+    tasks share their best rank (so a trainer without value predictions,
+    whose tasks are never scored, draws by staleness and uniformly).
     """
 
     def __init__(self, num_tasks: int, *, temperature: float = 0.3, staleness_coef: float = 0.1) -> None:
@@ -164,8 +166,7 @@ class PrioritizedLevelReplay(TaskSampler):
 
     def probs(self) -> np.ndarray:
         scores = self.scores()
-        ranks = np.empty(self.num_tasks)
-        ranks[np.argsort(-scores, kind="stable")] = np.arange(1, self.num_tasks + 1)
+        ranks = 1 + np.searchsorted(np.sort(-scores), -scores, side="left")  # tied tasks share the best rank
         weights = (1.0 / ranks) ** (1.0 / self.temperature)
         p_score = weights / weights.sum()
         stale = (self.episodes.sum() - self.last_played).astype(float)

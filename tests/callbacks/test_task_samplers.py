@@ -68,7 +68,7 @@ def test_plr_plays_every_task_before_replaying_by_score():
     sampler = PrioritizedLevelReplay(3, temperature=0.1, staleness_coef=0.0)
     sampler.update(stats({0: [0]}, {0: (5.0, 1)}))
     probs = sampler.probs()
-    assert probs[0] < 0.01 and probs[1] > 0.4 and probs[2] > 0.0  # the unscored come first
+    assert probs[0] < 0.01 and np.isclose(probs[1], probs[2])  # the unscored come first, alike
 
 
 @pytest.mark.parametrize("cls", [LearningProgressSampler, PrioritizedLevelReplay])
