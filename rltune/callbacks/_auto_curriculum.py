@@ -261,25 +261,29 @@ class TaskPicker(DefaultCallbacks):
     def _fragment_stats(self, fragment: Any, pending: np.ndarray, hist: dict[str, list[float]]) -> None:
         """Add the returns of the fragment's ended episodes (and PLR's scores) to ``hist``, by task index."""
         columns = fragment.columns
-        rewards = np.asarray(columns["rewards"], dtype=np.float64)
         done = np.asarray(columns["terminateds"], dtype=bool) | np.asarray(columns["truncateds"], dtype=bool)
         if self.first_task.shape != pending.shape:  # the first fragment: its first episodes started with the pending task
             self.first_task, self.carried = pending.copy(), np.zeros(len(pending))
-        episode_of_row = np.cumsum(done, axis=0) - done  # the row's episode within its env's column
-        row_tasks = np.where(episode_of_row == 0, self.first_task, pending)
-        # Each row's return so far in its episode: the running sum minus the sum at the env's last episode end.
-        total = np.cumsum(rewards, axis=0)
-        ended_before = np.zeros_like(done)
-        ended_before[1:] = done[:-1]
-        last_end = np.maximum.accumulate(np.where(ended_before, np.arange(len(done))[:, None], 0), axis=0)
-        start_total = np.where(ended_before.cumsum(axis=0) > 0, total[last_end - 1, np.arange(done.shape[1])], 0.0)
-        so_far = total - start_total + np.where(episode_of_row == 0, self.carried, 0.0)
-        rows, cols = np.nonzero(done & (row_tasks >= 0))
-        hist.setdefault(HIST_TASK, []).extend(row_tasks[rows, cols].astype(float).tolist())
-        hist.setdefault(HIST_RETURN, []).extend(so_far[rows, cols].tolist())
-        self.carried = np.where(done[-1], 0.0, so_far[-1])
-        self.first_task = np.where(done[-1], pending, row_tasks[-1])
+        total = np.cumsum(np.asarray(columns["rewards"], dtype=np.float64), axis=0)  # each env's rewards so far
+        ends_col, ends_row = np.nonzero(done.T)  # episode ends, env by env, in time order
+        first, carried, later = self.first_task.tolist(), self.carried.tolist(), pending.tolist()
+        tasks, returns = hist.setdefault(HIST_TASK, []), hist.setdefault(HIST_RETURN, [])
+        last_end: dict[int, float] = {}
+        for col, end_total in zip(ends_col.tolist(), total[ends_row, ends_col].tolist()):
+            task = later[col] if col in last_end else first[col]
+            if task >= 0:
+                tasks.append(float(task))
+                returns.append(end_total - last_end.get(col, -carried[col]))
+            last_end[col] = end_total
+        last_total = total[-1].tolist()
+        for col, finished in enumerate(done[-1].tolist()):
+            if col in last_end:  # the open episode started in this fragment, with the pending task
+                self.first_task[col], self.carried[col] = later[col], 0.0 if finished else last_total[col] - last_end[col]
+            else:
+                self.carried[col] += last_total[col]
         if self.score and "vf_preds" in columns:
+            episode_of_row = np.cumsum(done, axis=0) - done  # the row's episode within its env's column
+            row_tasks = np.where(episode_of_row == 0, np.asarray(first), pending)
             sums, counts = fragment_scores(fragment, row_tasks, len(self.tasks), self.score, self.gamma, self.lam)
             for task in np.flatnonzero(counts):
                 hist.setdefault(HIST_SCORE_TASK, []).append(float(task))
