@@ -17,7 +17,7 @@ evaluation env):
 from __future__ import annotations
 
 import math
-from typing import Any, Optional
+from typing import Any, Literal, Mapping, Optional
 
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
@@ -26,12 +26,14 @@ from rltune.callbacks._callbacks import DefaultCallbacks
 from rltune.errors import ConfigError
 
 
-class _Strict(UserInput):
+class StrictBlock(UserInput):
+    """A block of user input: unknown keys and non-finite numbers are refused."""
+
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # threshold: .inf is refused
 
 
 
-class PhaseConfig(_Strict):
+class PhaseConfig(StrictBlock):
     """One curriculum phase: its task, and when to move on to the next phase."""
 
     task: Any = Field(..., description="The task every env gets during this phase.")
@@ -42,9 +44,10 @@ class PhaseConfig(_Strict):
     demote_below: Optional[float] = Field(None, description="Go back one phase when metric < this value.")
 
 
-class CurriculumConfig(_Strict):
-    """A ``curriculum:`` block."""
+class CurriculumConfig(StrictBlock):
+    """A ``curriculum:`` block of phases (``type: phases``, the default)."""
 
+    type: Literal["phases"] = Field("phases", description="phases; or learning_progress, plr (automatic curricula).")
     metric: str = Field("episode_reward_mean", description="Default result key of the phase rules.")
     phases: list[PhaseConfig] = Field(..., min_length=1, description="Ordered phases, easiest first.")
 
@@ -56,18 +59,47 @@ class CurriculumConfig(_Strict):
         return self
 
 
-def parse_curriculum(block: Any, where: str = "curriculum") -> CurriculumConfig:
-    """Validate a ``curriculum:`` block, naming every problem by its path."""
-    if isinstance(block, CurriculumConfig):
+CURRICULUM_TYPES = ("phases", "learning_progress", "plr")
+
+
+def parse_curriculum(block: Any, where: str = "curriculum") -> Any:
+    """Validate a ``curriculum:`` block, naming every problem by its path.
+
+    A :class:`CurriculumConfig` of phases, or (``type: learning_progress`` or
+    ``plr``) an automatic curriculum's config (``_auto_curriculum.py``).
+    """
+    if isinstance(block, StrictBlock):
         return block
+    kind = block.get("type", "phases") if isinstance(block, Mapping) else "phases"
+    if kind not in CURRICULUM_TYPES:
+        raise ConfigError(f"{where}.type: must be one of {', '.join(CURRICULUM_TYPES)}, but got {kind!r}")
+    if kind != "phases":
+        from rltune.callbacks._auto_curriculum import AUTO_CONFIGS
+
+        return validate_block(AUTO_CONFIGS[kind], block, where)
+    return validate_block(CurriculumConfig, block, where)
+
+
+def validate_block(model: type[StrictBlock], block: Any, where: str) -> Any:
+    """``model.model_validate(block)``; every problem a ConfigError line named by its path under ``where``."""
     try:
-        return CurriculumConfig.model_validate(block)
+        return model.model_validate(block)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
             path = ".".join(str(p) for p in (where, *err["loc"]))
             problems.append(f"{path}: {'unknown key' if err['type'] == 'extra_forbidden' else error_text(err)}")
         raise ConfigError(problems) from None
+
+
+def curriculum_callback(block: Any) -> DefaultCallbacks:
+    """The callback that runs a ``curriculum:`` block: phases, or an automatic curriculum's."""
+    config = parse_curriculum(block)
+    if isinstance(config, CurriculumConfig):
+        return CurriculumCallback(config)
+    from rltune.callbacks._auto_curriculum import AutoCurriculumCallback
+
+    return AutoCurriculumCallback(config)
 
 
 def lookup_metric(result: dict[str, Any], key: str) -> Any:
@@ -93,7 +125,10 @@ class CurriculumCallback(DefaultCallbacks):
     """
 
     def __init__(self, curriculum: Any) -> None:
-        self.curriculum = parse_curriculum(curriculum)
+        config = parse_curriculum(curriculum)
+        if not isinstance(config, CurriculumConfig):
+            raise ConfigError(f"curriculum.type: CurriculumCallback runs phases; {config.type!r} runs in AutoCurriculumCallback")
+        self.curriculum = config
         self.phase = 0
         self.iterations_in_phase = 0
         self.streak_up = 0

@@ -8,7 +8,15 @@ import gymnasium as gym
 
 
 class TaskSettableEnv(gym.Env):
-    """An env with a task (difficulty, level, map...) that the curriculum can read and change."""
+    """An env with a task (difficulty, level, map...) that the curriculum can read and change.
+
+    ``task_space`` (optional) declares the tasks an automatic curriculum
+    (``curriculum: {type: learning_progress | plr}``) draws from: a list of
+    tasks, a ``Discrete`` or ``MultiDiscrete`` space, or a 1-D ``Box`` (with
+    the block's ``bins``). None: the curriculum block lists its ``tasks``.
+    """
+
+    task_space: Any = None
 
     def get_task(self) -> Any:
         """The env's current task (JSON-able values survive checkpoints)."""

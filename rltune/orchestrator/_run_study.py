@@ -118,8 +118,9 @@ def _flat_params(plan: StudyPlan, config: dict[str, Any]) -> dict[str, Any]:
     values = {}
     for p in plan.space.params:
         node: Any = config
-        for key in p.path:
-            node = node.get(key) if isinstance(node, dict) else None
+        for key in p.path:  # a list index (curriculum phases) is a digit string
+            node = node.get(key) if isinstance(node, dict) else (
+                node[int(key)] if isinstance(node, list) and key.isdigit() and int(key) < len(node) else None)
         values[p.name] = node
     return values
 

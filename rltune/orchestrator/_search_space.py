@@ -4,7 +4,8 @@ A config is a nested dict whose leaves may be search-space entries, written
 in Python (``tune.loguniform(1e-4, 1e-2)``) or in YAML
 (``lr: {loguniform: [1.0e-4, 1.0e-2]}``). :func:`parse_space` finds them and
 names each by its dotted path (``model.fcnet_hiddens``), which is also its
-Optuna parameter name.
+Optuna parameter name. A list of dicts (a ``curriculum:`` block's phases) is
+walked too, its items named by index (``curriculum.phases.0.threshold``).
 
 Semantics (as in Ray Tune):
 
@@ -224,7 +225,7 @@ def parse_space(config: Mapping[str, Any], *, where: str = "config") -> tuple[Se
             hidden = _hidden_entry(value, "")
             if hidden is not None:
                 problems.append(f"{label}{hidden[0]}: a search-space entry inside {hidden[1]} is not searched "
-                                "(entries are found in nested dicts only); write the value as nested dicts")
+                                "(entries are found in nested dicts and lists of dicts); write the value as nested dicts")
                 invalid.append(path)
             continue
         kind, args = entry
@@ -244,8 +245,22 @@ def _walk(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], A
     elif isinstance(node, Mapping):
         for key, value in node.items():
             yield from _walk(value, (*path, str(key)))
+    elif _dict_list(node):
+        for i, value in enumerate(node):
+            yield from _walk(value, (*path, str(i)))
     elif path:
         yield path, node
+
+
+def _dict_list(node: Any) -> bool:
+    """Whether ``node`` is a list the walker descends into: dicts only, none a search-space entry (curriculum phases)."""
+    return (isinstance(node, list) and bool(node)
+            and all(isinstance(v, Mapping) and as_entry(v) is None and not _typo_hint(v) for v in node))
+
+
+def _key_in(node: Any, key: str) -> Any:
+    """``key`` as ``node`` indexes it: an int for a list of dicts."""
+    return int(key) if isinstance(node, list) else key
 
 
 def _hidden_entry(value: Any, where: str, container: str = "") -> tuple[str, str] | None:
@@ -437,8 +452,8 @@ def resolve_config(config: Mapping[str, Any], space: SearchSpace, values: Mappin
             continue
         node = resolved
         for key in p.path[:-1]:
-            node = node[key]
-        node[p.path[-1]] = copy.deepcopy(values[p.name])
+            node = node[_key_in(node, key)]
+        node[_key_in(node, p.path[-1])] = copy.deepcopy(values[p.name])
     return resolve_sample_from(resolved, drawn)
 
 
@@ -448,7 +463,7 @@ def without_paths(config: Mapping[str, Any], paths: list[tuple[str, ...]]) -> di
     for path in paths:
         node = pruned
         for key in path[:-1]:
-            node = node.get(key) if isinstance(node, dict) else None
+            node = node.get(key) if isinstance(node, dict) else node[int(key)] if isinstance(node, list) else None
         if isinstance(node, dict):
             node.pop(path[-1], None)
     return pruned
@@ -458,7 +473,7 @@ def _copy_tree(node: Any) -> Any:
     """Copy the dicts of a config (leaves are shared: classes and functions are not copied)."""
     if isinstance(node, Mapping) and as_entry(node) is None:
         return {k: _copy_tree(v) for k, v in node.items()}
-    return node
+    return [_copy_tree(v) for v in node] if _dict_list(node) else node
 
 
 def representative_configs(config: Mapping[str, Any], space: SearchSpace) -> Iterator[tuple[str | None, dict[str, Any]]]:

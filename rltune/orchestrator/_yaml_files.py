@@ -156,8 +156,8 @@ def line_of(node: yaml.Node, loc: tuple[Any, ...]) -> int | None:
                 break
             line = match[0].start_mark.line + 1
             node = match[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
+        elif isinstance(node, yaml.SequenceNode) and str(part).isdigit() and int(part) < len(node.value):
+            node = node.value[int(part)]
             line = node.start_mark.line + 1
         else:
             break

@@ -40,7 +40,8 @@ def learning_curve(points: Sequence[Mapping[str, Any]], path: str | Path, *, met
     marker_key = "phase" if any(p.get("phase") is not None for p in points) else "task"
     previous = points[0].get(marker_key) if points else None
     changes = 0
-    for x, p in zip(xs[1:], points[1:]):
+    automatic = any(p.get("task_probs") for p in points)  # its most likely task changes often: task_sampling.png
+    for x, p in zip(xs[1:], points[1:] if not automatic else []):
         current = p.get(marker_key)
         if current != previous and current is not None:
             label = f"phase {p.get('phase')}" if marker_key == "phase" else "task"
@@ -58,6 +59,37 @@ def learning_curve(points: Sequence[Mapping[str, Any]], path: str | Path, *, met
     ax.grid(True, alpha=0.3)
     if shown or changes:
         ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(str(path), format="png")
+
+
+def task_sampling(points: Sequence[Mapping[str, Any]], path: str | Path) -> None:
+    """A heat map of an automatic curriculum's task distribution (``task_probs``) over training; save a PNG.
+
+    Rows are the tasks (in their order in the first distribution), columns the
+    results; a result without a distribution is an empty column.
+    """
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    tasks: list[str] = []
+    for p in points:
+        tasks += [t for t in (p.get("task_probs") or {}) if t not in tasks]
+    grid = np.full((len(tasks), len(points)), np.nan)
+    for j, p in enumerate(points):
+        for i, task in enumerate(tasks):
+            grid[i, j] = (p.get("task_probs") or {}).get(task, np.nan)
+    use_steps = all(p.get("timesteps") is not None for p in points)
+    xs = [p["timesteps"] if use_steps else p["iteration"] for p in points]
+    fig = Figure(figsize=(8, 1.5 + 0.25 * max(len(tasks), 4)), dpi=DPI)
+    ax = fig.add_subplot()
+    image = ax.imshow(grid, aspect="auto", origin="lower", interpolation="nearest", cmap="viridis",
+                      extent=(xs[0], xs[-1], -0.5, len(tasks) - 0.5) if len(xs) > 1 else None)
+    ax.set_yticks(range(len(tasks)), [t[:20] for t in tasks], fontsize=7)
+    ax.set_xlabel("timesteps_total" if use_steps else "training_iteration")
+    ax.set_ylabel("task")
+    ax.set_title("curriculum: probability of drawing each task")
+    fig.colorbar(image, ax=ax, label="probability")
     fig.tight_layout()
     fig.savefig(str(path), format="png")
 

@@ -49,4 +49,11 @@ def curve_point(result: Mapping[str, Any], step: int, metric: str) -> dict[str, 
         "metric": None if value is MISSING else finite(value),
         "phase": result.get("curriculum_phase"),
         "task": result.get("curriculum_task"),
+        "task_probs": _task_probs(result),  # an automatic curriculum's distribution (plots/task_sampling.png)
     }
+
+
+def _task_probs(result: Mapping[str, Any]) -> dict[str, float] | None:
+    curriculum = result.get("curriculum")
+    probs = curriculum.get("task_probs") if isinstance(curriculum, Mapping) else None
+    return {str(k): v for k, v in probs.items() if finite(v) is not None} if isinstance(probs, Mapping) else None

@@ -225,6 +225,9 @@ class TrialTracker(Tracker):
     def log_learning_curve(self, results: Iterable[Mapping[str, Any]] | None = None, *, metric: str | None = None) -> None:
         """A PNG (``plots/learning_curve.png``) of ``metric`` against ``timesteps_total``, curriculum phase changes marked.
 
+        An automatic curriculum's results also give ``plots/task_sampling.png``,
+        a heat map of its task distribution over training.
+
         ``results``: the trial's results (default: those logged through this tracker).
         """
         metric = metric or self.metric
@@ -242,6 +245,9 @@ class TrialTracker(Tracker):
                 png = Path(tmp) / "learning_curve.png"
                 _plots.learning_curve(points, png, metric=metric)
                 self.client.log_artifact(self.run_id, str(png), "plots")
+                if any(p.get("task_probs") for p in points):  # an automatic curriculum
+                    _plots.task_sampling(points, Path(tmp) / "task_sampling.png")
+                    self.client.log_artifact(self.run_id, str(Path(tmp) / "task_sampling.png"), "plots")
 
         guarded(lambda: self._logged("plots", "the learning curve", log))
 

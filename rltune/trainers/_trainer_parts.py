@@ -24,7 +24,7 @@ import torch
 from rltune._disk import writing
 from rltune._imports import resolve_callable
 from rltune.callbacks._callbacks import DefaultCallbacks, MultiCallbacks, make_callbacks
-from rltune.callbacks._curriculum import CurriculumCallback, parse_curriculum
+from rltune.callbacks._curriculum import curriculum_callback, parse_curriculum
 from rltune.callbacks._metrics import merge_hist_data, summarize_custom_metrics
 from rltune.errors import ConfigError
 from rltune.trainers.algorithms._algorithm import StepOutcome
@@ -234,7 +234,7 @@ def trainer_callbacks(cfg: TrainerSettings) -> DefaultCallbacks:
     callbacks = make_callbacks(cfg.callbacks)
     if cfg.curriculum is None:
         return callbacks
-    curriculum = CurriculumCallback(cfg.curriculum)
+    curriculum = curriculum_callback(cfg.curriculum)
     if type(callbacks) is DefaultCallbacks:
         return curriculum
     inner = callbacks.callbacks if isinstance(callbacks, MultiCallbacks) else [callbacks]

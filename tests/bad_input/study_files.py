@@ -177,6 +177,17 @@ CASES: list[Case] = [
     study_case("curriculum threshold inf", PPO.replace("config:", "curriculum: {phases: [{task: 1, threshold: .inf}, {task: 2}]}\nconfig:"),
                "config.curriculum.phases.0.threshold: Input should be a finite number"),
     study_case("grid with options", _fn("search_alg: {type: grid, seed: 1}\n"), "search_alg"),
+    # curr (issue 27): searched curricula and automatic ones
+    study_case("curriculum searched patience 0", PPO.replace("config:", "curriculum: {phases: [{task: 1, threshold: 1, patience: "
+                                                             "{randint: [0, 3]}}, {task: 2}]}\nconfig:"),
+               "config.curriculum.phases.0.patience: Input should be greater than or equal to 1"),
+    study_case("curriculum unknown type", PPO.replace("config:", "curriculum: {type: lp}\nconfig:"),
+               "curriculum.type: must be one of phases, learning_progress, plr, but got 'lp'"),
+    study_case("curriculum plr unknown option", PPO.replace("config:", "curriculum: {type: plr, temprature: 1}\nconfig:"),
+               "curriculum.temprature: unknown key"),
+    study_case("curriculum lp slow above fast", PPO.replace("config:", "curriculum: {type: learning_progress, fast_alpha: 0.1, "
+                                                            "slow_alpha: {uniform: [0.2, 0.5]}}\nconfig:"),
+               "slow_alpha (0.2) must be <= fast_alpha (0.1)"),
     study_case("curriculum twice", FN + "curriculum: {phases: []}\nconfig: {steps: 2, curriculum: {phases: []}}\n",
                "curriculum is given both as a field and in config"),
     study_case("rllib layout bad field", "exp:\n  run: orchestrator.trainables:counter\n  config: {steps: 2}\n  num_samples: true\n",

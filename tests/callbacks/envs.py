@@ -89,6 +89,12 @@ class TaskEnv(TaskSettableEnv):
         return self._obs(), float(self.task), self.t >= self.episode_len, False, self._info()
 
 
+class SpaceTaskEnv(TaskEnv):
+    """A :class:`TaskEnv` that declares its tasks for an automatic curriculum: 1, 2 and 3."""
+
+    task_space = spaces.Discrete(3, start=1)
+
+
 class RandomRewardEnv(gym.Env):
     """Episodes of exactly ``episode_len`` steps (env_config, default 4) with uniform random rewards.
 

@@ -562,3 +562,22 @@ def test_curriculum_must_be_a_mapping_and_env_task_fn_a_function(trainer_cls):
         trainer_cls(config={"env": "CartPole-v1", "curriculum": [{"task": 1}]})
     with pytest.raises(ConfigError, match="env_task_fn"):
         trainer_cls(config={"env": "CartPole-v1", "env_task_fn": 3})
+
+
+def test_phase_and_task_survive_trainer_restore_into_a_fresh_trainer(tmp_path):
+    """Resume, a retried trial and PBT's exploit all restore with ``trainer.restore`` into a new trainer."""
+    block = {"phases": [{"task": 1, "threshold": 4}, {"task": 2, "threshold": 8}, {"task": 3}]}
+    config = local(PPO, env=f"{MODULE}:TaskEnv", curriculum=block, metrics_num_episodes_for_smoothing=4)
+    with PPO(config=config, results_dir=tmp_path) as trainer:
+        phases = [trainer.train()["curriculum_phase"] for _ in range(3)]
+        path = trainer.save(tmp_path / "checkpoint")
+    assert phases == [1, 2, 2]
+    saved = json.loads((tmp_path / "checkpoint" / "rltune_checkpoint.json").read_text())["callbacks_state"]
+    assert saved["phase"] == 2
+    with PPO(config=config, results_dir=tmp_path) as fresh:
+        assert fresh.foreach_env(lambda env: env.get_task()) == [1, 1]  # a new trainer starts at phase 0
+        fresh.restore(path)
+        assert fresh.foreach_env(lambda env: env.get_task()) == [3, 3]
+        result = fresh.train()
+        assert (result["curriculum_phase"], result["curriculum_task"]) == (2, 3)
+        assert result["episode_reward_mean"] == 3 * EPISODE_LEN  # the episodes ran with the restored task

@@ -99,3 +99,15 @@ def test_pole_angle_callbacks_report_the_mean_absolute_angle(examples, tmp_path,
     # CartPole ends an episode when |angle| > 0.2095 rad: every episode's mean lies below that.
     assert 0 < metrics["pole_angle_min"] <= metrics["pole_angle_mean"] <= metrics["pole_angle_max"] < 0.2095
     assert f"iteration  1: {result['episodes_this_iter']:>3} episodes" in capsys.readouterr().out
+
+
+def test_automatic_curriculum_example_and_its_study(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(REPO))
+    from examples import curriculum_auto as auto
+    from rltune.orchestrator._spec import load_study_file
+
+    plan = load_study_file(REPO / "studies" / "curriculum-auto-corridor.yaml")
+    assert {p.name for p in plan.space.params} == {"curriculum.fast_alpha", "curriculum.slow_alpha", "curriculum.epsilon"}
+    assert plan.config["env"] == "examples.curriculum_auto:LengthCorridor"
+    run = auto.train_until_solved("plr", 0, max_steps=1024, verbose=False, results_dir=str(tmp_path))
+    assert run["iterations"] == 2 and set(run["task_probs"]) == {str(length) for length in auto.LENGTHS}

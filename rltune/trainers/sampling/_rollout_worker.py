@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
+from rltune.callbacks._auto_curriculum import worker_callbacks
 from rltune.callbacks._callbacks import DefaultCallbacks, call_hook, make_callbacks
 from rltune.env._build import build_env
 from rltune.env._context import EnvContext
@@ -69,7 +70,7 @@ class RolloutWorker:
             EnvContext(self._env_config, worker_index=worker_index, vector_index=v, num_workers=num_workers)
             for v in range(num_envs)
         ]
-        self.callbacks: DefaultCallbacks = make_callbacks(config.callbacks)
+        self.callbacks: DefaultCallbacks = worker_callbacks(config, make_callbacks(config.callbacks))  # + a TaskPicker
         # Last known task of each env (by vector index), re-applied to an env rebuilt after a failure.
         self.env_tasks: dict[int, Any] = {}
         self.envs: list[gym.Env] = []
