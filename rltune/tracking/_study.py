@@ -352,7 +352,7 @@ class StudyTracker(Tracker):
         if not self._ensure_open():
             return
         complete = [t for t in trials if t.state.name == "COMPLETE" and t.values]
-        if complete:
+        if complete and len(directions) == 1:  # a multi-objective study's front is its plot
             best = (max if directions[0].name == "MAXIMIZE" else min)(complete, key=lambda t: t.values[0])
             self._update_best(best.number, float(best.values[0]), flatten_params(best.params))
         with tempfile.TemporaryDirectory(prefix="rltune_plots_") as tmp:
