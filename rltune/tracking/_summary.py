@@ -8,14 +8,23 @@ import json
 from typing import Any, Mapping, Sequence
 
 
-def study_snapshot(trials: list[Any], directions: list[Any]) -> Any:
-    """An in-memory copy of a study's trials for plotting (another thread may change the real study)."""
+def study_snapshot(trials: list[Any], directions: list[Any], metric_names: Sequence[str] | None = None) -> Any:
+    """An in-memory copy of a study's trials for plotting (another thread may change the real study).
+
+    ``metric_names``: a multi-objective study's metrics, the axes of its Pareto-front plot.
+    """
+    import warnings
+
     import optuna
 
     storage = optuna.storages.InMemoryStorage()
     storage.create_new_study(directions=directions, study_name="snapshot")
     snapshot = optuna.Study(study_name="snapshot", storage=storage)
     snapshot.add_trials([t for t in trials if t.state.is_finished()])
+    if metric_names and len(metric_names) == len(directions) > 1:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # set_metric_names is experimental
+            snapshot.set_metric_names(list(metric_names))
     return snapshot
 
 
