@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from rltune.orchestrator._optuna_compat import replace_intermediate_value
 from rltune.orchestrator._objectives import objective_values
+from rltune.orchestrator._optuna_compat import replace_intermediate_value
 from rltune.orchestrator._pareto_pruning import record_step_values
 from rltune.orchestrator._trial_host import ActiveTrial
 

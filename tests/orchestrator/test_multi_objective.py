@@ -155,3 +155,61 @@ def test_pareto_pruning_needs_k_dominating_members_and_waits_for_warmup(tmp_path
     assert [t.state for t in warm.trials] == ["COMPLETE", "COMPLETE"]
     k1 = _run(tmp_path, "k1", config, scheduler={"type": "pareto", "k": 1})
     assert [t.state for t in k1.trials] == ["COMPLETE", "PRUNED"] and k1.trials[1].training_iteration == 1
+
+
+# -- the runner's parts: values per step, a re-run's replacing them, the end told to Optuna ----
+def _mo_state(tmp_path, **fields):
+    import optuna
+
+    from rltune.orchestrator._events import Observers
+    from rltune.orchestrator._study_setup import study_dir_of
+    from rltune.orchestrator._study_state import StudyState
+    from rltune.orchestrator._trial_end import TrialEnding
+    from rltune.orchestrator._trial_setup import TrialSetup
+
+    plan = make_plan({"run": objectives, "config": {"a": 1}, **MO, "results_dir": str(tmp_path), "name": "parts",
+                      "tracking": False, "n_trials": 2, **fields})
+    state = StudyState(plan, Observers(), "run-id", study_dir_of(str(tmp_path), plan.name))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    state.study = optuna.create_study(directions=plan.directions)
+    setup = TrialSetup(state, TrialEnding(state), resumable=[], retries=[], started_total=0, start_time=0.0)
+    return state, setup
+
+
+def test_step_values_are_kept_per_step_and_a_rerun_replaces_them(tmp_path):
+    import json
+    import time
+
+    from rltune.orchestrator._intermediate import backfill, report
+
+    state, setup = _mo_state(tmp_path)
+    setup.start_time = time.monotonic()
+    a = setup.next_trial()
+    (a.trial_dir / "result.json").write_text("\n".join(
+        json.dumps({"training_iteration": i, "reward": float(i), "cost": 10.0 - i}) for i in (1, 2, 3)) + "\n")
+    a.checkpoint_iteration = 2
+    backfill(a, MO["metric"])
+    assert a.reported == {1: (1.0, 9.0), 2: (2.0, 8.0)} and a.last_result["training_iteration"] == 2
+    report(a, 2, (5.0, 1.0))  # the step run again after a restore
+    attrs = state.study.trials[0].user_attrs
+    assert attrs["objectives@1"] == [1.0, 9.0] and attrs["objectives@2"] == [5.0, 1.0]
+    assert state.study.trials[0].intermediate_values == {}  # Optuna takes none in a multi-objective study
+
+
+def test_the_end_gives_optuna_the_values_and_the_constraints(tmp_path):
+    import time
+
+    from rltune.orchestrator._decision import Outcome
+    from rltune.orchestrator._trial_end import TrialEnding
+
+    state, setup = _mo_state(tmp_path, constraints=["kl <= 0.05", "reward >= 2"])
+    setup.start_time = time.monotonic()
+    a = setup.next_trial()
+    state.active.append(a)
+    a.outcome, a.reason = Outcome.COMPLETE, "done"
+    a.last_result = {"training_iteration": 3, "reward": 3.0, "cost": 4.0, "kl": 0.07}
+    TrialEnding(state).done(a)
+    (frozen,) = state.study.trials
+    assert frozen.state.name == "COMPLETE" and frozen.values == [3.0, 4.0]
+    assert frozen.constraints == {"kl <= 0.05": pytest.approx(0.02), "reward >= 2": pytest.approx(-1.0)}
+    assert state.study.best_trials == []  # infeasible: KL over its bound
