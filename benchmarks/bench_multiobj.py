@@ -12,7 +12,7 @@ Variants, one after the other in one process:
   and a ``RandomSampler`` (Optuna has no pruner for several objectives,
   optuna#3450): every trial runs every step, in this process;
 - ``rltune-none``: ``tune.run`` of the same, ``scheduler: none``;
-- ``rltune-pareto``: ``scheduler: {type: pareto, k: 2, warmup_steps: 3}``.
+- ``rltune-pareto``: ``scheduler: {type: pareto, k: 2, warmup_steps: 3}`` (``--k``, ``--warmup-steps``).
 
 Figures: steps trained (the compute), wall time, the final front's
 hypervolume (reference point reward 0, size 11) and the ratio of each to the
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import tempfile
 import time
 from typing import Any
@@ -96,10 +97,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--step-ms", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--k", type=int, default=2, help="the Pareto rule's k")
+    parser.add_argument("--warmup-steps", type=int, default=3)
     args = parser.parse_args()
-    print(f"{args.trials} trials of {args.steps} steps ({args.step_ms:g} ms each), seed {args.seed}")
+    print(f"{args.trials} trials of {args.steps} steps ({args.step_ms:g} ms each), seed {args.seed}, "
+          f"pareto k {args.k}, warmup_steps {args.warmup_steps}; load average {os.getloadavg()[0]:.1f}")
     runs = {"optuna": run_optuna(args), "rltune-none": run_rltune(args, "none"),
-            "rltune-pareto": run_rltune(args, {"type": "pareto", "k": 2, "warmup_steps": 3})}
+            "rltune-pareto": run_rltune(args, {"type": "pareto", "k": args.k, "warmup_steps": args.warmup_steps})}
     peer = runs["optuna"]
     print(f"{'variant':14} {'steps':>6} {'pruned':>6} {'wall s':>7} {'hypervolume':>11} "
           f"{'steps/peer':>10} {'hv/peer':>7}")
