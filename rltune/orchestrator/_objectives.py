@@ -60,9 +60,17 @@ def checked(spec: Any, sampler: str, pruner: str) -> tuple[Any, list[str]]:
 
     problems = objective_problems(spec.metric, spec.mode, sampler, pruner)
     problems += parse_constraints(spec.constraints or [])[1]
+    if spec.constraints and not _optuna_takes_constraints():
+        problems.append("constraints: need Optuna >= 5.0 (Trial.set_constraint); pip install 'optuna>=5,<5.1'")
     if isinstance(spec.metric, str) and isinstance(spec.mode, list) and not problems:
         spec = spec.model_copy(update={"mode": spec.mode[0]})
     return spec, problems
+
+
+def _optuna_takes_constraints() -> bool:
+    import optuna
+
+    return hasattr(optuna.trial.Trial, "set_constraint")
 
 
 def as_list(value: str | Sequence[str]) -> list[str]:

@@ -12,6 +12,7 @@ from rltune.errors import ConfigError, StudyFailedError
 from rltune.orchestrator._constraints import parse_constraints
 from rltune.orchestrator._pareto_pruning import dominated_by_front, dominates, front
 from rltune.orchestrator._spec import make_plan
+from rltune.orchestrator.cli import main
 
 from .mo_trainables import objectives
 
@@ -88,7 +89,7 @@ def _run(tmp_path, name, config, **fields):
                     search_alg="grid", **{**MO, **fields})
 
 
-def test_front_is_best_trials_and_best_configs_holds_each(tmp_path):
+def test_front_is_best_trials_and_best_configs_holds_each(tmp_path, capsys):
     # cost = a * step: more reward costs more, so every a is on the front but the dominated b = 9 point
     analysis = _run(tmp_path, "front", {"a": tune.grid_search([1, 2, 3]), "b": tune.grid_search([None, 9])})
     study = analysis.study
@@ -104,6 +105,12 @@ def test_front_is_best_trials_and_best_configs_holds_each(tmp_path):
     assert sorted(c["a"] for c in configs) == [1, 2, 3] and all(c.get("b") is None for c in configs)
     assert analysis.best_configs == [t.config for t in analysis.best_trials]
     assert yaml.safe_load((analysis.study_dir / "best_config.yaml").read_text())["config"]["a"] == 3
+    assert main(["show", "front", "--results-dir", str(tmp_path)]) == 0
+    shown = capsys.readouterr().out
+    assert "(max reward, min cost)" in shown and "Pareto front (3 trial(s)" in shown
+    assert all(f"trial {n}: reward = " in shown for n in front_numbers)
+    assert main(["studies", "--results-dir", str(tmp_path)]) == 0
+    assert "front of 3" in capsys.readouterr().out
 
 
 def test_a_metric_not_finite_at_the_end_fails_the_trial_naming_it(tmp_path):
