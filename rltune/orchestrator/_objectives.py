@@ -92,7 +92,8 @@ def objective_problems(metric: Any, mode: Any, sampler: str, pruner: str) -> lis
             problems.append(f"search_alg: {sampler} cannot optimize several metrics (a multi-objective study); "
                             f"use one of {', '.join(MULTI_OBJECTIVE_SAMPLERS)}")
         if pruner not in MULTI_OBJECTIVE_PRUNERS:
-            problems.append(f"scheduler: {pruner} prunes on one metric; a multi-objective study prunes with "
+            named = "an Optuna pruner instance" if pruner == "custom" else pruner
+            problems.append(f"scheduler: {named} prunes on one metric; a multi-objective study prunes with "
                             "{type: pareto, k: 2, warmup_steps: 3} (see docs/multi-objective.md), or none")
     elif pruner == "pareto":
         problems.append("scheduler: pareto prunes a multi-objective study (metric: [a, b]); with one metric "
