@@ -220,3 +220,12 @@ def test_the_end_gives_optuna_the_values_and_the_constraints(tmp_path):
     assert frozen.state.name == "COMPLETE" and frozen.values == [3.0, 4.0]
     assert frozen.constraints == {"kl <= 0.05": pytest.approx(0.02), "reward >= 2": pytest.approx(-1.0)}
     assert state.study.best_trials == []  # infeasible: KL over its bound
+
+
+def test_resume_checks_the_directions_of_every_metric(tmp_path):
+    config = {"a": tune.grid_search([1, 2]), "steps": 2}
+    first = _run(tmp_path, "again", config)
+    again = _run(tmp_path, "again", config, resume=True)
+    assert [t.number for t in again.best_trials] == [t.number for t in first.best_trials] and len(again.trials) == 2
+    with pytest.raises(ConfigError, match=r"maximizes/minimizes differently \(MAXIMIZE, MINIMIZE\) than mode"):
+        _run(tmp_path, "again", config, resume=True, mode=["max", "max"])
