@@ -145,8 +145,8 @@ def run(
     config: dict[str, Any] | None = None,
     stop: dict[str, Any] | None = None,
     name: str | None = None,
-    metric: str | None = None,
-    mode: str | None = None,
+    metric: str | list[str] | None = None,
+    mode: str | list[str] | None = None,
     num_samples: int | None = None,
     search_alg: Any = None,
     scheduler: Any = None,
@@ -170,6 +170,7 @@ def run(
     curriculum: dict[str, Any] | None = None,
     env: Any = None,
     seed: int | None = None,
+    constraints: list[str] | None = None,
     resume: bool | str = False,
     retry_failed: bool = False,
     verbose: int = 1,
@@ -205,7 +206,8 @@ def run(
     Ray Tune's searchers (``OptunaSearch``, ``HyperOptSearch``, ...) and
     schedulers (``ASHAScheduler``, ``MedianStoppingRule``, ...) are taken as
     ``search_alg`` / ``scheduler``, and ``callbacks=[MLflowLoggerCallback(...)]``
-    sets the study's MLflow store (:func:`translate_search`).
+    sets the study's MLflow store (:func:`translate_search`). Lists ``metric=[a, b], mode=["max", "min"]``
+    make a multi-objective study (front: ``analysis.best_trials``; ``constraints``: docs/multi-objective.md).
     """
     arguments = dict(locals())  # every parameter but run_or_experiment, local_dir and the last five is a study field
     fields = {"run": run_or_experiment, **{field: arguments[field] for field in FIELDS if field in arguments}}

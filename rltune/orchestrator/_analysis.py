@@ -18,6 +18,9 @@ from typing import Any
 import yaml
 
 from rltune._disk import disk_error
+from rltune.orchestrator._constraints import feasible
+from rltune.orchestrator._front import pick_best, trial_value, write_front_configs
+from rltune.orchestrator._objectives import as_list, describe
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
 from rltune.orchestrator._retry import FAILURE_KIND, live_trials, predecessor
 
@@ -35,7 +38,7 @@ class TrialRecord:
     state: str
     config: dict[str, Any]
     params: dict[str, Any]
-    value: float | None
+    value: float | list[float] | None  # a list in a multi-objective study (one value per metric)
     last_result: dict[str, Any] | None
     checkpoint: str | None
     trial_dir: str | None
@@ -44,6 +47,7 @@ class TrialRecord:
     interrupted: bool = False
     retry_of: int | None = None  # the failed trial this one retried (that one is not listed: counted once)
     failure_kind: str | None = None  # why a FAIL trial failed: "no_space", "error", "crash", "timeout", ...
+    feasible: bool = True  # multiobj: every constraint of the study satisfied (._constraints)
 
     @property
     def training_iteration(self) -> int:
@@ -56,8 +60,8 @@ class Analysis:
 
     study: Any
     trials: list[TrialRecord]
-    metric: str
-    mode: str
+    metric: str | list[str]
+    mode: str | list[str]
     study_dir: Path
     best_trial: TrialRecord | None = None
     interrupted: bool = False
@@ -66,6 +70,7 @@ class Analysis:
     no_space: str | None = None  # the study started no more trials: one found the disk full (which, and why)
     tracking_ui: str | None = None  # where its MLflow runs are seen: the `rltune ui ...` command, or the server
     tracking_unrecorded: str | None = None  # the line on what MLflow tracking could not record (a resume does)
+    best_trials: list[TrialRecord] = field(default_factory=list)  # multiobj: the Pareto front (one metric: the best)
 
     @property
     def best_config(self) -> dict[str, Any] | None:
@@ -78,6 +83,11 @@ class Analysis:
     @property
     def best_checkpoint(self) -> str | None:
         return self.best_trial.checkpoint if self.best_trial else None
+
+    @property
+    def best_configs(self) -> list[dict[str, Any]]:
+        """The configs of :attr:`best_trials` (a multi-objective study's Pareto front), in its order."""
+        return [t.config for t in self.best_trials]
 
     @property
     def best_value(self) -> float | None:
@@ -93,7 +103,8 @@ class Analysis:
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{n} {s}" for s, n in sorted(self.counts().items()))
-        best = f", best {self.metric}={self.best_value:g} (trial {self.best_trial.number})" if self.best_trial else ""
+        best = (f", best {describe(self.best_value, self.metric)} (trial {self.best_trial.number})"
+                if self.best_trial else "")
         return f"Analysis({self.study.study_name!r}: {counts or 'no trials'}{best})"
 
 
@@ -123,7 +134,7 @@ def build_analysis(runner: Any) -> Analysis:
             state=frozen.state.name,
             config=config,
             params=dict(frozen.params),
-            value=frozen.value if frozen.state == TrialState.COMPLETE else (frozen.value if frozen.values else None),
+            value=trial_value(frozen),
             last_result=runner.state.results.get(frozen.number, attrs.get("last_result")),
             checkpoint=checkpoint if checkpoint and os.path.isdir(checkpoint) else None,
             trial_dir=trial_dir,
@@ -132,14 +143,11 @@ def build_analysis(runner: Any) -> Analysis:
             interrupted=bool(attrs.get("interrupted")) and frozen.state == TrialState.RUNNING,
             retry_of=predecessor(frozen),
             failure_kind=attrs.get(FAILURE_KIND) if frozen.state == TrialState.FAIL else None,
+            feasible=feasible(frozen),
         ))
-    best = None
-    complete = [r for r in records if r.state == "COMPLETE" and r.value is not None]
-    if complete:
-        pick = max if plan.spec.mode == "max" else min
-        best = pick(complete, key=lambda r: r.value)
+    best, front = pick_best(records, plan.spec.metric, plan.spec.mode)
     analysis = Analysis(study, records, plan.spec.metric, plan.spec.mode, runner.study_dir, best, runner.interrupted,
-                        no_space=runner.state.no_space)
+                        no_space=runner.state.no_space, best_trials=front)
     if runner.tracker is not None:
         from rltune.tracking._store import ui_hint
 
@@ -148,18 +156,22 @@ def build_analysis(runner: Any) -> Analysis:
     if best is not None:
         try:
             analysis.best_config_path = write_best_config(analysis, plan)
+            if plan.multi_objective:
+                write_front_configs(front, analysis.study_dir, lambda r, path: write_best_config(analysis, plan, r, path))
         except OSError as exc:  # a full disk at the very end: the study's trials are recorded all the same
             logger.warning("%s", disk_error(exc, analysis.study_dir / "best_config.yaml", "the best config"))
     return analysis
 
 
-def write_best_config(analysis: Analysis, plan: Any) -> Path:
-    """Write ``best_config.yaml``: the best trial as a ``rltune train -f`` file (with its seed)."""
-    best = analysis.best_trial
+def write_best_config(analysis: Analysis, plan: Any, best: TrialRecord | None = None, path: Path | None = None) -> Path:
+    """Write ``best_config.yaml``: the best trial (or ``best``, at ``path``) as a ``rltune train -f`` file (with its seed)."""
+    best = best or analysis.best_trial
+    path = path or analysis.study_dir / "best_config.yaml"
     spec = plan.spec
     trainable = plan.trainable
     run = trainable.ref if isinstance(trainable.ref, str) else json_safe(trainable.ref)
-    fields: dict[str, Any] = {"name": f"{plan.name}-best", "run": run}
+    own = path != analysis.study_dir / "best_config.yaml"  # a front member's file in best_configs/
+    fields: dict[str, Any] = {"name": f"{plan.name}-trial{best.number}" if own else f"{plan.name}-best", "run": run}
     config = json_safe(best.config)
     fields["config"] = config
     if spec.stop:
@@ -168,14 +180,14 @@ def write_best_config(analysis: Analysis, plan: Any) -> Path:
     if spec.checkpoint_freq:
         fields["checkpoint_freq"] = spec.checkpoint_freq
     header = [
-        f"# The best trial of study {plan.name!r}: trial {best.number}, {analysis.metric} = {best.value:g} ({analysis.mode}).",
+        f"# {'A trial of the Pareto front' if plan.multi_objective else 'The best trial'} of study {plan.name!r}: "
+        f"trial {best.number}, {describe(best.value, analysis.metric)} ({', '.join(as_list(analysis.mode))}).",
         f"# Checkpoint: {best.checkpoint or 'none'}",
     ]
     if trainable.kind == "trainer":
-        header.append(f"# Re-run it as it ran (same config and seed): rltune train -f {analysis.study_dir / 'best_config.yaml'}")
+        header.append(f"# Re-run it as it ran (same config and seed): rltune train -f {path}")
     else:
         header.append("# run is a function trainable: 'rltune train' runs trainers only; re-run it with tune.run(config=...).")
-    path = analysis.study_dir / "best_config.yaml"
     text = "\n".join(header) + "\n" + yaml.safe_dump(fields, sort_keys=False, default_flow_style=None)
     tmp = path.with_suffix(".yaml.tmp")
     tmp.write_text(text)

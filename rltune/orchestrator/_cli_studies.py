@@ -66,6 +66,7 @@ def add_studies_parser(commands: Any) -> None:
 
 def _studies(args: argparse.Namespace) -> int:
     from rltune.orchestrator._listing import STATES, find_study_dirs, results_root, summarize
+    from rltune.orchestrator._objectives import describe_objectives
 
     check_results_dir(args.results_dir)
     dirs = find_study_dirs(args.results_dir)
@@ -82,8 +83,9 @@ def _studies(args: argparse.Namespace) -> int:
             continue
         best = f"{s.best_value:.6g}" if s.best_value is not None else "-"
         best += f" (#{s.best_trial})" if s.best_trial is not None else ""
+        best = f"front of {s.front}" if s.front is not None else best
         print(f"{s.name:30} {sum(s.counts.values()):>6} " + " ".join(f"{s.counts.get(state, 0):>11}" for state in STATES)
-              + f"  {best:>12}  {s.mode} {s.metric}")
+              + f"  {best:>12}  {describe_objectives(s.metric, s.mode)}")
     return 0
 
 
@@ -104,7 +106,9 @@ def _show(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.text import Text
 
+    from rltune.orchestrator._front import front_lines
     from rltune.orchestrator._listing import load_study, resolve_study_dir, trial_rows, trials_table
+    from rltune.orchestrator._objectives import describe_objectives
 
     check_results_dir(args.results_dir)
     directory = resolve_study_dir(args.study, args.results_dir)
@@ -112,10 +116,12 @@ def _show(args: argparse.Namespace) -> int:
     metric = info.get("metric", "value")
     rows = trial_rows(study, metric)
     console = Console(highlight=False)
-    console.print(f"study {info['name']!r} ({info.get('mode', 'max')} {metric}), {len(rows)} trials, directory "
+    console.print(f"study {info['name']!r} ({describe_objectives(metric, info.get('mode', 'max'))}), {len(rows)} trials, directory "
                   f"{directory}", markup=False, soft_wrap=True)
     table, names = trials_table(rows, metric, directory).render(console.width)
     console.print(table)
     if names:
         console.print(Text(f"params: {names}"))
+    for line in front_lines(study, metric):  # multiobj: the Pareto front
+        console.print(line, markup=False, soft_wrap=True)
     return 0

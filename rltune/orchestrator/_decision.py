@@ -18,6 +18,7 @@ from typing import Any, Callable
 from rltune._ipc import Continue, Stop
 from rltune._metrics import MISSING, finite, flatten_keys, lookup, not_yet_reported, per_policy_key
 from rltune.errors import ConfigError
+from rltune.orchestrator._objectives import missing_metric, not_finite_reason, objective_values
 from rltune.orchestrator._stop import StopCriteria
 
 CONTINUE = Continue()
@@ -56,7 +57,7 @@ class Decision:
         return Stop(self.reason, self.checkpoint) if self.stop else CONTINUE
 
 
-def read_result(result: dict[str, Any], metric: str | None, stop: StopCriteria) -> Reading:
+def read_result(result: dict[str, Any], metric: str | list[str] | None, stop: StopCriteria) -> Reading:
     """The metric's value in ``result`` and the ``stop`` criterion it meets, or why the study cannot go on.
 
     ``metric`` None: a trial of no study (``rltune train``), read for its stop criteria only.
@@ -64,7 +65,8 @@ def read_result(result: dict[str, Any], metric: str | None, stop: StopCriteria) 
     ``policy_reward_mean`` lacks has no value yet (no episode of the policy
     has ended), as a NaN ``episode_reward_mean`` has none.
     """
-    found = None if metric is None else lookup(result, metric)
+    multi = metric is not None and not isinstance(metric, str)  # several metrics: a tuple of values (._objectives)
+    found = None if metric is None or multi else lookup(result, metric)
     if found is MISSING and not_yet_reported(result, metric):
         found = None
     if found is MISSING:
@@ -73,11 +75,13 @@ def read_result(result: dict[str, Any], metric: str | None, stop: StopCriteria) 
         hint = f"; did you mean {close[0]!r}?" if close else f" (keys: {', '.join(sorted(keys)[:12])})"
         return Reading(None, error=ConfigError(f"metric: {metric!r} is not a key of the trial's results{hint}",
                                                where="study"))
+    if multi and missing_metric(result, metric):
+        return Reading(None, error=ConfigError(missing_metric(result, metric), where="study"))
     try:
         reason = stop.check(result)
     except ConfigError as exc:
         return Reading(None, error=exc)
-    return Reading(finite(found), reason)
+    return Reading(objective_values(result, metric) if multi else finite(found), reason)
 
 
 def decide(reading: Reading, *, iteration: int, stopping: bool, checkpoint_at_end: bool,
@@ -105,11 +109,12 @@ class Final:
     """How Optuna is told a trial ended: its state, value, and the error recorded with a FAIL."""
 
     state: str  # "COMPLETE" | "PRUNED" | "FAIL"
-    value: float | None = None
+    value: float | list[float] | None = None  # a list in a multi-objective study
     error: str | None = None
 
 
-def final_state(outcome: Outcome | None, reason: str | None, last_result: dict[str, Any] | None, metric: str) -> Final:
+def final_state(outcome: Outcome | None, reason: str | None, last_result: dict[str, Any] | None,
+                metric: str | list[str]) -> Final:
     """The end of a trial whose process is done and that was not interrupted (see :class:`Decision`)."""
     if outcome is Outcome.ERROR:
         return Final("FAIL", error=reason or "invalid study")
@@ -117,6 +122,10 @@ def final_state(outcome: Outcome | None, reason: str | None, last_result: dict[s
         return Final("PRUNED")
     if last_result is None:
         return Final("FAIL", error="the trainable returned without reporting a result (call reporter(**result))")
+    if not isinstance(metric, str):  # several metrics: each must be finite (._objectives)
+        values = objective_values(last_result, metric)
+        return Final("COMPLETE", list(values)) if values is not None else Final(
+            "FAIL", error=not_finite_reason(last_result, metric))
     found = lookup(last_result, metric)
     value = finite(found)
     if found is MISSING and per_policy_key(metric) is not None:

@@ -26,6 +26,7 @@ from typing import Any, TextIO
 from rltune._metrics import lookup
 from rltune.orchestrator._columns import TrialRow, TrialTable, fmt_value
 from rltune.orchestrator._events import Observer
+from rltune.orchestrator._objectives import as_list, first_value
 from rltune.orchestrator._progress import StudyProgress
 
 STATE_STYLES = {"RUNNING": "cyan", "COMPLETE": "green", "PRUNED": "yellow", "FAIL": "red", "INTERRUPTED": "magenta"}
@@ -42,12 +43,12 @@ class PlainDisplay(Observer):
     def __init__(self, runner: Any, stream: TextIO | None = None, result_every_s: float = 5.0) -> None:
         self.stream = stream or sys.stdout
         self.runner = runner
-        self.metric = runner.spec.metric
+        self.metric = as_list(runner.spec.metric)[0]  # a multi-objective study: its first metric (show lists the front)
         self.result_every_s = result_every_s
         self._last: dict[int, float] = {}
         self.best: float | None = None
         self.best_trial: int | None = None
-        self.mode = runner.spec.mode
+        self.mode = as_list(runner.spec.mode)[0]
         self.notes: dict[str, str] = {}
         self.progress = StudyProgress(runner.plan.total_trials, timeout_s=runner.spec.timeout_s)
         self._t0 = time.monotonic()
@@ -104,6 +105,7 @@ class PlainDisplay(Observer):
             self._print(f"trial {a.number} iter {a.iteration}: {self.metric}={value}")
 
     def _ended(self, a: Any, state: str, value: float | None) -> None:
+        value = first_value(value)
         if state != "INTERRUPTED":
             self.progress.update(a.number, a.stop.criteria, a.last_result, a.iteration, finished=True)
         if state == "COMPLETE" and value is not None:
@@ -113,7 +115,7 @@ class PlainDisplay(Observer):
 
     def trial_ended(self, a: Any, state: str, value: float | None) -> None:
         self._ended(a, state, value)
-        shown = f" {self.metric}={fmt_value(value)}" if value is not None else ""
+        shown = f" {self.metric}={fmt_value(first_value(value))}" if value is not None else ""
         why = f" ({a.reason})" if a.reason else ""
         self._print(f"trial {a.number} {state} after {a.iteration} iterations{shown}{why} [{self.progress_text()}]")
 
@@ -177,7 +179,7 @@ class LiveDisplay(PlainDisplay):
 
     def trial_ended(self, a: Any, state: str, value: float | None) -> None:
         self._ended(a, state, value)
-        self.rows[a.number] = {"state": state, "a": a, "value": value}
+        self.rows[a.number] = {"state": state, "a": a, "value": first_value(value)}
         if state in ("FAIL",):
             self._print(f"trial {a.number} FAIL: {a.reason} (see {a.trial_dir / 'error.txt'})")
 

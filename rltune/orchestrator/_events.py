@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from rltune._contracts import require_methods
+from rltune.orchestrator._front import best_trial_or_none
+from rltune.orchestrator._objectives import as_list
 from rltune.orchestrator._trial import PARAMS_FILE, RESULT_FILE
 
 ERROR_FILE = "error.txt"
@@ -161,7 +163,8 @@ class TrackingObserver(Observer):
         spec = self.runner.spec
         a.tracking = self.tracker.open_trial(
             a.number, {**a.config, "seed": a.seed}, a.values, start_time_ms=_ms(a.trial.datetime_start),
-            keep_checkpoints_num=spec.keep_checkpoints_num, metric=spec.metric, mode=spec.mode,
+            keep_checkpoints_num=spec.keep_checkpoints_num, metric=as_list(spec.metric)[0],
+            mode=as_list(spec.mode)[0],
             **({"retry_of": a.retry_of} if a.retry_of is not None else {}),
         )
 
@@ -183,9 +186,10 @@ class TrackingObserver(Observer):
         error = a.trial.user_attrs.get("error") if state == "FAIL" else None
         self.tracker.end_trial(a.tracking, state, reason=a.reason, error=error, end_time_ms=a.ended_ms)
         study = self.runner.study
-        if state == "COMPLETE":
-            best = study.best_trial
-            self.tracker.update_best(best.number, best.value, best.params)
+        if state == "COMPLETE" and len(study.directions) == 1:  # a multi-objective study's best is its front (plots)
+            best = best_trial_or_none(study)  # none feasible yet: no best
+            if best is not None:
+                self.tracker.update_best(best.number, best.value, best.params)
         self.tracker.refresh_study_plots(study, final=False)
 
     def trial_lost(self, a: Any) -> None:

@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import json
 
-from rltune._metrics import finite
+from rltune.orchestrator._objectives import objective_values
 from rltune.orchestrator._optuna_compat import replace_intermediate_value
-from rltune.orchestrator._stop import lookup
+from rltune.orchestrator._pareto_pruning import record_step_values
 from rltune.orchestrator._trial_host import ActiveTrial
 
 
-def report(a: ActiveTrial, step: int, value: float) -> None:
+def report(a: ActiveTrial, step: int, value: float | tuple[float, ...]) -> None:
     """Optuna's intermediate value of ``a`` at ``step`` becomes ``value``: reported, or replacing another one.
 
     A trial that restored a checkpoint runs the steps after it again; the
     trial's history (``result.json``) is what it ran last, so a re-run's
     value replaces the one Optuna got from the earlier run of the step.
+    A multi-objective study's values (a tuple) are kept in the trial's user
+    attrs instead (:mod:`._pareto_pruning`): Optuna takes no intermediate values there.
     """
+    if isinstance(value, tuple):
+        if a.reported.get(step) != value:
+            record_step_values(a.trial, step, value)
+            a.reported[step] = value
+        return
     if step not in a.reported:
         a.trial.report(value, step=step)
     elif a.reported[step] != value:
@@ -26,7 +33,7 @@ def report(a: ActiveTrial, step: int, value: float) -> None:
     a.reported[step] = value
 
 
-def backfill(a: ActiveTrial, metric: str, upto: int | None = None) -> None:
+def backfill(a: ActiveTrial, metric: str | list[str], upto: int | None = None) -> None:
     """Give Optuna the ``metric`` up to the checkpoint (or ``upto``) as ``result.json`` holds it.
 
     Those it never got (the orchestrator was killed before it was told),
@@ -43,7 +50,7 @@ def backfill(a: ActiveTrial, metric: str, upto: int | None = None) -> None:
             step = int(result["training_iteration"])
         except (ValueError, KeyError, TypeError):
             continue
-        value = finite(lookup(result, metric))
+        value = objective_values(result, metric)
         if step <= upto and value is not None:
             report(a, step, value)
         if step == upto:

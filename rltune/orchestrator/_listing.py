@@ -22,6 +22,9 @@ from rltune._secrets import (
     resolve_url,
 )
 from rltune.errors import ConfigError
+from rltune.orchestrator._constraints import feasible
+from rltune.orchestrator._front import last_values
+from rltune.orchestrator._objectives import as_list
 from rltune.orchestrator._ownership import owner_alive
 from rltune.orchestrator._retry import live_trials, predecessor
 from rltune.orchestrator._storage import JOURNAL_FILE, open_storage
@@ -40,8 +43,9 @@ class StudySummary:
     counts: dict[str, int]
     best_value: float | None
     best_trial: int | None
-    metric: str
-    mode: str
+    metric: str | list[str]
+    mode: str | list[str]
+    front: int | None = None  # multiobj: trials on the Pareto front (several metrics; best_value is None then)
 
 
 def results_root(results_dir: str | None) -> Path:
@@ -101,15 +105,17 @@ def summarize(directory: Path, storage: str | None = None) -> StudySummary:
     counts: dict[str, int] = {}
     best_value = best_trial = None
     mode = info.get("mode", "max")
+    multi = len(study.directions) > 1
     for frozen in live_trials(study.get_trials(deepcopy=False)):
         state = state_of(frozen)
         if state == "WAITING":
             continue
         counts[state] = counts.get(state, 0) + 1
-        if state == "COMPLETE" and frozen.value is not None:
+        if state == "COMPLETE" and not multi and frozen.value is not None and feasible(frozen):
             if best_value is None or (frozen.value > best_value if mode == "max" else frozen.value < best_value):
                 best_value, best_trial = frozen.value, frozen.number
-    return StudySummary(info["name"], directory, counts, best_value, best_trial, info.get("metric", "?"), mode)
+    return StudySummary(info["name"], directory, counts, best_value, best_trial, info.get("metric", "?"), mode,
+                        len(study.best_trials) if multi else None)
 
 
 def resolve_study_dir(study: str, results_dir: str | None) -> Path:
@@ -128,7 +134,7 @@ def resolve_study_dir(study: str, results_dir: str | None) -> Path:
     raise ConfigError(f"no study {study!r} in {results_root(results_dir)}{hint}", where="study")
 
 
-def trial_rows(study: Any, metric: str) -> list[dict[str, Any]]:
+def trial_rows(study: Any, metric: str | list[str]) -> list[dict[str, Any]]:
     """One row per trial: number, state, iteration, value, params, checkpoint or error, the trial it retried.
 
     A failed trial that another retried has no row: its retry's row names it.
@@ -141,39 +147,38 @@ def trial_rows(study: Any, metric: str) -> list[dict[str, Any]]:
         if state == "WAITING":
             continue
         last = frozen.user_attrs.get("last_result") or {}
-        value = frozen.value if frozen.values else None
-        if value is None and frozen.intermediate_values:
-            value = frozen.intermediate_values[max(frozen.intermediate_values)]
+        value = last_values(frozen)
+        values = value if isinstance(value, list) else [value]  # several metrics: a column each
         error = frozen.user_attrs.get("error")
         rows.append({
             "trial": frozen.number,
             "state": state,
             "iter": last.get("training_iteration") or (max(frozen.intermediate_values) if frozen.intermediate_values else 0),
-            metric: value,
+            **dict(zip(as_list(metric), values)),
             "params": dict(frozen.params),
             "checkpoint": frozen.user_attrs.get("checkpoint"),
             "error": error.strip().splitlines()[-1] if error and error.strip() else None,
-            "_last": lookup(last, metric) if last else None,
+            "_last": lookup(last, as_list(metric)[0]) if last else None,
             "retry_of": predecessor(frozen),
         })
     return rows
 
 
-def trials_table(rows: list[dict[str, Any]], metric: str, directory: Path) -> "TrialTable":
+def trials_table(rows: list[dict[str, Any]], metric: str | list[str], directory: Path) -> "TrialTable":
     """``rltune show``'s table of :func:`trial_rows`: the metric by its full name, one column per param
     (shortened names have a legend), checkpoints relative to the study directory (see :mod:`._columns`)."""
     from rltune.orchestrator._columns import TrialRow, TrialTable, fmt_value
 
     names = list(dict.fromkeys(name for row in rows for name in row["params"]))
-    table = TrialTable([("trial", "right"), ("state", "left"), ("iter", "right"), (metric, "right")], names,
+    metrics = as_list(metric)
+    table = TrialTable([("trial", "right"), ("state", "left"), ("iter", "right"), *[(m, "right") for m in metrics]], names,
                        tail="checkpoint or error")
     for row in rows:
         tail = f"error: {row['error']}" if row["state"] == "FAIL" and row["error"] else _relative(row["checkpoint"],
                                                                                                    directory)
         tail = f"(retry of trial {row['retry_of']}) {tail}".rstrip() if row["retry_of"] is not None else tail
-        value = row[metric]
         cells = [str(row["trial"]), row["state"], str(row["iter"] or 0),
-                 fmt_value(value) if isinstance(value, (int, float)) else "-"]
+                 *[fmt_value(row[m]) if isinstance(row[m], (int, float)) else "-" for m in metrics]]
         table.rows.append(TrialRow(cells, {k: _decoded(v) for k, v in row["params"].items()}, tail))
     return table
 

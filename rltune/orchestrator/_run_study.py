@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Sequence, TextIO
 
 from rltune.orchestrator._analysis import Analysis, build_analysis
+from rltune.orchestrator._objectives import describe
 from rltune.orchestrator._spec import StudyPlan
 
 
@@ -106,7 +107,10 @@ def _results(display: Any, analysis: Analysis, plan: StudyPlan) -> None:
         else:
             display.message("no trial completed: no best config")
         return
-    display.message(f"best trial {best.number}: {analysis.metric} = {best.value:g}")
+    if len(analysis.best_trials) > 1:  # multiobj: the Pareto front
+        display.message(f"Pareto front: trials {', '.join(str(t.number) for t in analysis.best_trials)} "
+                        f"(each in {analysis.study_dir / 'best_configs'})")
+    display.message(f"best trial {best.number}: {describe(best.value, analysis.metric)}")
     params = {k: v for k, v in _flat_params(plan, best.config).items()}
     if params:
         display.message("best params: " + ", ".join(f"{k}={v!r}" for k, v in params.items()))

@@ -58,6 +58,7 @@ from rltune.orchestrator._decision import Outcome, decide, read_result
 from rltune.orchestrator._events import Observers
 from rltune.orchestrator._intermediate import backfill, report
 from rltune.orchestrator._ownership import Heartbeats, fail_stale_trials
+from rltune.orchestrator._pareto_pruning import pruning_check
 from rltune.orchestrator._reporter import latest_checkpoint
 from rltune.orchestrator._retry import FAILURE_KIND
 from rltune.orchestrator._spec import StudyPlan
@@ -428,7 +429,7 @@ class StudyRunner:
             report(a, a.iteration, reading.value)  # a step run again after a restore: its new value
         decision = decide(reading, iteration=a.iteration, stopping=self.stopping_since is not None,
                           checkpoint_at_end=self.spec.checkpoint_at_end,
-                          should_prune=a.trial.should_prune if self.plan.pruner_name != "none" else None)
+                          should_prune=pruning_check(self.plan, a))
         host.send(a, decision.message())
         if decision.outcome is not None:
             a.outcome, a.reason = decision.outcome, decision.note

@@ -33,18 +33,22 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Optional
 
 import yaml
 from pydantic import ConfigDict, Field, ValidationError
 
-from rltune._imports import import_object
 from rltune._validation import MAX_SEED, MAX_TRIALS, UserInput, name_problem, results_dir_problem, safe_name
 from rltune.errors import ConfigError
+from rltune.orchestrator import _objectives as objectives
+from rltune.orchestrator._constraints import parse_constraints
+from rltune.orchestrator._objectives import Metric, Mode
+from rltune.orchestrator._pareto_pruning import is_pareto, pareto_options
 from rltune.orchestrator._multi_agent_study import per_policy_key_problems, plain_multiagent
 from rltune.orchestrator._resources import ResourcesPerTrial, resolve_resources
 from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs, without_paths
 from rltune.orchestrator._stop import StopCriteria
+from rltune.orchestrator._trainable_ref import Trainable, resolve_trainable
 from rltune.orchestrator._rllib_study import in_rltune_names, tune_field_names
 from rltune.orchestrator._yaml_files import deep_merge, line_of, read_mapping
 
@@ -54,6 +58,8 @@ SAMPLERS = {
     "tpe": "TPESampler",
     "gp": "GPSampler",
     "cmaes": "CmaEsSampler",
+    "nsga2": "NSGAIISampler",  # multiobj: the multi-objective genetic samplers
+    "nsga3": "NSGAIIISampler",
 }
 PRUNERS = {
     "none": "NopPruner",
@@ -63,7 +69,8 @@ PRUNERS = {
     "hyperband": "HyperbandPruner",
 }
 _ALIASES = {"bayesopt": "gp", "bayesian": "gp", "cma": "cmaes", "cma-es": "cmaes", "sha": "successive_halving",
-            "successivehalving": "successive_halving", "nop": "none", "fifo": "none"}
+            "successivehalving": "successive_halving", "nop": "none", "fifo": "none",
+            "nsgaii": "nsga2", "nsga_ii": "nsga2", "nsgaiii": "nsga3", "nsga_iii": "nsga3"}
 
 
 class StudySpec(UserInput):
@@ -77,8 +84,9 @@ class StudySpec(UserInput):
     env: Any = Field(None, description="Shorthand for config.env.")
     config: dict[str, Any] = Field(default_factory=dict, description="The trainable's config, with search-space entries.")
     stop: Optional[dict[str, Any]] = Field(None, description="A trial stops when ANY result key reaches its value.")
-    metric: str = Field("episode_reward_mean", description="Result key reported to Optuna and optimized.")
-    mode: Literal["max", "min"] = Field("max", description="Maximize or minimize the metric.")
+    metric: Metric = Field("episode_reward_mean", description="Result key reported to Optuna and optimized; a list of "
+                                                           "keys makes a multi-objective study.")
+    mode: Mode = Field("max", description="max or min: maximize or minimize the metric (a list: one per metric).")
     num_samples: int = Field(1, ge=1, le=MAX_TRIALS, description="Runs of each grid point; without grid entries, the number of trials.")
     n_trials: Optional[int] = Field(None, ge=1, le=MAX_TRIALS, description="Total trials of the study (default: grid points x num_samples).")
     timeout_s: Optional[float] = Field(None, gt=0, description="No new trial starts after this many seconds.")
@@ -114,19 +122,14 @@ class StudySpec(UserInput):
     curriculum: Optional[dict[str, Any]] = Field(None, description="Shorthand for config.curriculum (phases).")
     seed: Optional[int] = Field(None, ge=0, le=MAX_SEED - MAX_TRIALS,
                                 description="Base seed: the sampler's, and trial n gets seed + n (default 0).")
+    # multiobj: constraints on result keys (metric/mode lists above make a multi-objective study)
+    constraints: Optional[list[str]] = Field(
+        None, description="Feasibility of a trial from its last result: ['info/learner/default_policy/kl <= 0.05', "
+                          "...]; feasible trials are preferred for the best (docs/multi-objective.md).")
 
 
 
 FIELDS = list(StudySpec.model_fields)
-
-
-@dataclass
-class Trainable:
-    """What a trial runs: ``kind`` is ``"trainer"`` or ``"function"``; ``ref`` is shipped to the trial process."""
-
-    kind: str
-    ref: Any  # a trainer name or import string (resolved in the trial), or the class / function itself
-    name: str
 
 
 @dataclass
@@ -156,7 +159,22 @@ class StudyPlan:
 
     @property
     def direction(self) -> str:
-        return "maximize" if self.spec.mode == "max" else "minimize"
+        return self.directions[0]
+
+    @property
+    def directions(self) -> list[str]:
+        """Optuna's direction per objective (one for a single metric)."""
+        return objectives.directions_of(self.spec.metric, self.spec.mode)
+
+    @property
+    def multi_objective(self) -> bool:
+        """Whether the study optimizes several metrics (``metric: [a, b]``)."""
+        return not isinstance(self.spec.metric, str)
+
+    @property
+    def constraints(self) -> list[Any]:
+        """The study's constraints, parsed (:class:`~._constraints.Constraint`)."""
+        return parse_constraints(self.spec.constraints or [])[0]
 
     def make_sampler(self, seed_offset: int = 0) -> Any:
         """The Optuna sampler; its seed is the spec's ``seed`` (if any) plus ``seed_offset``.
@@ -180,6 +198,8 @@ class StudyPlan:
 
         if self.pruner_name == "custom":
             return self.pruner_options["instance"]
+        if self.pruner_name == "pareto":  # multiobj: rltune's own rule (._pareto_pruning), not an Optuna pruner
+            return optuna.pruners.NopPruner()
         return getattr(optuna.pruners, PRUNERS[self.pruner_name])(**self.pruner_options)
 
     def cpus_per_trial(self, config: dict[str, Any]) -> int:
@@ -271,6 +291,8 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
 
     if not spec.metric:
         problems.append(at(("metric",), "metric: must be a result key such as episode_reward_mean"))
+    spec, more = objectives.checked(spec, sampler_name, pruner_name)  # multiobj: metric/mode lists, constraints
+    problems.extend(at((p.split(":")[0].split(".")[0],), p) for p in more)
     if spec.name is not None and name_problem(spec.name):
         problems.append(at(("name",), f"name: {name_problem(spec.name)}"))
     if results_dir_problem(spec.results_dir):
@@ -290,7 +312,7 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
             checked = without_paths(config, user_space.invalid)
             for p in _validate_trainer_configs(trainable, checked, user_space):
                 problems.append(at(("config", *_path_of(p)), p))
-        problems.extend(at(("metric",), p) for p in per_policy_key_problems("metric", [spec.metric], config))
+        problems.extend(at(("metric",), p) for p in per_policy_key_problems("metric", objectives.as_list(spec.metric), config))
         problems.extend(at(("stop",), p) for p in per_policy_key_problems("stop", stop.criteria, config))
     if problems:
         raise ConfigError(_by_line(problems), where=where)
@@ -323,7 +345,10 @@ def _sampler_and_pruner(spec: StudySpec, space: Any, space_invalid: bool, proble
         problems.append(at(("pruner",), "scheduler and pruner are the same field; give one"))
     pruner_field = "pruner" if spec.pruner is not None else "scheduler"
     pruner_value = spec.pruner if spec.pruner is not None else spec.scheduler
-    if pruner_value is not None:
+    if pruner_value is not None and is_pareto(pruner_value):  # multiobj: a multi-objective study's own rule
+        pruner_name, pruner_options, pareto_problems = pareto_options(pruner_value)
+        problems.extend(at((pruner_field,), f"{pruner_field}.{p}") for p in pareto_problems)
+    elif pruner_value is not None:
         try:
             pruner_name, pruner_options = _choose(pruner_field, pruner_value, PRUNERS, "optuna.pruners", "BasePruner")
         except ConfigError as exc:
@@ -369,47 +394,6 @@ def _describe_field_error(root: yaml.Node | None, err: dict[str, Any]) -> str:
 
 
 # -- the trainable ------------------------------------------------------------------------------
-def resolve_trainable(run: Any) -> Trainable:
-    """A trainer (name, class, import string) or a function; ConfigError says which forms are accepted."""
-    if isinstance(run, str):
-        if ":" in run:
-            attr = run.partition(":")[2]
-            obj = import_object(run, "")
-            kind = _kind_of(obj, run)
-            return Trainable(kind, run, getattr(obj, "name", None) if kind == "trainer" else attr)
-        from rltune.trainers import get_trainer_class
-
-        cls = get_trainer_class(run)  # ConfigError: unknown algorithm, did you mean
-        return Trainable("trainer", cls.name, cls.name)
-    if isinstance(run, type):
-        return Trainable(_kind_of(run, repr(run)), run, getattr(run, "name", run.__name__))
-    if callable(run):
-        return Trainable(_kind_of(run, repr(run)), run, getattr(run, "__name__", "function"))
-    raise ConfigError(
-        f"must be a trainer name (PPO, DQN), a Trainer class, a function fn(config, reporter), "
-        f"or an import string 'pkg.module:Name', but got {run!r}"
-    )
-
-
-def _kind_of(obj: Any, text: str) -> str:
-    if isinstance(obj, type):
-        from rltune.trainers import Trainer
-
-        if issubclass(obj, Trainer):
-            return "trainer"
-        raise ConfigError(f"{text} is a class but not a rltune Trainer subclass")
-    if not callable(obj):
-        raise ConfigError(f"{text} is neither a Trainer class nor a function")
-    try:
-        params = [p for p in inspect.signature(obj).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
-    except (TypeError, ValueError):
-        return "function"
-    if len(params) > 2:
-        raise ConfigError(f"function {text} must take (config) or (config, reporter), but takes {len(params)} arguments")
-    return "function"
-
-
 def _validate_trainer_configs(trainable: Trainable, config: dict[str, Any], space: SearchSpace) -> list[str]:
     """Validate the trainer config with the search space's extreme values (unknown keys, bad values)."""
     from rltune.trainers import get_trainer_class

@@ -121,10 +121,11 @@ class StudyOpener:
         else:
             if self.state.shared:
                 self._wait_for_creator()
-            if self.state.study.direction.name.lower() != self.state.plan.direction:
+            stored = [d.name.lower() for d in self.state.study.directions]
+            if stored != self.state.plan.directions:
                 raise ConfigError(
-                    f"study {self.state.plan.name!r} in storage maximizes/minimizes differently ({self.state.study.direction.name}) "
-                    f"than mode {self.state.spec.mode!r}",
+                    f"study {self.state.plan.name!r} in storage maximizes/minimizes differently "
+                    f"({', '.join(d.upper() for d in stored)}) than mode {self.state.spec.mode!r}",
                     where="study",
                 )
             self._check_space_unchanged()
@@ -230,7 +231,7 @@ class StudyOpener:
             try:
                 self.state.study = optuna.create_study(storage=self.state.storage, sampler=self.state.plan.make_sampler(),
                                                  pruner=self.state.plan.make_pruner(), study_name=self.state.plan.name,
-                                                 direction=self.state.plan.direction)
+                                                 directions=self.state.plan.directions)
                 return True
             except optuna.exceptions.DuplicatedStudyError:
                 self.state.study = optuna.load_study(study_name=self.state.plan.name, storage=self.state.storage,
@@ -250,7 +251,7 @@ class StudyOpener:
             sampler=self.state.plan.make_sampler(seed_offset=summaries[self.state.plan.name].n_trials if exists else 0),
             pruner=self.state.plan.make_pruner(),
             study_name=self.state.plan.name,
-            direction=self.state.plan.direction,
+            directions=self.state.plan.directions,
             load_if_exists=True,
         )
         return not exists

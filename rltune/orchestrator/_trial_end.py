@@ -18,16 +18,16 @@ import time
 from typing import Any
 
 from rltune._disk import NO_SPACE, disk_error
-from rltune._metrics import finite
 from rltune._trial_files import last_result
 from rltune.errors import ConfigError, DiskError
 from rltune.orchestrator import _trial_host as host
+from rltune.orchestrator._constraints import record_constraints, violations
 from rltune.orchestrator._decision import Outcome, final_state
 from rltune.orchestrator._events import ERROR_FILE
 from rltune.orchestrator._intermediate import backfill
+from rltune.orchestrator._objectives import objective_values
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
 from rltune.orchestrator._retry import FAILURE_KIND
-from rltune.orchestrator._stop import lookup
 from rltune.orchestrator._study_state import StudyState
 from rltune.orchestrator._trial_host import ActiveTrial, TrialEnd
 
@@ -54,6 +54,8 @@ class TrialEnding:
             return
         if end.state == "COMPLETE":
             a.reason = a.reason or "returned"
+            if not self.record_constraints(a):
+                return
         self.tell(a, end.state, end.value)
 
     def end_as_decided(self, a: ActiveTrial) -> bool:
@@ -86,7 +88,7 @@ class TrialEnding:
             reason = a.stop.check(last)
         except ConfigError:  # a stop key the results lack: the trial's run reports it
             return False
-        value = finite(lookup(last, self.state.spec.metric))
+        value = objective_values(last, self.state.spec.metric)
         step = last.get("training_iteration")
         if reason is None or value is None or not isinstance(step, int):
             return False
@@ -100,7 +102,18 @@ class TrialEnding:
         self.state.results[a.number] = last
         a.reason = f"{reason}, met {when}"
         self.record_progress(a)
+        if not self.record_constraints(a):
+            return True
         self.tell(a, "COMPLETE", value)
+        return True
+
+    def record_constraints(self, a: ActiveTrial) -> bool:
+        """Give Optuna the constraints' violations in the trial's last result; False (the trial FAILed) if one has none."""
+        values, problem = violations(a.last_result, self.state.plan.constraints)
+        if problem is not None:
+            self.tell_fail(a, problem)
+            return False
+        record_constraints(a.trial, values)
         return True
 
     def record_progress(self, a: ActiveTrial) -> None:
@@ -109,7 +122,7 @@ class TrialEnding:
         if a.checkpoint:
             a.trial.set_user_attr("checkpoint", a.checkpoint)
 
-    def tell(self, a: ActiveTrial, state: str, value: float | None) -> None:
+    def tell(self, a: ActiveTrial, state: str, value: float | list[float] | None) -> None:
         from optuna.trial import TrialState
 
         import optuna

@@ -112,7 +112,9 @@ def study_plots(study: Any, trials: Sequence[Any], out_dir: str | Path) -> dict[
     parallel coordinates a complete trial with params, param importances two
     complete trials and a param that took two values.
     """
-    complete = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
+    complete = [t for t in trials if t.state.name == "COMPLETE" and t.values]
+    if len(study.directions) > 1:  # multiobj: the Pareto front (Optuna's other plots need one objective)
+        return _draw({"pareto_front": lambda m: m.plot_pareto_front(study)} if complete else {}, out_dir)
     varied = {name for name in {n for t in complete for n in t.params}
               if len({repr(t.params.get(name)) for t in complete}) > 1}
     wanted: dict[str, Callable[[Any], Any]] = {}
@@ -124,6 +126,11 @@ def study_plots(study: Any, trials: Sequence[Any], out_dir: str | Path) -> dict[
         wanted["parallel_coordinate"] = lambda m: m.plot_parallel_coordinate(study)
     if len(complete) >= 2 and varied:
         wanted["param_importances"] = lambda m: m.plot_param_importances(study)
+    return _draw(wanted, out_dir)
+
+
+def _draw(wanted: dict[str, Callable[[Any], Any]], out_dir: str | Path) -> dict[str, Exception | None]:
+    """Each of ``wanted`` (``draw(optuna.visualization.matplotlib)``) saved as ``<name>.png``; errors by name."""
     if not wanted:
         return {}
     problems: dict[str, Exception | None] = {}

@@ -57,6 +57,8 @@ class StudyTracker(Tracker):
         self.sampler_name = sampler_name
         self.pruner_name = pruner_name
         self.study_params = flatten_params({"study": dict(study_params)}) if study_params else {}
+        metric = (study_params or {}).get("metric")
+        self.metric_names = list(metric) if isinstance(metric, (list, tuple)) else None  # a multi-objective study's
         self.plot_interval_s = plot_interval_s
         self.parent_wait_s = parent_wait_s
         self.start_time_ms = start_time_ms  # the study's start: a new parent run's start_time
@@ -352,7 +354,7 @@ class StudyTracker(Tracker):
         if not self._ensure_open():
             return
         complete = [t for t in trials if t.state.name == "COMPLETE" and t.values]
-        if complete:
+        if complete and len(directions) == 1:  # a multi-objective study's front is its plot
             best = (max if directions[0].name == "MAXIMIZE" else min)(complete, key=lambda t: t.values[0])
             self._update_best(best.number, float(best.values[0]), flatten_params(best.params))
         with tempfile.TemporaryDirectory(prefix="rltune_plots_") as tmp:
@@ -364,7 +366,7 @@ class StudyTracker(Tracker):
             plot_dir = Path(tmp) / "plots"
             plot_dir.mkdir()
             try:
-                snapshot = study_snapshot(trials, directions)
+                snapshot = study_snapshot(trials, directions, self.metric_names)
             except Exception as exc:  # noqa: BLE001
                 self._shared.failures.failed("plots", "a copy of the study for the plots", exc)
                 return

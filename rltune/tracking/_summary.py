@@ -8,14 +8,23 @@ import json
 from typing import Any, Mapping, Sequence
 
 
-def study_snapshot(trials: list[Any], directions: list[Any]) -> Any:
-    """An in-memory copy of a study's trials for plotting (another thread may change the real study)."""
+def study_snapshot(trials: list[Any], directions: list[Any], metric_names: Sequence[str] | None = None) -> Any:
+    """An in-memory copy of a study's trials for plotting (another thread may change the real study).
+
+    ``metric_names``: a multi-objective study's metrics, the axes of its Pareto-front plot.
+    """
+    import warnings
+
     import optuna
 
     storage = optuna.storages.InMemoryStorage()
     storage.create_new_study(directions=directions, study_name="snapshot")
     snapshot = optuna.Study(study_name="snapshot", storage=storage)
     snapshot.add_trials([t for t in trials if t.state.is_finished()])
+    if metric_names and len(metric_names) == len(directions) > 1:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # set_metric_names is experimental
+            snapshot.set_metric_names(list(metric_names))
     return snapshot
 
 
@@ -32,7 +41,7 @@ def trials_csv(trials: Sequence[Any], run_ids: Mapping[int, str] | None = None) 
                      *[f"params_{n}" for n in names], "mlflow_run_id"])
     for t in trials:
         duration = (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete and t.datetime_start else None
-        writer.writerow([t.number, t.state.name, "" if t.value is None else t.value,
+        writer.writerow([t.number, t.state.name, _value_text(t.values),
                          t.datetime_start.isoformat(timespec="seconds") if t.datetime_start else "",
                          t.datetime_complete.isoformat(timespec="seconds") if t.datetime_complete else "",
                          "" if duration is None else f"{duration:.1f}",
@@ -43,3 +52,10 @@ def trials_csv(trials: Sequence[Any], run_ids: Mapping[int, str] | None = None) 
 def _csv_value(value: Any) -> Any:
     return json.dumps(value) if isinstance(value, (list, tuple, dict)) else value
 
+
+
+def _value_text(values: Sequence[float] | None) -> Any:
+    """A trial's value for the CSV: its one value, several (a multi-objective study's) joined by ';', or ''."""
+    if not values:
+        return ""
+    return values[0] if len(values) == 1 else ";".join(repr(float(v)) for v in values)

@@ -19,6 +19,11 @@ def _fn(extra: str) -> str:
     return FN + "config: {steps: 2}\n" + extra
 
 
+def _mo(extra: str) -> str:
+    """A study of the counter with ``extra`` fields (a metric field of its own: multi-objective cases)."""
+    return "run: orchestrator.trainables:counter\nstop: {training_iteration: 2}\nconfig: {steps: 2}\n" + extra
+
+
 CASES: list[Case] = [
     # -- the file itself ---------------------------------------------------------------------
     Case("missing file", "the file does not exist", ("tune", "{tmp}/nope.yaml", "--results-dir", "{results}")),
@@ -78,6 +83,27 @@ CASES: list[Case] = [
     study_case("mode", _fn("mode: up\n"), "mode: Input should be 'max' or 'min'"),
     study_case("empty metric", "run: orchestrator.trainables:counter\nmetric: ''\nconfig: {steps: 2}\n",
                "metric: must be a result key"),
+    # -- multi-objective studies, constraints, the pareto rule (docs/multi-objective.md) ---------
+    study_case("modes fewer than metrics", _mo("metric: [score, step]\nmode: [max]\n"),
+               "line 5: mode: 1 mode(s) for 2 metric(s)"),
+    study_case("metric named twice", _mo("metric: [score, score]\n"), "metric: names 'score' twice"),
+    study_case("metric list of numbers", _mo("metric: [score, 3]\n"), "metric: must be a result key"),
+    study_case("mode list bad entry", _mo("metric: [score, step]\nmode: [max, up]\n"),
+               "mode: Input should be 'max' or 'min'"),
+    study_case("cmaes multi-objective", _mo("metric: [score, step]\nsearch_alg: cmaes\n"),
+               "search_alg: cmaes cannot optimize several metrics"),
+    study_case("asha multi-objective", _mo("metric: [score, step]\nscheduler: asha\n"),
+               "scheduler: asha prunes on one metric"),
+    study_case("pareto single metric", _fn("scheduler: pareto\n"), "scheduler: pareto prunes a multi-objective study"),
+    study_case("pareto k zero", _mo("metric: [score, step]\nscheduler: {type: pareto, k: 0}\n"),
+               "scheduler.k: Input should be greater than or equal to 1"),
+    study_case("pareto unknown option", _mo("metric: [score, step]\nscheduler: {type: pareto, warmup: 3}\n"),
+               "scheduler.warmup: Extra inputs are not permitted"),
+    study_case("constraint operator", _fn("constraints: ['score < 3']\n"),
+               "constraints.0: 'score < 3' is not 'KEY <= NUMBER' or 'KEY >= NUMBER'"),
+    study_case("constraint bound inf", _fn("constraints: ['score <= inf']\n"), "constraints.0: 'score <= inf'"),
+    study_case("constraint twice", _fn("constraints: ['score <= 3', 'score <= 3']\n"), "constraints.1: "),
+    study_case("constraints not a list", _fn("constraints: 'score <= 3'\n"), "constraints: Input should be a valid list"),
     # -- names and paths -------------------------------------------------------------------------
     study_case("name escapes", _fn("name: ../../x\n"), "name: must be letters, digits"),
     study_case("name with slash", _fn("name: a/b\n"), "name: must be letters, digits"),
