@@ -1,0 +1,40 @@
+"""The runner's answer to one result of a trial: report it to Optuna, decide, send the decision.
+
+Moved out of :mod:`._runner` as it was (the runner calls :func:`on_result`);
+what a result means is :mod:`._decision`'s, this carries it out.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rltune.orchestrator import _trial_host as host
+from rltune.orchestrator._decision import decide, read_result
+from rltune.orchestrator._intermediate import report
+from rltune.orchestrator._trial_host import ActiveTrial
+
+if TYPE_CHECKING:
+    from rltune.orchestrator._runner import StudyRunner
+
+
+def on_result(runner: StudyRunner, a: ActiveTrial, result: dict[str, Any]) -> None:
+    """Report the result's metric to Optuna and answer the trial with :func:`._decision.decide`."""
+    runner.observers.result_received(a, result)
+    a.last_result = result
+    runner.state.results[a.number] = result
+    a.iteration = int(result.get("training_iteration", a.iteration + 1))
+    reading = read_result(result, runner.spec.metric, a.stop)
+    if reading.error is None and reading.value is not None:
+        report(a, a.iteration, reading.value)  # a step run again after a restore: its new value
+    decision = decide(reading, iteration=a.iteration, stopping=runner.stopping_since is not None,
+                      checkpoint_at_end=runner.spec.checkpoint_at_end,
+                      should_prune=a.trial.should_prune if runner.plan.pruner_name != "none" else None)
+    host.send(a, decision.message())
+    if decision.outcome is not None:
+        a.outcome, a.reason = decision.outcome, decision.note
+    if reading.error is not None:
+        runner.spec_error = reading.error
+        if runner.stopping_since is None:
+            runner._begin_stop("invalid study")
+        return
+    runner.observers.trial_result(a)
