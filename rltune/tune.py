@@ -46,6 +46,7 @@ from rltune.orchestrator._ray_schedulers import (
     FIFOScheduler,
     HyperBandScheduler,
     MedianStoppingRule,
+    PopulationBasedTraining,
 )
 from rltune.orchestrator._ray_searchers import (
     BasicVariantGenerator,
@@ -84,6 +85,7 @@ __all__ = [
     "HyperOptSearch",
     "MLflowLoggerCallback",
     "MedianStoppingRule",
+    "PopulationBasedTraining",
     "OptunaSearch",
     "Reporter",
     "Result",

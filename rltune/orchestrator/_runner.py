@@ -58,6 +58,7 @@ from rltune.orchestrator._decision import Outcome
 from rltune.orchestrator._events import Observers
 from rltune.orchestrator._intermediate import backfill
 from rltune.orchestrator._on_result import on_result
+from rltune.orchestrator._pbt import make_scheduler, restart_checkpoint
 from rltune.orchestrator._ownership import Heartbeats, fail_stale_trials
 from rltune.orchestrator._reporter import latest_checkpoint
 from rltune.orchestrator._retry import FAILURE_KIND
@@ -189,6 +190,7 @@ class StudyRunner:
     def open_study(self) -> Any:
         """Create or load the study in its storage (:class:`StudyOpener`); in shared storage, join it."""
         study = self._opener.open_study()
+        self.state.scheduler = make_scheduler(self.state)  # pbt: None without a scheduler beside the pruner
         self._setup = TrialSetup(self.state, self._ending, resumable=self._opener.resumable,
                                  retries=self._opener.retries, started_total=self._opener.started_total,
                                  start_time=self.start_time, restart=self._opener.retry_failed == "restart")
@@ -360,7 +362,7 @@ class StudyRunner:
 
     def _launch(self, a: ActiveTrial) -> None:
         """Start (or restart) the trial's process, from its latest checkpoint if it has one."""
-        found = latest_checkpoint(a.trial_dir)
+        found = restart_checkpoint(a) if self.state.scheduler is not None else latest_checkpoint(a.trial_dir)
         if found is not None:
             a.checkpoint_iteration, a.checkpoint = found
         a.iteration = a.checkpoint_iteration
