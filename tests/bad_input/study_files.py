@@ -170,6 +170,16 @@ CASES: list[Case] = [
     study_case("search_alg number", _fn("search_alg: 5\n"), "search_alg: must be one of"),
     study_case("unknown scheduler", _fn("scheduler: ashaa\n"), "scheduler: unknown scheduler 'ashaa'"),
     study_case("scheduler and pruner", _fn("scheduler: asha\npruner: median\n"), "scheduler and pruner are the same field"),
+    # pbt: Population Based Training's settings
+    study_case("pbt without mutations", PPO + "scheduler: {type: pbt}\n", "give at least one hyperparameter to mutate"),
+    study_case("pbt mutation not an entry", PPO + "scheduler: {type: pbt, hyperparam_mutations: {lr: fast}}\n",
+               "scheduler.hyperparam_mutations.lr: must be a search entry"),
+    study_case("pbt synch", PPO + "scheduler: {type: pbt, synch: true, hyperparam_mutations: {lr: [0.1]}}\n",
+               "scheduler.synch: rltune's PBT is asynchronous"),
+    study_case("pbt quantile over half", PPO + "scheduler: {type: pbt, quantile_fraction: 0.7, "
+               "hyperparam_mutations: {lr: [0.1]}}\n", "scheduler.quantile_fraction"),
+    study_case("pbt function trainable", _fn("scheduler: {type: pbt, hyperparam_mutations: {steps: [1, 2]}}\n"),
+               "PBT runs trainer trainables"),
     study_case("search_alg option inf", _fn("search_alg: {type: tpe, n_startup_trials: .inf}\n"),
                "search_alg.n_startup_trials: must be a finite number"),
     study_case("pruner option nan", _fn("pruner: {type: median, n_warmup_steps: .nan}\n"),
