@@ -13,8 +13,9 @@ storage). When a member reaches a perturbation interval
   :class:`~._decision.ExploitTrial` with that checkpoint and a config explored
   from the source's (:func:`._pbt_settings.explore`); the trial process
   restores it and trains on with the new config, in the same process;
-- otherwise it goes on and saves a checkpoint of this iteration (a source
-  for others: a member is never exploited before it has one).
+- in the top quantile, it goes on and saves a checkpoint of this iteration
+  (a source for others: a member is never exploited before it has one);
+  in between, it goes on.
 
 State in storage, never in this object, so ``--resume`` after kill -9 and
 workers sharing a PostgreSQL storage see one population: per trial,
@@ -119,11 +120,11 @@ class PopulationBasedTraining:
         trial.trial.set_user_attr(LAST, {"iteration": iteration, "score": score})
         members = self._members(trial.number, score)
         lower, upper = quantiles({n: m[0] for n, m in members.items()}, self.settings.quantile_fraction)
-        if trial.number not in lower:
-            return Proceed(checkpoint=True)
+        if trial.number not in lower:  # a top member saves a checkpoint of this iteration: a source for others
+            return Proceed(checkpoint=True) if trial.number in upper else decision
         sources = [n for n in upper if n != trial.number and members[n][1] is not None]
         if not sources:  # no top member has a checkpoint yet: never exploit one without
-            return Proceed(checkpoint=True)
+            return decision
         rng = random.Random(f"{self._seed()}:{trial.number}:{iteration}")
         source = rng.choice(sorted(sources))
         frozen = members[source][2]

@@ -107,8 +107,10 @@ def test_between_intervals_the_decision_is_the_pruners_and_nothing_is_recorded()
 def test_the_bottom_member_exploits_a_top_member_only_once_that_has_a_checkpoint():
     scheduler, members, study = _population(4)
     for m, score in zip(members[1:], (5.0, 6.0, 7.0)):
-        assert _at(scheduler, m, 2, score) == Proceed(checkpoint=True)  # each interval checkpoints the member
-    assert _at(scheduler, members[0], 2, 1.0) == Proceed(checkpoint=True)  # the top member has no checkpoint yet
+        _at(scheduler, m, 2, score)
+    assert _at(scheduler, members[3], 4, 8.0) == Proceed(checkpoint=True)  # the top member saves one at its interval
+    assert _at(scheduler, members[2], 4, 6.5) == Proceed()  # a middle member does not
+    assert _at(scheduler, members[0], 2, 1.0) == Proceed()  # the top member's checkpoint is not committed yet
     members[3].trial.set_user_attr("checkpoint", "/t/trial_00003/checkpoint_000002")
     decision = _at(scheduler, members[0], 4, 1.0)
     assert isinstance(decision, ExploitTrial) and decision.source == 3
@@ -135,7 +137,7 @@ def test_a_failed_member_leaves_the_population_and_the_others_go_on():
     _at(scheduler, members[2], 2, 9.0)
     _at(scheduler, members[1], 2, 5.0)
     study.tell(members[2].trial, state=optuna.trial.TrialState.FAIL)  # the best member errored
-    assert _at(scheduler, members[0], 2, 1.0) == Proceed(checkpoint=True)  # nobody with a checkpoint is left above
+    assert _at(scheduler, members[0], 2, 1.0) == Proceed()  # nobody with a checkpoint is left above
 
 
 def test_the_population_is_read_from_storage_by_a_new_scheduler_as_after_a_resume_or_on_another_worker():
