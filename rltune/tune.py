@@ -46,6 +46,7 @@ from rltune.orchestrator._ray_schedulers import (
     FIFOScheduler,
     HyperBandScheduler,
     MedianStoppingRule,
+    PB2,
     PopulationBasedTraining,
 )
 from rltune.orchestrator._ray_searchers import (
@@ -85,6 +86,7 @@ __all__ = [
     "HyperOptSearch",
     "MLflowLoggerCallback",
     "MedianStoppingRule",
+    "PB2",
     "PopulationBasedTraining",
     "OptunaSearch",
     "Reporter",

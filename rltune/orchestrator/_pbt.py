@@ -23,11 +23,14 @@ workers sharing a PostgreSQL storage see one population: per trial,
 trial whose params give the config's other keys, and the mutated values in
 force), ``pbt_lineage`` (one {iteration, source, checkpoint, changed} per exploit).
 A member that fails leaves the population (it is no longer RUNNING); the
-others go on.
+others go on. PB2 (``type: pb2``, ``hyperparam_bounds``) is the same
+scheduler with the GP-bandit explore of :mod:`._pb2`, fed by every member's
+``pb2_history``.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import random
@@ -36,6 +39,7 @@ from typing import Any
 
 from rltune._trial_files import json_safe
 from rltune.orchestrator._decision import Decision, ExploitTrial, Proceed
+from rltune.orchestrator._pb2 import denormalize, normalize, ucb_choice
 from rltune.orchestrator._reporter import latest_checkpoint
 from rltune.orchestrator._pbt_settings import PBTSettings, explore, mutated_values, numeric_in_force
 from rltune.orchestrator._yaml_files import deep_merge
@@ -43,6 +47,7 @@ from rltune.orchestrator._yaml_files import deep_merge
 LAST = "pbt_last"
 IN_FORCE = "pbt_config"
 LINEAGE = "pbt_lineage"
+HISTORY = "pb2_history"  # PB2: the member's observations (iteration, values in force, score change)
 CHECKPOINT = "checkpoint"  # set by the runner when a trial commits a checkpoint
 
 
@@ -117,6 +122,8 @@ class PopulationBasedTraining:
             return decision
         score = value if self.state.spec.mode == "max" else -value
         self._last[trial.number] = iteration
+        if self.settings.type == "pb2":  # the GP's observation: this interval's change of the score
+            self._observe(trial, iteration, score)
         trial.trial.set_user_attr(LAST, {"iteration": iteration, "score": score})
         members = self._members(trial.number, score)
         lower, upper = quantiles({n: m[0] for n, m in members.items()}, self.settings.quantile_fraction)
@@ -129,7 +136,8 @@ class PopulationBasedTraining:
         source = rng.choice(sorted(sources))
         frozen = members[source][2]
         base = self.state.configs.get(source) or config_in_force(self.state.plan, self.state.study, frozen)
-        config, changed = explore(base, self.settings, rng)
+        config, changed = self._pb2_explore(base, rng, iteration) if self.settings.type == "pb2" else \
+            explore(base, self.settings, rng)
         self._record(trial, source, frozen, config, changed, iteration, members[source][1])
         note = (f"exploits trial {source} (score {members[source][0]:g} vs {score:g}) at iteration {iteration}: "
                 + ", ".join(f"{k}={_short(v)}" for k, v in changed.items()))
@@ -141,6 +149,34 @@ class PopulationBasedTraining:
         values = numeric_in_force(config, self.settings.hyperparam_mutations)
         if values:
             result["hyperparams"] = values
+
+    def _observe(self, trial: Any, iteration: int, score: float) -> None:
+        """PB2: append (iteration, values in force, score change since the member's last interval) to its history."""
+        previous = trial.trial.user_attrs.get(LAST)
+        if not isinstance(previous, dict) or not isinstance(previous.get("score"), (int, float)):
+            return
+        history = list(trial.trial.user_attrs.get(HISTORY) or [])
+        values = {k: trial.config.get(k) for k in self.settings.hyperparam_bounds}
+        history.append({"iteration": iteration, "values": json_safe(values), "delta": score - previous["score"]})
+        trial.trial.set_user_attr(HISTORY, history[-64:])
+
+    def _pb2_explore(self, base: dict[str, Any], rng: random.Random, iteration: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """PB2: the values the GP bandit picks from every member's history (see :mod:`._pb2`)."""
+        bounds = {k: (float(b[0]), float(b[1])) for k, b in self.settings.hyperparam_bounds.items()}
+        steps = [h for t in self.state.study.get_trials(deepcopy=False) for h in t.user_attrs.get(HISTORY) or []
+                 if isinstance(h, dict) and isinstance(h.get("values"), dict)]
+        horizon = max([iteration, *(int(h.get("iteration") or 0) for h in steps)]) or 1
+        observations = [(int(h.get("iteration") or 0) / horizon, normalize(h["values"], bounds),
+                         float(h.get("delta") if isinstance(h.get("delta"), (int, float)) else math.nan)) for h in steps]
+        values = denormalize(ucb_choice(observations, iteration / horizon, len(bounds), rng), bounds)
+        config = copy.deepcopy(base)
+        changed = {}
+        for key, value in values.items():
+            config[key] = int(round(value)) if isinstance(base.get(key), int) and not isinstance(base.get(key), bool) else value
+            changed[key] = config[key]
+        if self.settings.custom_explore_fn is not None:
+            config = self.settings.custom_explore_fn(config) or config
+        return config, changed
 
     def _last_perturbation(self, trial: Any) -> int:
         if trial.number not in self._last:  # a resumed trial: its last interval from storage

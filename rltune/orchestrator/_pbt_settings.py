@@ -34,7 +34,7 @@ from rltune._search_entries import as_entry
 from rltune._validation import UserInput
 from rltune.errors import ConfigError
 
-PBT_TYPES = ("pbt",)
+PBT_TYPES = ("pbt", "pb2")
 
 
 class PBTSettings(UserInput):
@@ -42,7 +42,7 @@ class PBTSettings(UserInput):
 
     model_config = UserInput.model_config | {"arbitrary_types_allowed": True}
 
-    type: Literal["pbt"] = "pbt"
+    type: Literal["pbt", "pb2"] = "pbt"
     time_attr: Literal["training_iteration"] = Field(
         "training_iteration", description="The time of perturbation_interval: training iterations (Optuna's step).")
     perturbation_interval: int = Field(4, ge=1, description="Iterations between two perturbations of a member.")
@@ -54,6 +54,8 @@ class PBTSettings(UserInput):
     resample_probability: float = Field(0.25, ge=0.0, le=1.0, description="Resample rather than perturb.")
     perturbation_factors: tuple[float, float] = Field((1.2, 0.8), description="Factors a numeric value is scaled by.")
     custom_explore_fn: Any = Field(None, description="fn(config) -> config after explore ('pkg.module:fn' in YAML).")
+    hyperparam_bounds: dict[str, tuple[float, float]] = Field(
+        default_factory=dict, description="PB2: config key -> [low, high], searched by a GP bandit (top-level keys).")
     synch: Literal[False] = Field(False, description="Synchronous PBT (members waiting for each other): not supported.")
     log_config: bool = Field(True, description="Ray's flag; rltune always records the schedule.")
     require_attrs: bool = Field(True, description="Ray's flag; rltune always requires time_attr and metric.")
@@ -78,7 +80,8 @@ def parse_pbt(value: Any, config: dict[str, Any], trainable: Any = None) -> tupl
     if trainable is not None and trainable.kind != "trainer":
         return None, config, ["scheduler: PBT runs trainer trainables (PPO, DQN, a Trainer class): a function "
                               "trainable cannot take another trial's checkpoint while it runs"]
-    fields = {"type": "pbt"} if isinstance(value, str) else {**value, "type": "pbt"}
+    kind = (value if isinstance(value, str) else value["type"]).lower()
+    fields = {"type": kind} if isinstance(value, str) else {**value, "type": kind}
     if fields.get("synch") is True:
         return None, config, ["scheduler.synch: rltune's PBT is asynchronous (members never wait for each other); "
                               "remove synch or set it to false"]
@@ -86,6 +89,11 @@ def parse_pbt(value: Any, config: dict[str, Any], trainable: Any = None) -> tupl
         settings = PBTSettings(**fields)
     except ValidationError as exc:
         return None, config, [f"scheduler.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+    if settings.type == "pb2":
+        problems = _bounds_problems(settings)
+        settings.hyperparam_mutations = {k: {"uniform": list(b)} for k, b in settings.hyperparam_bounds.items()}
+        if problems:
+            return None, config, problems
     problems = _mutation_problems(settings.hyperparam_mutations, "scheduler.hyperparam_mutations")
     if not settings.hyperparam_mutations and settings.custom_explore_fn is None:
         problems.append("scheduler.hyperparam_mutations: give at least one hyperparameter to mutate "
@@ -101,6 +109,15 @@ def parse_pbt(value: Any, config: dict[str, Any], trainable: Any = None) -> tupl
     if problems:
         return None, config, problems
     return settings, with_mutations(config, settings.hyperparam_mutations), []
+
+
+def _bounds_problems(settings: PBTSettings) -> list[str]:
+    if settings.hyperparam_mutations:
+        return ["scheduler.hyperparam_mutations: PB2 searches hyperparam_bounds ({lr: [low, high]}), not mutations"]
+    if not settings.hyperparam_bounds:
+        return ["scheduler.hyperparam_bounds: give at least one hyperparameter's [low, high] to search"]
+    return [f"scheduler.hyperparam_bounds.{key}: needs [low, high] with low < high, but got {list(bounds)!r}"
+            for key, bounds in settings.hyperparam_bounds.items() if not bounds[0] < bounds[1]]
 
 
 def _mutation_problems(mutations: Any, where: str) -> list[str]:

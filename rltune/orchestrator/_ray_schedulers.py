@@ -189,3 +189,34 @@ class PopulationBasedTraining(RayName):
     def study_part(self) -> StudyPart:
         """``scheduler: {type: pbt, ...}`` (no pruner)."""
         return StudyPart("PopulationBasedTraining", {"scheduler": dict(self.fields)}, self.metric, self.mode)
+
+
+class PB2(RayName):
+    """Ray Tune's PB2 as rltune's (``scheduler: {type: pb2, ...}``): PBT whose explore is a GP bandit (:mod:`._pb2`).
+
+    The same differences from Ray as :class:`PopulationBasedTraining`
+    (iterations as time, no ``synch``); ``hyperparam_bounds`` are top-level
+    config keys with ``[low, high]``.
+    """
+
+    def __init__(self, time_attr: str = ITERATION, metric: str | None = None, mode: str | None = None,
+                 perturbation_interval: float = 4, hyperparam_bounds: dict[str, Any] | None = None,
+                 quantile_fraction: float = 0.25, log_config: bool = True, require_attrs: bool = True,
+                 synch: bool = False, custom_explore_fn: Any = None) -> None:
+        self.time_attr = _time_attr(self, time_attr)
+        self.metric, self.mode = self._metric_mode(metric, mode)
+        self.perturbation_interval = self._int("perturbation_interval", perturbation_interval, 1)
+        if synch is not False:
+            raise self._refuse("synch", synch, "rltune's PB2 is asynchronous (members never wait for each other)")
+        self.fields = {"type": "pb2", "perturbation_interval": self.perturbation_interval,
+                       "hyperparam_bounds": dict(hyperparam_bounds or {}), "quantile_fraction": quantile_fraction,
+                       "custom_explore_fn": custom_explore_fn, "log_config": log_config, "require_attrs": require_attrs}
+        from rltune.orchestrator._pbt_settings import parse_pbt
+
+        problems = [p.removeprefix("scheduler.") for p in parse_pbt(self.fields, {})[2]]
+        if problems:
+            raise ConfigError(problems, where="PB2")
+
+    def study_part(self) -> StudyPart:
+        """``scheduler: {type: pb2, ...}`` (no pruner)."""
+        return StudyPart("PB2", {"scheduler": dict(self.fields)}, self.metric, self.mode)

@@ -178,6 +178,9 @@ CASES: list[Case] = [
                "scheduler.synch: rltune's PBT is asynchronous"),
     study_case("pbt quantile over half", PPO + "scheduler: {type: pbt, quantile_fraction: 0.7, "
                "hyperparam_mutations: {lr: [0.1]}}\n", "scheduler.quantile_fraction"),
+    study_case("pb2 without bounds", PPO + "scheduler: {type: pb2}\n", "scheduler.hyperparam_bounds: give at least one"),
+    study_case("pb2 bounds reversed", PPO + "scheduler: {type: pb2, hyperparam_bounds: {lr: [0.01, 0.0001]}}\n",
+               "scheduler.hyperparam_bounds.lr: needs [low, high] with low < high"),
     study_case("pbt function trainable", _fn("scheduler: {type: pbt, hyperparam_mutations: {steps: [1, 2]}}\n"),
                "PBT runs trainer trainables"),
     study_case("search_alg option inf", _fn("search_alg: {type: tpe, n_startup_trials: .inf}\n"),

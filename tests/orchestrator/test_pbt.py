@@ -14,6 +14,8 @@ from rltune.orchestrator._pbt import (IN_FORCE, LAST, LINEAGE, PopulationBasedTr
 from rltune.orchestrator._pbt_settings import PBTSettings, explore, mutate, parse_pbt
 from rltune.orchestrator._spec import make_plan
 
+from .trainables import counter
+
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 MUTATIONS = {"lr": {"loguniform": [1e-5, 1e-2]}, "clip_param": [0.1, 0.2, 0.3], "lambda": {"uniform": [0.9, 1.0]}}
 
@@ -74,23 +76,28 @@ def test_a_mutation_key_missing_from_the_config_is_drawn_from_its_mutation():
 
 def test_a_function_trainable_with_pbt_is_refused():
     with pytest.raises(ConfigError, match="PBT runs trainer trainables"):
-        make_plan({"run": "tests.orchestrator.trainables:counter", "scheduler": {
+        make_plan({"run": counter, "scheduler": {
             "type": "pbt", "hyperparam_mutations": {"x": [1, 2]}}})
 
 
 # -- the scheduler over a population in storage -------------------------------------------------
-def _population(n, mode="max"):
+def population(n, mode="max", scheduler=None):
+    """A PBT scheduler over ``n`` RUNNING trials of an in-memory study (members: trial, number, iteration, config)."""
+    scheduler = scheduler or {"type": "pbt", "perturbation_interval": 2, "quantile_fraction": 0.25,
+                              "hyperparam_mutations": {"lr": {"loguniform": [1e-4, 1e-2]}}}
     plan = make_plan({"run": "PPO", "config": {"env": "CartPole-v1", "lr": {"loguniform": [1e-4, 1e-2]}},
-                      "mode": mode, "scheduler": {"type": "pbt", "perturbation_interval": 2, "quantile_fraction": 0.25,
-                                                  "hyperparam_mutations": {"lr": {"loguniform": [1e-4, 1e-2]}}}})
+                      "mode": mode, "scheduler": scheduler})
     study = optuna.create_study(direction=plan.direction)
     members = []
-    for i in range(n):
+    for _ in range(n):
         trial = study.ask({"lr": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)})
-        members.append(SimpleNamespace(trial=trial, number=trial.number, iteration=0))
-    state = SimpleNamespace(plan=plan, spec=plan.spec, study=study, configs={
-        m.number: {"env": "CartPole-v1", "lr": m.trial.params["lr"]} for m in members})
+        members.append(SimpleNamespace(trial=trial, number=trial.number, iteration=0,
+                                       config={"env": "CartPole-v1", "lr": trial.params["lr"]}))
+    state = SimpleNamespace(plan=plan, spec=plan.spec, study=study, configs={m.number: m.config for m in members})
     return PopulationBasedTraining(state, plan.scheduler), members, study
+
+
+_population = population
 
 
 def _at(scheduler, member, iteration, value):
