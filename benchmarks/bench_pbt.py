@@ -14,7 +14,9 @@ Variants, each a study in its own fresh subprocess, one after the other:
               ``3 x interval``, ... iterations).
 ``ray-pbt``   Ray Tune's PopulationBasedTraining over RLlib's PPO (its own venv:
               ``--ray-venv``, e.g. ``/work/rayvenv`` with ``ray[tune,rllib]``),
-              the same population, interval, mutations and env steps.
+              the same population, interval, mutations and env steps
+              (``require_attrs=False``: Acrobot's first iterations end no
+              episode, so they have no return, which rltune's PBT skips too).
 
 Figures per variant: wall time, env steps sampled (every trial's
 ``timesteps_this_iter`` summed), the best trial's final
@@ -102,7 +104,7 @@ config = (PPOConfig().environment(args["env"])
           .rl_module(model_config={"fcnet_hiddens": [64, 64]})
           .resources(num_cpus_for_main_process=0.5).debugging(seed=args["seed"]))
 pbt = PopulationBasedTraining(time_attr="training_iteration", perturbation_interval=args["interval"],
-    quantile_fraction=0.25, resample_probability=0.25,
+    quantile_fraction=0.25, resample_probability=0.25, require_attrs=False,
     hyperparam_mutations={"lr": tune.loguniform(1e-4, 3e-3), "clip_param": [0.1, 0.2, 0.3],
                           "lambda": tune.uniform(0.9, 0.99), "entropy_coeff": [0.0, 0.001, 0.01]})
 metric = "env_runners/episode_return_mean"

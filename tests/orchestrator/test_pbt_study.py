@@ -15,7 +15,7 @@ from rltune.orchestrator._pbt import IN_FORCE, LINEAGE
 
 CONFIG = {"env": "CartPole-v1", "num_workers": 0, "train_batch_size": 64, "rollout_fragment_length": 64,
           "sgd_minibatch_size": 32, "num_sgd_iter": 1, "model": {"fcnet_hiddens": [16]},
-          "callbacks": "tests.orchestrator.pbt_callbacks:FailingMember"}
+          "callbacks": "orchestrator.pbt_callbacks:FailingMember"}
 
 
 def _results(trial_dir):
