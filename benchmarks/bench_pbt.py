@@ -116,8 +116,9 @@ results = tune.Tuner("PPO", param_space=config, tune_config=tune.TuneConfig(
                               verbose=0)).fit()
 wall = time.perf_counter() - start
 finals = [r.metrics.get("env_runners", {}).get("episode_return_mean") for r in results if r.metrics]
+finals = [f for f in finals if isinstance(f, (int, float)) and f == f] or [float("nan")]  # NaN: no episode ended
 steps = sum(r.metrics.get("num_env_steps_sampled_lifetime", 0) for r in results if r.metrics)
-print(json.dumps({"wall_s": wall, "env_steps": steps, "best_final": max(f for f in finals if f is not None),
+print(json.dumps({"wall_s": wall, "env_steps": steps, "best_final": max(finals),
                   "trials": len(results), "library": "ray " + ray.__version__}))
 '''
 
