@@ -99,7 +99,9 @@ PATHS: dict[str, dict[str, str]] = {
     "rltune.tune.execution.placement_groups": {
         "PlacementGroupFactory": f"{_T}.rllib._old_trainer_names:PlacementGroupFactory"},
     "rltune.tune.schedulers": {name: f"{_TUNE}:{name}" for name in (
-        "FIFOScheduler", "ASHAScheduler", "AsyncHyperBandScheduler", "HyperBandScheduler", "MedianStoppingRule")},
+        "FIFOScheduler", "ASHAScheduler", "AsyncHyperBandScheduler", "HyperBandScheduler", "MedianStoppingRule",
+        "PopulationBasedTraining", "PB2")},
+    "rltune.tune.schedulers.pb2": {"PB2": f"{_TUNE}:PB2"},
     "rltune.tune.search": {name: f"{_TUNE}:{name}" for name in ("BasicVariantGenerator", "ConcurrencyLimiter")},
     "rltune.tune.search.basic_variant": {"BasicVariantGenerator": f"{_TUNE}:BasicVariantGenerator"},
     "rltune.tune.search.optuna": {"OptunaSearch": f"{_TUNE}:OptunaSearch"},

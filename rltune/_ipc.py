@@ -12,7 +12,7 @@ the user's ``__main__``):
   and the env check before a study's first trial: :class:`TrialInit` first (the
   init payload), then :class:`Result`,
   :class:`CheckpointSaved`, :class:`Done`, :class:`Failed` (and
-  :class:`EnvCheckFailed`) out, :class:`Continue` / :class:`Stop` in;
+  :class:`EnvCheckFailed`) out, :class:`Continue` / :class:`Stop` / :class:`Exploit` in;
 - the orchestrator and the study's **tracking process**
   (``rltune.tracking._process``): one message class per tracker call in,
   :class:`LogLine`, :class:`Progress`, :class:`Reconciled` and :class:`Closed` out.
@@ -167,7 +167,9 @@ class Failed:
 
 @dataclass(frozen=True)
 class Continue:
-    """The orchestrator's answer to a result: go on."""
+    """The orchestrator's answer to a result: go on (``want_checkpoint``: save one of this iteration first)."""
+
+    want_checkpoint: bool = False
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,18 @@ class Stop:
 
     reason: str
     want_checkpoint: bool
+
+
+@dataclass(frozen=True)
+class Exploit:
+    """The orchestrator's answer to a result (PBT): restore ``checkpoint`` (another trial's), go on with ``config``.
+
+    The new config's hyperparameters apply after the restore (the checkpoint
+    carries weights and state, never the config it was trained with).
+    """
+
+    checkpoint: str
+    config: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -254,6 +268,15 @@ class LogFiles:
 class LogCurve:
     kind: ClassVar[str] = "curve"
     number: int
+
+
+@dataclass(frozen=True)
+class TagTrial:
+    """Set tags on the trial's run (PBT: its ancestry, ``rltune.pbt.*``)."""
+
+    kind: ClassVar[str] = "tags"
+    number: int
+    tags: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -461,7 +484,7 @@ def receive_init(fd: int, encoder: Encoder = PICKLE) -> tuple[Channel, bytes]:
 
 __all__ = [
     "CLOUDPICKLE", "Channel", "ChannelClosed", "CheckpointSaved", "Closed", "CloseTracking", "Continue",
-    "Done", "DrawPlots", "EndTrial", "EnvCheckFailed", "Failed", "LogCheckpoint", "LogCurve", "LogFiles",
+    "Done", "DrawPlots", "EndTrial", "EnvCheckFailed", "Exploit", "Failed", "LogCheckpoint", "LogCurve", "LogFiles",
     "LogLine", "LogModel", "LogResult", "OpenTrial", "PICKLE", "PICKLE_OR_CLOUDPICKLE", "Reconcile", "RemoteError", "Reply", "Result",
-    "Shutdown", "Stop", "TrackingInit", "TrialInit", "UpdateBest", "receive_init", "remote_error", "send_init", "spawn",
+    "Shutdown", "Stop", "TagTrial", "TrackingInit", "TrialInit", "UpdateBest", "receive_init", "remote_error", "send_init", "spawn",
 ]

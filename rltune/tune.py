@@ -46,6 +46,8 @@ from rltune.orchestrator._ray_schedulers import (
     FIFOScheduler,
     HyperBandScheduler,
     MedianStoppingRule,
+    PB2,
+    PopulationBasedTraining,
 )
 from rltune.orchestrator._ray_searchers import (
     BasicVariantGenerator,
@@ -84,6 +86,8 @@ __all__ = [
     "HyperOptSearch",
     "MLflowLoggerCallback",
     "MedianStoppingRule",
+    "PB2",
+    "PopulationBasedTraining",
     "OptunaSearch",
     "Reporter",
     "Result",

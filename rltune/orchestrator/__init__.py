@@ -13,7 +13,8 @@ The public API is :mod:`rltune.tune` (``from rltune import tune``) and the
     _sample_from    tune.sample_from values computed per trial from the drawn config
     _ray_translate  translate_search: Ray Tune's searchers, schedulers and MLflow callback as study fields
     _ray_part       what one Ray Tune object sets in a study (StudyPart) and its argument checks
-    _ray_schedulers FIFOScheduler, ASHAScheduler, HyperBandScheduler, MedianStoppingRule as Optuna pruners
+    _ray_schedulers FIFOScheduler, ASHAScheduler, HyperBandScheduler, MedianStoppingRule as Optuna pruners;
+                    PopulationBasedTraining as rltune's PBT
     _ray_searchers  BasicVariantGenerator, OptunaSearch, HyperOptSearch, BayesOptSearch, ConcurrencyLimiter
     _ray_points     points_to_evaluate checked against the search space, as Optuna parameters
     _points_first   the sampler wrapper that runs points_to_evaluate first
@@ -25,7 +26,11 @@ The public API is :mod:`rltune.tune` (``from rltune import tune``) and the
     _retry          failed trials retried on resume (failure_kind no_space, or all), each configuration counted once
     _trial_host     trial processes: launch, messages, kill, reap, crashes and timeouts
     _ownership      owners of RUNNING trials, their liveness, heartbeats, stale trials of lost workers
-    _decision       pure: a result -> continue / stop (stop criteria, pruner, Ctrl-C); a trial's end state
+    _decision       pure: a result -> Proceed / StopTrial / ExploitTrial (stop criteria, pruner, Ctrl-C, the
+                    Scheduler seam); a trial's end state
+    _on_result      the runner's answer to a result: report to Optuna, decide, ask the scheduler, send
+    _pbt            Population Based Training: the Scheduler, its population in the Optuna storage
+    _pbt_settings   scheduler: {type: pbt, ...} validated; PBT's explore step (pure)
     _events         the loop's events (Observer, called through Observers) and the MLflow tracking observer
     _optuna_compat  every private Optuna name rltune uses, each with why (the rest is public API)
     _trial_process  one trial in its own process (subprocess + socket), trainers run as function trainables

@@ -112,7 +112,7 @@ def build_analysis(runner: Any) -> Analysis:
     """An :class:`Analysis` of the runner's study, from storage and this run's in-memory results."""
     from optuna.trial import TrialState
 
-    from rltune.orchestrator._trial_setup import decode_trial_config
+    from rltune.orchestrator._pbt import config_in_force
 
     plan, study = runner.plan, runner.study
     records = []
@@ -123,7 +123,7 @@ def build_analysis(runner: Any) -> Analysis:
         config = runner.state.configs.get(frozen.number)
         if config is None:
             try:
-                config = decode_trial_config(plan, frozen)
+                config = config_in_force(plan, study, frozen)  # pbt: what it trained with last
             except Exception:  # the study file changed since: show what was stored
                 config = attrs.get("config", {})
         trial_dir = attrs.get("trial_dir") or str(runner.study_dir / f"trial_{frozen.number:05d}")
@@ -163,6 +163,20 @@ def build_analysis(runner: Any) -> Analysis:
     return analysis
 
 
+def schedule_comment(study: Any, number: int) -> list[str]:
+    """Comment lines of a PBT trial's exploits (none for others): its config is the one in force at its end."""
+    from rltune.orchestrator._pbt import LINEAGE
+
+    frozen = next((t for t in study.get_trials(deepcopy=False) if t.number == number), None) if study else None
+    steps = (frozen.user_attrs.get(LINEAGE) or []) if frozen is not None else []
+    lines = [f"#   at iteration {s.get('iteration')}: took trial {s.get('source')}'s {s.get('checkpoint')}, set "
+             + ", ".join(f"{k}={v!r}" for k, v in (s.get("changed") or {}).items()) for s in steps if isinstance(s, dict)]
+    if not lines:
+        return []
+    return ["# PBT: config is the one in force at the end; rltune train -f replays it from scratch, not the schedule:",
+            *lines]
+
+
 def write_best_config(analysis: Analysis, plan: Any, best: TrialRecord | None = None, path: Path | None = None) -> Path:
     """Write ``best_config.yaml``: the best trial (or ``best``, at ``path``) as a ``rltune train -f`` file (with its seed)."""
     best = best or analysis.best_trial
@@ -188,6 +202,7 @@ def write_best_config(analysis: Analysis, plan: Any, best: TrialRecord | None = 
         header.append(f"# Re-run it as it ran (same config and seed): rltune train -f {path}")
     else:
         header.append("# run is a function trainable: 'rltune train' runs trainers only; re-run it with tune.run(config=...).")
+    header.extend(schedule_comment(analysis.study, best.number))  # pbt: the exploits it went through
     text = "\n".join(header) + "\n" + yaml.safe_dump(fields, sort_keys=False, default_flow_style=None)
     tmp = path.with_suffix(".yaml.tmp")
     tmp.write_text(text)

@@ -3,7 +3,9 @@
 No processes, no storage: the runner reads a result (:func:`read_result`),
 reports :attr:`Reading.value` to Optuna, then asks :func:`decide` whether the
 trial goes on. When the trial's process is done, :func:`final_state` says what
-Optuna is told. A scheduler (PBT and others, later) plugs in here.
+Optuna is told. A :class:`Scheduler` (PBT: :mod:`._pbt`) is asked after the pruner, with a
+trial that goes on, and may answer :class:`ExploitTrial`. A decision is one of
+:class:`Proceed`, :class:`StopTrial`, :class:`ExploitTrial` (:data:`Decision`).
 ``rltune train`` asks :func:`read_result` and :func:`decide` too, in its own
 process (:class:`rltune.orchestrator._trial.LocalDecider`).
 """
@@ -12,10 +14,10 @@ from __future__ import annotations
 
 import difflib
 import enum
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Protocol, Union
 
-from rltune._ipc import Continue, Stop
+from rltune._ipc import Continue, Exploit, Stop
 from rltune._metrics import MISSING, finite, flatten_keys, lookup, not_yet_reported, per_policy_key
 from rltune.errors import ConfigError
 from rltune.orchestrator._objectives import missing_metric, not_finite_reason, objective_values
@@ -43,18 +45,71 @@ class Reading:
 
 
 @dataclass(frozen=True)
-class Decision:
-    """The answer to one result: go on, or stop (with or without a checkpoint), and the trial's outcome."""
+class Proceed:
+    """The answer that lets the trial go on; ``checkpoint``: save one of this iteration first (a PBT interval)."""
 
-    stop: bool = False
-    reason: str | None = None  # why it stops (sent to the trial)
-    checkpoint: bool = False  # save a checkpoint before stopping
-    outcome: Outcome | None = None  # None while it goes on
-    note: str | None = None  # the trial's reason as shown and recorded
+    checkpoint: bool = False
+    outcome: ClassVar[Outcome | None] = None  # it goes on: no outcome yet
+    note: ClassVar[str | None] = None
 
-    def message(self) -> Continue | Stop:
-        """The message to the trial process: ``Continue()`` or ``Stop(reason, want_checkpoint)``."""
-        return Stop(self.reason, self.checkpoint) if self.stop else CONTINUE
+    def message(self) -> Continue:
+        """``Continue()`` (``Continue(want_checkpoint=True)`` when a checkpoint is wanted)."""
+        return Continue(True) if self.checkpoint else CONTINUE
+
+
+@dataclass(frozen=True)
+class StopTrial:
+    """The answer that ends the trial: why (sent to it), whether it checkpoints first, and its outcome."""
+
+    reason: str  # sent to the trial
+    checkpoint: bool  # save a checkpoint before stopping
+    outcome: Outcome
+    note: str  # the trial's reason as shown and recorded
+
+    def message(self) -> Stop:
+        """``Stop(reason, want_checkpoint)``."""
+        return Stop(self.reason, self.checkpoint)
+
+
+@dataclass(frozen=True)
+class ExploitTrial:
+    """PBT's answer: restore trial ``source``'s ``checkpoint`` and go on with ``config`` (explored from its own).
+
+    ``changed``: the hyperparameters the explore step set (name -> value),
+    for the trial's lineage; ``note``: what is shown and recorded.
+    """
+
+    source: int
+    checkpoint: str
+    config: dict[str, Any]
+    changed: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+    outcome: ClassVar[Outcome | None] = None  # it goes on
+
+    def message(self) -> Exploit:
+        """``Exploit(checkpoint, config)``: the trial process restores it and trains on with the new config."""
+        return Exploit(self.checkpoint, self.config)
+
+
+Decision = Union[Proceed, StopTrial, ExploitTrial]  # what a result is answered with (see the module docstring)
+CONTINUE_DECISION = Proceed()
+
+
+class Scheduler(Protocol):
+    """What the runner asks after the pruner (PBT and others): a seam beside Optuna's pruners.
+
+    Invariants: :meth:`decide` is asked only with a :class:`Proceed` (a trial
+    that stops stays stopped) and only for a result whose metric has a value;
+    it returns that decision or another. Its state lives in the Optuna
+    storage (a scheduler object keeps none of its own between calls), so a
+    resumed study and workers sharing a storage see the same population.
+    """
+
+    def decide(self, trial: Any, result: dict[str, Any], value: float, decision: Proceed) -> Decision:
+        """The answer to ``trial``'s ``result`` (its metric's ``value``), given the pruner's ``decision``."""
+
+    def annotate(self, trial: Any, result: dict[str, Any]) -> None:
+        """Add to ``result`` what the scheduler records with it, before anyone sees it (PBT: ``hyperparams``)."""
 
 
 def read_result(result: dict[str, Any], metric: str | list[str] | None, stop: StopCriteria) -> Reading:
@@ -85,7 +140,7 @@ def read_result(result: dict[str, Any], metric: str | list[str] | None, stop: St
 
 
 def decide(reading: Reading, *, iteration: int, stopping: bool, checkpoint_at_end: bool,
-           should_prune: Callable[[], bool] | None) -> Decision:
+           should_prune: Callable[[], bool] | None) -> Proceed | StopTrial:
     """Continue or stop, after the reading's value was reported.
 
     ``stopping``: the study is stopping (Ctrl-C): checkpoint and stop.
@@ -93,15 +148,15 @@ def decide(reading: Reading, *, iteration: int, stopping: bool, checkpoint_at_en
     (None: no pruner). A study error stops the trial without a checkpoint.
     """
     if reading.error is not None:
-        return Decision(True, "invalid study", False, Outcome.ERROR, str(reading.error))
+        return StopTrial("invalid study", False, Outcome.ERROR, str(reading.error))
     if stopping:
-        return Decision(True, "interrupted", True, Outcome.INTERRUPTED, "interrupted")
+        return StopTrial("interrupted", True, Outcome.INTERRUPTED, "interrupted")
     if reading.stop_reason is not None:
         reason = str(reading.stop_reason)
-        return Decision(True, reason, checkpoint_at_end, Outcome.COMPLETE, reason)
+        return StopTrial(reason, checkpoint_at_end, Outcome.COMPLETE, reason)
     if should_prune is not None and reading.value is not None and should_prune():
-        return Decision(True, "pruned", True, Outcome.PRUNED, f"pruned at iteration {iteration}")
-    return Decision()
+        return StopTrial("pruned", True, Outcome.PRUNED, f"pruned at iteration {iteration}")
+    return CONTINUE_DECISION
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ Ray Tune                               the study
                                        a stop criterion
 ``MedianStoppingRule``                 Optuna's ``MedianPruner(n_warmup_steps=grace_period,
                                        n_min_trials=min_samples_required)``
+``PopulationBasedTraining``            rltune's PBT (``scheduler: {type: pbt, ...}``, :mod:`._pbt`),
+                                       no pruner
 =====================================  ==============================================================
 
 The pruners see the metric at each ``training_iteration`` (Optuna's step),
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rltune.errors import ConfigError
 from rltune.orchestrator._ray_part import RayName, StudyPart
 
 ITERATION = "training_iteration"
@@ -147,3 +150,73 @@ class MedianStoppingRule(RayName):
 
             pruner = GracePruner(self.grace_period, options)
         return StudyPart("MedianStoppingRule", {"scheduler": pruner}, self.metric, self.mode)
+
+
+class PopulationBasedTraining(RayName):
+    """Ray Tune's PBT as rltune's (:mod:`._pbt`): ``scheduler: {type: pbt, ...}`` with the same arguments.
+
+    Differences from Ray, by name: ``time_attr`` is ``training_iteration``
+    (Ray's default ``time_total_s`` is refused: perturbation intervals count
+    iterations, Optuna's step), so ``perturbation_interval`` and
+    ``burn_in_period`` are whole iterations; ``synch=True`` is refused (the
+    population never waits). The explored hyperparameters apply after the
+    restore, and the population's state is in the study's storage.
+    """
+
+    def __init__(self, time_attr: str = ITERATION, metric: str | None = None, mode: str | None = None,
+                 perturbation_interval: float = 4, burn_in_period: float = 0,
+                 hyperparam_mutations: dict[str, Any] | None = None, quantile_fraction: float = 0.25,
+                 resample_probability: float = 0.25, perturbation_factors: tuple[float, float] = (1.2, 0.8),
+                 custom_explore_fn: Any = None, log_config: bool = True, require_attrs: bool = True,
+                 synch: bool = False) -> None:
+        self.time_attr = _time_attr(self, time_attr)
+        self.metric, self.mode = self._metric_mode(metric, mode)
+        self.perturbation_interval = self._int("perturbation_interval", perturbation_interval, 1)
+        self.burn_in_period = self._int("burn_in_period", burn_in_period, 0)
+        if synch is not False:
+            raise self._refuse("synch", synch, "rltune's PBT is asynchronous (members never wait for each other)")
+        self.fields = {"type": "pbt", "perturbation_interval": self.perturbation_interval,
+                       "burn_in_period": self.burn_in_period, "hyperparam_mutations": dict(hyperparam_mutations or {}),
+                       "quantile_fraction": quantile_fraction, "resample_probability": resample_probability,
+                       "perturbation_factors": tuple(perturbation_factors), "custom_explore_fn": custom_explore_fn,
+                       "log_config": log_config, "require_attrs": require_attrs}
+        from rltune.orchestrator._pbt_settings import parse_pbt
+
+        problems = [p.removeprefix("scheduler.") for p in parse_pbt(self.fields, {})[2]]
+        if problems:
+            raise ConfigError(problems, where="PopulationBasedTraining")
+
+    def study_part(self) -> StudyPart:
+        """``scheduler: {type: pbt, ...}`` (no pruner)."""
+        return StudyPart("PopulationBasedTraining", {"scheduler": dict(self.fields)}, self.metric, self.mode)
+
+
+class PB2(RayName):
+    """Ray Tune's PB2 as rltune's (``scheduler: {type: pb2, ...}``): PBT whose explore is a GP bandit (:mod:`._pb2`).
+
+    The same differences from Ray as :class:`PopulationBasedTraining`
+    (iterations as time, no ``synch``); ``hyperparam_bounds`` are top-level
+    config keys with ``[low, high]``.
+    """
+
+    def __init__(self, time_attr: str = ITERATION, metric: str | None = None, mode: str | None = None,
+                 perturbation_interval: float = 4, hyperparam_bounds: dict[str, Any] | None = None,
+                 quantile_fraction: float = 0.25, log_config: bool = True, require_attrs: bool = True,
+                 synch: bool = False, custom_explore_fn: Any = None) -> None:
+        self.time_attr = _time_attr(self, time_attr)
+        self.metric, self.mode = self._metric_mode(metric, mode)
+        self.perturbation_interval = self._int("perturbation_interval", perturbation_interval, 1)
+        if synch is not False:
+            raise self._refuse("synch", synch, "rltune's PB2 is asynchronous (members never wait for each other)")
+        self.fields = {"type": "pb2", "perturbation_interval": self.perturbation_interval,
+                       "hyperparam_bounds": dict(hyperparam_bounds or {}), "quantile_fraction": quantile_fraction,
+                       "custom_explore_fn": custom_explore_fn, "log_config": log_config, "require_attrs": require_attrs}
+        from rltune.orchestrator._pbt_settings import parse_pbt
+
+        problems = [p.removeprefix("scheduler.") for p in parse_pbt(self.fields, {})[2]]
+        if problems:
+            raise ConfigError(problems, where="PB2")
+
+    def study_part(self) -> StudyPart:
+        """``scheduler: {type: pb2, ...}`` (no pruner)."""
+        return StudyPart("PB2", {"scheduler": dict(self.fields)}, self.metric, self.mode)

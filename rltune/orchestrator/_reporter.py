@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 from rltune._atomic_dir import leftover_path, recover_leftovers, replace_dir
 from rltune._contracts import require_methods
 from rltune._disk import disk_error, disk_kind, writing
-from rltune._ipc import Channel, ChannelClosed, CheckpointSaved, Continue, Result, Stop
+from rltune._ipc import Channel, ChannelClosed, CheckpointSaved, Continue, Exploit, Result, Stop
 from rltune._trial_files import CHECKPOINT_PREFIX, RESULT_FILE, json_safe, list_checkpoints
 
 
@@ -89,6 +89,7 @@ class Reporter:
         keep_checkpoints_num: int | None = None,
         decide: Callable[[dict[str, Any]], Any] | None = None,
         observers: Sequence[ResultObserver] = (),
+        config: dict[str, Any] | None = None,
     ) -> None:
         """``decide(result)``: the answer to each result; default: the orchestrator's over ``conn``.
 
@@ -115,6 +116,8 @@ class Reporter:
             # unbuffered: a write the disk refuses leaves nothing pending that close() would fail on again
             self._results = open(self.trial_dir / RESULT_FILE, "ab", buffering=0)
         self._observers = checked
+        self.config = config  # the hyperparameters in force: every result's "config" (None: not added)
+        self.exploit: Exploit | None = None  # PBT's answer to the last result, until the train loop takes it
 
     # -- reporting ----------------------------------------------------------------------------
     def __call__(self, **result: Any) -> None:
@@ -151,6 +154,8 @@ class Reporter:
         result.setdefault("timestamp", now)
         if self.trial_number is not None:
             result.setdefault("trial_number", self.trial_number)
+        if self.config is not None:
+            result.setdefault("config", self.config)
         self._last = now
         line = memoryview((json.dumps(json_safe(result), allow_nan=True) + "\n").encode())
         with writing(self.trial_dir / RESULT_FILE, "the trial's results"):
@@ -163,10 +168,37 @@ class Reporter:
     def _answer(self, result: dict[str, Any]) -> None:
         """Ask for the decision on ``result``: return to go on, or raise :class:`TrialStopped`."""
         decision = self._decide(result)
+        if isinstance(decision, Continue) and decision.want_checkpoint:
+            self._checkpoint_wanted = True
+        elif isinstance(decision, Exploit):  # PBT: the train loop restores the checkpoint, then the config applies
+            self.exploit = decision
         if isinstance(decision, Stop):
             self._checkpoint_wanted = (self._checkpoint_wanted or bool(decision.want_checkpoint)) \
                 and self._saved_at != self.iteration
             raise TrialStopped(decision.reason, self._checkpoint_wanted)
+
+    def take_exploit(self) -> Exploit | None:
+        """PBT's exploit asked for by the last result (once): the train loop restores it and applies its config.
+
+        The checkpoint restored is another trial's: this trial's next
+        checkpoint is saved whatever iteration it numbers, and the results
+        from then on carry the new config.
+        """
+        exploit, self.exploit = self.exploit, None
+        if exploit is not None:
+            self.config = exploit.config if self.config is not None else None
+        return exploit
+
+    def go_on_from(self, iteration: int) -> None:
+        """Go on from ``iteration`` (PBT: another trial's checkpoint restored); its next checkpoint is saved anew.
+
+        Checkpoints of this trial numbered later hold the weights it had
+        before; they are left in place (another trial may be restoring one),
+        and a restart takes the trial's latest committed checkpoint instead
+        (:func:`rltune.orchestrator._pbt.restart_checkpoint`).
+        """
+        self.iteration = iteration
+        self._saved_at = -1
 
     def _ask_orchestrator(self, result: dict[str, Any]) -> Continue | Stop:
         """The answer of the orchestrator at the other end of the channel (none: go on)."""

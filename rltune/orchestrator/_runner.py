@@ -54,11 +54,12 @@ from rltune._ipc import ChannelClosed, CheckpointSaved, Done, Failed, Result, Tr
 from rltune.env._shipping import collect_env_registrations
 from rltune.errors import ConfigError
 from rltune.orchestrator import _trial_host as host
-from rltune.orchestrator._decision import Outcome, decide, read_result
+from rltune.orchestrator._decision import Outcome
 from rltune.orchestrator._events import Observers
-from rltune.orchestrator._intermediate import backfill, report
+from rltune.orchestrator._intermediate import backfill
+from rltune.orchestrator._on_result import on_result
+from rltune.orchestrator._pbt import make_scheduler, restart_checkpoint
 from rltune.orchestrator._ownership import Heartbeats, fail_stale_trials
-from rltune.orchestrator._pareto_pruning import pruning_check
 from rltune.orchestrator._reporter import latest_checkpoint
 from rltune.orchestrator._retry import FAILURE_KIND
 from rltune.orchestrator._spec import StudyPlan
@@ -189,6 +190,7 @@ class StudyRunner:
     def open_study(self) -> Any:
         """Create or load the study in its storage (:class:`StudyOpener`); in shared storage, join it."""
         study = self._opener.open_study()
+        self.state.scheduler = make_scheduler(self.state)  # pbt: None without a scheduler beside the pruner
         self._setup = TrialSetup(self.state, self._ending, resumable=self._opener.resumable,
                                  retries=self._opener.retries, started_total=self._opener.started_total,
                                  start_time=self.start_time, restart=self._opener.retry_failed == "restart")
@@ -360,7 +362,7 @@ class StudyRunner:
 
     def _launch(self, a: ActiveTrial) -> None:
         """Start (or restart) the trial's process, from its latest checkpoint if it has one."""
-        found = latest_checkpoint(a.trial_dir)
+        found = restart_checkpoint(a) if self.state.scheduler is not None else latest_checkpoint(a.trial_dir)
         if found is not None:
             a.checkpoint_iteration, a.checkpoint = found
         a.iteration = a.checkpoint_iteration
@@ -419,26 +421,8 @@ class StudyRunner:
                 self._failed(a, message.traceback, message.kind or "error")
 
     def _on_result(self, a: ActiveTrial, result: dict[str, Any]) -> None:
-        """Report the result's metric to Optuna and answer the trial with :func:`._decision.decide`."""
-        self.observers.result_received(a, result)
-        a.last_result = result
-        self.state.results[a.number] = result
-        a.iteration = int(result.get("training_iteration", a.iteration + 1))
-        reading = read_result(result, self.spec.metric, a.stop)
-        if reading.error is None and reading.value is not None:
-            report(a, a.iteration, reading.value)  # a step run again after a restore: its new value
-        decision = decide(reading, iteration=a.iteration, stopping=self.stopping_since is not None,
-                          checkpoint_at_end=self.spec.checkpoint_at_end,
-                          should_prune=pruning_check(self.plan, a))
-        host.send(a, decision.message())
-        if decision.outcome is not None:
-            a.outcome, a.reason = decision.outcome, decision.note
-        if reading.error is not None:
-            self.spec_error = reading.error
-            if self.stopping_since is None:
-                self._begin_stop("invalid study")
-            return
-        self.observers.trial_result(a)
+        """Report the result to Optuna and answer the trial (:func:`._on_result.on_result`)."""
+        on_result(self, a, result)
 
     # -- failures -------------------------------------------------------------------------
     def _failed(self, a: ActiveTrial, error: str, kind: str = "error") -> None:

@@ -44,6 +44,7 @@ from rltune.orchestrator import _objectives as objectives
 from rltune.orchestrator._constraints import parse_constraints
 from rltune.orchestrator._objectives import Metric, Mode
 from rltune.orchestrator._pareto_pruning import is_pareto, pareto_options
+from rltune.orchestrator._pbt_settings import is_pbt, parse_pbt
 from rltune.orchestrator._multi_agent_study import per_policy_key_problems, plain_multiagent
 from rltune.orchestrator._resources import ResourcesPerTrial, resolve_resources
 from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs, without_paths
@@ -91,7 +92,8 @@ class StudySpec(UserInput):
     n_trials: Optional[int] = Field(None, ge=1, le=MAX_TRIALS, description="Total trials of the study (default: grid points x num_samples).")
     timeout_s: Optional[float] = Field(None, gt=0, description="No new trial starts after this many seconds.")
     search_alg: Any = Field("tpe", description="grid, random, tpe, gp, cmaes; or {type: NAME, <Optuna sampler options>}.")
-    scheduler: Any = Field(None, description="Pruner: none, median, asha, successive_halving, hyperband; or {type: NAME, ...}.")
+    scheduler: Any = Field(None, description="Pruner: none, median, asha, successive_halving, hyperband; or {type: NAME, ...}; "
+                                             "or PBT: {type: pbt, perturbation_interval, hyperparam_mutations, ...}.")
     pruner: Any = Field(None, description="Same as scheduler (Optuna's word).")
     n_jobs: int = Field(1, ge=1, description="Trials at once (capped by the CPUs: a trial uses 1 + num_workers).")
     resources_per_trial: Optional[ResourcesPerTrial] = Field(
@@ -146,6 +148,7 @@ class StudyPlan:
     pruner_name: str
     pruner_options: dict[str, Any]
     name_given: bool = True  # False: a default name (trainable_timestamp) that may take a suffix if taken
+    scheduler: Any = None  # pbt: PBTSettings when scheduler is {type: pbt, ...} (the pruner is then none)
 
     @property
     def name(self) -> str:
@@ -274,6 +277,8 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
     except ConfigError as exc:
         problems.extend(at(("run",), f"run: {p}") for p in exc.problems)
 
+    pbt, config, pbt_problems = parse_pbt(spec.scheduler, config, trainable)  # pbt: missing mutation keys become entries
+    problems.extend(at(("scheduler",), p) for p in pbt_problems)
     if trainable is not None and trainable.kind == "trainer":
         config = plain_multiagent(config)  # a PolicySpec's config is searched like the rest
     space, space_problems = parse_space(config)
@@ -322,7 +327,7 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
 
         spec = spec.model_copy(update={"name": f"{trainable.name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"})
     return StudyPlan(spec, trainable, plan_config, space, stop, sampler_name, sampler_options, pruner_name, pruner_options,
-                     name_given)
+                     name_given, pbt)
 
 
 def _sampler_and_pruner(spec: StudySpec, space: Any, space_invalid: bool, problems: list[str],
@@ -345,6 +350,7 @@ def _sampler_and_pruner(spec: StudySpec, space: Any, space_invalid: bool, proble
         problems.append(at(("pruner",), "scheduler and pruner are the same field; give one"))
     pruner_field = "pruner" if spec.pruner is not None else "scheduler"
     pruner_value = spec.pruner if spec.pruner is not None else spec.scheduler
+    pruner_value = None if is_pbt(pruner_value) else pruner_value  # pbt: a scheduler beside no pruner
     if pruner_value is not None and is_pareto(pruner_value):  # multiobj: a multi-objective study's own rule
         pruner_name, pruner_options, pareto_problems = pareto_options(pruner_value)
         problems.extend(at((pruner_field,), f"{pruner_field}.{p}") for p in pareto_problems)

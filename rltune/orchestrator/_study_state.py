@@ -44,6 +44,7 @@ class StudyState:
     results: dict[int, dict[str, Any]] = field(default_factory=dict)
     configs: dict[int, dict[str, Any]] = field(default_factory=dict)
     no_space: str | None = None
+    scheduler: Any = None  # pbt: the study's Scheduler (_decision.Scheduler) asked after the pruner, or None
 
     @property
     def spec(self) -> Any:

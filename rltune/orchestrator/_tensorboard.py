@@ -8,7 +8,8 @@ number of the result as a scalar, nested keys joined with '/'
 non-empty list of numbers as a histogram (``hist_stats/episode_reward``).
 NaN and infinities are left out (TensorBoard cannot plot them; result.json
 keeps them), and so are ``timestamp`` (the event's wall time already) and
-``trial_number`` (the run's directory names it).
+``trial_number`` (the run's directory names it) and ``config`` (the
+hyperparameters in force, not a metric; MLflow records PBT's schedule).
 
 The training loop pays for a copy of the result's numbers and a queue put;
 a writer thread builds the events, writes them and flushes them to disk
@@ -56,7 +57,7 @@ CLOSE_TIMEOUT_S = 30.0  # close() waits this long for the writer thread (a hung 
 EVENT_FILE_MARK = ".tfevents."  # what TensorBoard looks for in a file name
 HISTOGRAM_BINS = 30
 FLUSH_INTERVAL_S = 1.0  # at most one write and flush a second: TensorBoard itself reloads every 5 s
-NOT_PLOTTED = frozenset({"timestamp", "trial_number"})
+NOT_PLOTTED = frozenset({"timestamp", "trial_number", "config"})
 _CLOSE = object()
 _files = itertools.count()
 

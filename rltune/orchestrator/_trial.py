@@ -32,7 +32,7 @@ from rltune._disk import disk_kind, ensure_dir, writing
 from rltune._results_dir import default_results_dir
 from rltune._trial_files import PARAMS_FILE, RESULT_FILE, json_safe  # noqa: F401 - others import them from here
 from rltune.errors import DiskError, RLTuneError
-from rltune.orchestrator._decision import Decision, Outcome, decide, read_result
+from rltune.orchestrator._decision import CONTINUE_DECISION, Decision, Outcome, decide, read_result
 from rltune.orchestrator._reporter import Reporter, TrialStopped, latest_checkpoint
 from rltune.orchestrator._stop import StopCriteria
 
@@ -63,7 +63,7 @@ class LocalDecider:
         self.on_result = on_result
         self.stopping = False
         self.last_result: dict[str, Any] | None = None
-        self.decision = Decision()  # the last one
+        self.decision: Decision = CONTINUE_DECISION  # the last one
 
     def __call__(self, result: dict[str, Any]) -> Any:
         """The message the orchestrator would send for ``result``: ``decision.message()``."""
@@ -134,7 +134,8 @@ def run_local(
         with writing(trial_dir / PARAMS_FILE, "the trial's config"):
             (trial_dir / PARAMS_FILE).write_text(json.dumps(json_safe(trainer.config), indent=2, sort_keys=True) + "\n")
         reporter = Reporter(None, trial_dir=trial_dir, trial_number=None, checkpoint_freq=checkpoint_freq,
-                            decide=decider, observers=[open_trial_writer(trial_dir)] if tensorboard else [])
+                            decide=decider, observers=[open_trial_writer(trial_dir)] if tensorboard else [],
+                            config=trainer.config)
         train_loop(trainer, reporter)  # stops the trainer
     except (RLTuneError, OSError) as exc:
         if disk_kind(exc) is None:

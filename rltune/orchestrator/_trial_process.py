@@ -7,7 +7,9 @@ its config, the trial directory, the checkpoint to restore). The trial then send
 (the messages of :mod:`rltune._ipc`):
 
 - ``Result(result)`` after every iteration, and waits for
-  ``Continue()`` or ``Stop(reason, want_checkpoint)``;
+  ``Continue(want_checkpoint)``, ``Stop(reason, want_checkpoint)`` or (PBT)
+  ``Exploit(checkpoint, config)``: restore another trial's checkpoint and
+  train on with the new config (:func:`exploit_into`);
 - ``CheckpointSaved(path, iteration)`` when a checkpoint is committed;
 - ``Done()`` when the trainable returns or was stopped, or
   ``Failed(traceback, kind)`` when it raised (``kind``: the disk error
@@ -33,7 +35,7 @@ from typing import Any
 
 from rltune._disk import disk_kind
 from rltune._imports import import_object
-from rltune._ipc import Channel, ChannelClosed, Done, Failed, TrialInit
+from rltune._ipc import Channel, ChannelClosed, Done, Exploit, Failed, TrialInit
 from rltune.env._shipping import install_env_registrations
 from rltune.orchestrator import _reporter
 from rltune.orchestrator._child import receive_init
@@ -80,6 +82,7 @@ def run(conn: Channel | None, init: TrialInit) -> int:
             checkpoint_freq=init.checkpoint_freq,
             keep_checkpoints_num=init.keep_checkpoints_num,
             observers=_observers(init),
+            config=init.config,
         )
     except BaseException as exc:
         _send(conn, Failed(traceback.format_exc(), disk_kind(exc)))
@@ -158,8 +161,33 @@ def train_loop(trainer: Any, reporter: Reporter) -> None:
                 raise
             if reporter.should_checkpoint:
                 reporter.save_trainer(trainer)
+            exploit = reporter.take_exploit()
+            if exploit is not None:
+                trainer = exploit_into(trainer, exploit, reporter)
+                reporter.go_on_from(trainer.iteration)
+                reporter.save_trainer(trainer)  # what a resume or retry starts from, and a source for others
     finally:
         trainer.stop()
+
+
+def exploit_into(trainer: Any, exploit: Exploit, reporter: Reporter) -> Any:
+    """PBT's exploit: a trainer of the new config, restored from the other trial's checkpoint (the old one stopped).
+
+    The restore brings weights, optimizer state, observation filters,
+    exploration and callback state, counters; the config is the new one's,
+    so its explored hyperparameters apply (not the checkpoint's: ray#62173).
+    A checkpoint that cannot be restored raises here (the trial fails and
+    is retried or recorded, the study goes on).
+    """
+    new = type(trainer)(config=exploit.config, results_dir=str(reporter.trial_dir))
+    try:
+        new.logdir = reporter.trial_dir
+        new.restore(exploit.checkpoint)
+    except BaseException:
+        new.stop()
+        raise
+    trainer.stop()
+    return new
 
 
 def _takes_reporter(fn: Any) -> bool:

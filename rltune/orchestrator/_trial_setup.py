@@ -19,6 +19,7 @@ from rltune.orchestrator._optuna_compat import pop_waiting_trial, retry_of, tria
 from rltune.orchestrator._ownership import make_owner
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
 from rltune.orchestrator._retry import RETRY_OF, predecessor, start_retry
+from rltune.orchestrator._pbt import config_in_force
 from rltune.orchestrator._search_space import decode_params, resolve_config, suggest
 from rltune.orchestrator._spec import StudyPlan
 from rltune.orchestrator._stop import StopCriteria
@@ -109,6 +110,8 @@ class TrialSetup:
         drawn = source.user_attrs.get("config") if source is not None else None  # its tune.sample_from values
         config = resolve_config(self.state.plan.config, self.state.plan.space, values,
                                 drawn if isinstance(drawn, dict) else None)
+        if source is not None and self.state.plan.scheduler is not None:  # pbt: the config it trains with now
+            config = config_in_force(self.state.plan, self.state.study, source, config)
         retried = predecessor(source) if source is not None else None  # the failed trial this one retries
         previous = source.user_attrs if retried is not None else {}  # a retry's: the failed trial's seed and config
         if isinstance(previous.get("seed"), int) and self.state.plan.trainable.kind == "trainer" and config.get("seed") is None:

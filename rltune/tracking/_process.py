@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from rltune._ipc import (Channel, ChannelClosed, Closed, CloseTracking, DrawPlots, EndTrial, FinishStudy, LogCheckpoint,
-                         LogCurve, LogFiles, LogLine, LogModel, LogResult, OpenTrial, PICKLE, Progress, Reconcile,
+                         LogCurve, LogFiles, LogLine, LogModel, LogResult, OpenTrial, PICKLE, Progress, Reconcile, TagTrial,
                          Reconciled, TrackingInit, UpdateBest, spawn)
 from rltune._trial_files import json_safe
 from rltune.tracking._failures import Failures
@@ -144,6 +144,10 @@ class TrialHandle:
     def log_learning_curve(self) -> None:
         """The learning-curve PNG of the results logged so far."""
         self._owner._post(LogCurve(self.number))
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        """Set tags on the trial's run (PBT's ancestry)."""
+        self._owner._post(TagTrial(self.number, dict(tags)))
 
     def log_policy_model(self, checkpoint: str | os.PathLike[str]) -> None:
         """The policy of ``checkpoint`` as an MLflow pyfunc model (exported in the tracking process)."""

@@ -32,7 +32,7 @@ from typing import Any, Mapping
 
 from rltune._ipc import (Channel, ChannelClosed, Closed, CloseTracking, DrawPlots, EndTrial, FinishStudy, LogCheckpoint,
                          LogCurve, LogFiles, LogLine, LogModel, LogResult, OpenTrial, Progress, Reconcile, Reconciled,
-                         UpdateBest)
+                         TagTrial, UpdateBest)
 from rltune.tracking._keys import flatten_params, with_defaults
 from rltune.tracking._priority import NICE, autogroup_nice, is_tracking_process, lower_priority, set_autogroup_nice
 from rltune.tracking._staging import remove, remove_staging
@@ -333,6 +333,8 @@ class _Server:
                 remove(Path(message.staging))
         elif isinstance(message, LogCurve):
             self.trials[message.number].log_learning_curve()
+        elif isinstance(message, TagTrial):
+            self.trials[message.number].set_tags(message.tags)
         elif isinstance(message, LogModel):
             try:
                 self.trials[message.number].log_policy_model(message.copy)

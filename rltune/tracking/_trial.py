@@ -222,6 +222,13 @@ class TrialTracker(Tracker):
         guarded(lambda: self._logged("files", f"file {artifact_file}",
                                      lambda: self.client.log_text(self.run_id, text, artifact_file)))
 
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        """Set tags on the run (values cut to MLflow's limit)."""
+        from mlflow.entities import RunTag
+
+        entries = [RunTag(key, str(value)[:MAX_TAG_VAL_LENGTH]) for key, value in tags.items()]
+        guarded(lambda: self._logged("tags", ", ".join(tags), lambda: self.client.log_batch(self.run_id, tags=entries)))
+
     def log_learning_curve(self, results: Iterable[Mapping[str, Any]] | None = None, *, metric: str | None = None) -> None:
         """A PNG (``plots/learning_curve.png``) of ``metric`` against ``timesteps_total``, curriculum phase changes marked.
 

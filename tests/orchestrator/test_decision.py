@@ -6,7 +6,7 @@ import pytest
 
 from rltune._ipc import Continue, Stop
 from rltune.errors import ConfigError
-from rltune.orchestrator._decision import Decision, Final, Outcome, decide, final_state, read_result
+from rltune.orchestrator._decision import Final, Outcome, Proceed, decide, final_state, read_result
 from rltune.orchestrator._stop import StopCriteria
 
 METRIC = "episode_reward_mean"
@@ -25,7 +25,7 @@ def _decide(result, stop=None, *, stopping=False, checkpoint_at_end=False, shoul
 def test_a_plain_result_continues_and_reports_its_metric():
     reading, decision = _decide({METRIC: 10.0}, {METRIC: 100}, should_prune=lambda: False)
     assert reading.value == 10.0 and reading.error is None
-    assert decision == Decision() and decision.message() == Continue()
+    assert decision == Proceed() and decision.message() == Continue()
 
 
 @pytest.mark.parametrize("checkpoint_at_end", [True, False])

@@ -20,6 +20,7 @@ from rltune.tracking import (
     resolve_tracking_uri,
     run_name,
 )
+from rltune.tracking._mlflow_compat import MAX_TAG_VAL_LENGTH
 
 from .conftest import new_store
 
@@ -116,6 +117,17 @@ def test_one_batch_per_iteration_at_the_training_iteration_step():
     # a text task is a tag, written when it changes
     assert [[(t.key, t.value) for t in b["tags"]] for b in client.batches] == [
         [("rltune.curriculum_task", '"easy"')], [("rltune.curriculum_task", '"hard"')]]
+
+
+def test_pbt_ancestry_tags_and_the_schedule_as_metrics():
+    """PBT: a trial's run gets its ancestry as tags, and the hyperparameters in force as one metric each."""
+    tracker, client = fake_tracker()
+    tracker.set_tags({"rltune.pbt.exploited": "trial 3 at iteration 4", "rltune.pbt.lineage": "x" * 10_000})
+    tracker.log_result({"training_iteration": 5, "hyperparams": {"lr": 0.002}, "config": {"lr": 0.002, "env": "E"}})
+    (tags, result) = client.batches
+    assert [(t.key, len(t.value)) for t in tags["tags"]] == [("rltune.pbt.exploited", 22),
+                                                             ("rltune.pbt.lineage", MAX_TAG_VAL_LENGTH)]
+    assert sorted(m.key for m in result["metrics"]) == ["hyperparams/lr", "training_iteration"]  # config is no metric
 
 
 def test_more_than_1000_metrics_go_in_chunks_of_1000():

@@ -1,0 +1,36 @@
+"""Trainer callbacks for the PBT study tests (imported by the trial processes by name)."""
+
+from rltune.callbacks import DefaultCallbacks
+
+
+class FailingMember(DefaultCallbacks):
+    """Trial 1 raises from its third iteration on: an errored PBT member (its seed may be another's after an exploit)."""
+
+    def on_train_result(self, *, trainer, result, **kwargs):
+        if str(trainer.logdir).endswith("trial_00001") and result["training_iteration"] >= 3:
+            raise RuntimeError("member 1 errors")
+
+
+class KillOrchestratorAfterExploit(DefaultCallbacks):
+    """Once a trial of the study has exploited another (its trial dir holds ``exploited``), SIGKILL the orchestrator.
+
+    ``kill -9`` of the study while its population is mid-schedule; the marker
+    ``killed`` (in the results dir) makes it happen once.
+    """
+
+    def on_train_result(self, *, trainer, result, **kwargs):
+        import os
+        import signal
+        import time
+        from pathlib import Path
+
+        trial_dir = Path(trainer.logdir)
+        marker = trial_dir.parent / "killed"
+        seen = trial_dir / "configs.txt"
+        lrs = set(seen.read_text().split()) if seen.exists() else set()
+        lrs.add(repr(trainer.config["lr"]))
+        seen.write_text("\n".join(sorted(lrs)))
+        if len(lrs) > 1 and not marker.exists() and result["training_iteration"] >= 2:
+            marker.write_text("x")
+            os.kill(os.getppid(), signal.SIGKILL)
+            time.sleep(5)  # the trial process exits when it sees its parent gone
