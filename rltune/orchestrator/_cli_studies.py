@@ -104,6 +104,7 @@ def _show(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.text import Text
 
+    from rltune.orchestrator._final_eval import final_table_lines
     from rltune.orchestrator._listing import load_study, resolve_study_dir, trial_rows, trials_table
 
     check_results_dir(args.results_dir)
@@ -118,4 +119,6 @@ def _show(args: argparse.Namespace) -> int:
     console.print(table)
     if names:
         console.print(Text(f"params: {names}"))
+    for line in final_table_lines(directory):  # final_evaluation: search score against fresh-seed score
+        console.print(line, markup=False, soft_wrap=True)
     return 0

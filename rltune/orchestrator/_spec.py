@@ -43,6 +43,7 @@ from rltune._validation import MAX_SEED, MAX_TRIALS, UserInput, name_problem, re
 from rltune.errors import ConfigError
 from rltune.orchestrator._multi_agent_study import per_policy_key_problems, plain_multiagent
 from rltune.orchestrator._resources import ResourcesPerTrial, resolve_resources
+from rltune.orchestrator._seed_spec import MAX_SEEDS_PER_TRIAL, FinalEvaluation, parallel_seeds
 from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs, without_paths
 from rltune.orchestrator._stop import StopCriteria
 from rltune.orchestrator._rllib_study import in_rltune_names, tune_field_names
@@ -114,6 +115,11 @@ class StudySpec(UserInput):
     curriculum: Optional[dict[str, Any]] = Field(None, description="Shorthand for config.curriculum (phases).")
     seed: Optional[int] = Field(None, ge=0, le=MAX_SEED - MAX_TRIALS,
                                 description="Base seed: the sampler's, and trial n gets seed + n (default 0).")
+    # seeds (issue 27): a configuration judged on several seeds, docs/seeds.md
+    seeds_per_trial: int = Field(1, ge=1, le=MAX_SEEDS_PER_TRIAL, description="Runs of each configuration, each with its own config.seed.")
+    seed_mode: Literal["parallel", "race"] = Field("parallel", description="parallel: the seeds at once (CPUs x seeds); race: one after another.")
+    aggregate: Literal["mean", "median", "iqm", "min"] = Field("mean", description="The metric across seeds (min: the worst seed).")
+    final_evaluation: Optional[FinalEvaluation] = Field(None, description="{top_k, seeds}: the top-k configurations retrained on fresh seeds.")
 
 
 
@@ -188,7 +194,7 @@ class StudyPlan:
         asked = self.spec.resources_per_trial
         asked = resolve_resources(asked, config, estimate=config is self.config) if asked is not None else None
         if self.trainable.kind != "trainer":
-            return max(1, asked.cpus()) if asked is not None else 1
+            return (max(1, asked.cpus()) if asked is not None else 1) * parallel_seeds(self.spec)
 
         def number(key: str, default: float) -> float:
             value = config.get(key, default)
@@ -198,7 +204,7 @@ class StudyPlan:
         workers = int(number("num_workers", 0))
         cpus = number("num_cpus_for_driver", 1) + workers * number("num_cpus_per_worker", 1)
         own = max(1, math.ceil(cpus - 1e-9))
-        return max(own, asked.cpus()) if asked is not None else own
+        return (max(own, asked.cpus()) if asked is not None else own) * parallel_seeds(self.spec)
 
 
 # -- loading ------------------------------------------------------------------------------------
