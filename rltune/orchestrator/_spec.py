@@ -360,7 +360,7 @@ def _describe_field_error(root: yaml.Node | None, err: dict[str, Any]) -> str:
     line = line_of(root, loc) if root is not None else None
     at = f"line {line}: " if line else ""
     if err["type"] == "extra_forbidden":
-        valid = list(ResourcesPerTrial.model_fields) if loc[0] == "resources_per_trial" else FIELDS
+        valid = list({"resources_per_trial": ResourcesPerTrial, "final_evaluation": FinalEvaluation}.get(loc[0], StudySpec).model_fields)
         close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}?" if close else f"the fields are {', '.join(valid)}"
         return f"{at}{path}: unknown field; {hint}"
