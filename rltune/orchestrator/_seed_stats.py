@@ -84,8 +84,16 @@ def bootstrap_ci(values: Sequence[Any], how: str = "mean", mode: str = "max", *,
     import numpy as np
     from scipy.stats import bootstrap
 
+    if how not in AGGREGATES:
+        raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)}, but got {how!r}")
+    from scipy.stats import trim_mean
+
+    worst = np.min if mode == "max" else np.max
+    vectorized = {"mean": np.mean, "median": np.median, "iqm": lambda x, axis: trim_mean(x, 0.25, axis=axis),
+                  "min": worst}
+
     def statistic(sample: Any, axis: int = -1) -> Any:
-        return np.apply_along_axis(lambda row: aggregate(row.tolist(), how, mode), axis, sample)
+        return vectorized[how](sample, axis=axis)
 
     found = bootstrap((np.asarray(xs),), statistic, n_resamples=n_resamples, confidence_level=level,
                       method="percentile", random_state=np.random.default_rng(seed), vectorized=True)
