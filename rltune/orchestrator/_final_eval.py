@@ -101,6 +101,10 @@ def final_plan(plan: Any, analysis: Analysis, picked: list[Any]) -> Any:
         "storage": spec.storage, "tracking_uri": spec.tracking_uri, "tracking": spec.tracking,
         "tensorboard": spec.tensorboard, "n_jobs": spec.n_jobs, "max_concurrent": spec.max_concurrent,
     }
+    if plan.trainable.kind == "trainer":  # a seed of a trainer holds 1 + num_workers CPUs, as in the search
+        from rltune.orchestrator._seed_spec import parallel_seeds
+
+        fields["resources_per_trial"] = {"cpu": max(plan.cpus_per_trial(t.config) // parallel_seeds(spec) for t in picked)}
     return make_plan({k: v for k, v in fields.items() if v is not None}, where="final_evaluation")
 
 
