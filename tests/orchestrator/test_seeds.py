@@ -164,3 +164,19 @@ def test_final_evaluation_retrains_the_top_k_on_fresh_seeds_and_picks_on_those(t
     before = [p.read_text() for p in seeds_files]
     again = tune.run(seeded, resume=True, **kwargs)
     assert again.best_config["x"] == 2 and [p.read_text() for p in seeds_files] == before
+
+
+@pytest.mark.parametrize("mode", ["parallel", "race"])
+def test_a_failed_seed_fails_the_attempt_and_the_retry_continues_every_seed_from_the_group_checkpoint(tmp_path, mode):
+    from .trainables import misbehaving
+
+    analysis = tune.run(misbehaving, config={"mode": "flaky", "steps": 4}, metric="score", seeds_per_trial=2,
+                        seed_mode=mode, checkpoint_freq=1, max_failures=3, results_dir=str(tmp_path), name=mode,
+                        verbose=0)
+    trial = analysis.trials[0]
+    assert trial.state == "COMPLETE" and trial.value == 4.0
+    error = (Path(trial.trial_dir) / "error.txt").read_text()
+    assert "seed 0 (seed 0) failed" in error and "flaky failure" in error
+    for i in range(2):  # each seed failed once at step 2 and went on from its checkpoint of step 2
+        assert [r["training_iteration"] for r in _results(Path(trial.trial_dir) / f"seed_{i}")] == [1, 2, 3, 4]
+    assert analysis.study.trials[0].intermediate_values == {1: 1.0, 2: 2.0, 3: 3.0, 4: 4.0}
