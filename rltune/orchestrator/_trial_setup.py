@@ -214,7 +214,7 @@ def decode_trial_config(plan: StudyPlan, frozen: Any) -> dict[str, Any]:
     drawn = frozen.user_attrs.get("config")
     config = resolve_config(plan.config, plan.space, values, drawn if isinstance(drawn, dict) else None)
     seed = frozen.user_attrs.get("seed")
-    if plan.trainable.kind == "trainer" and config.get("seed") is None and seed is not None:
+    if config.get("seed") is None and seed is not None:  # trainers and function trainables alike
         config["seed"] = seed
     return config
 
