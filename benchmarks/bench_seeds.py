@@ -90,7 +90,7 @@ def _tasks(args: Any) -> list[dict[str, Any]]:
     budget = {"CartPole-v1": args.steps, "Acrobot-v1": args.acrobot_steps}
     tasks = []
     for repeat in range(args.repeats):
-        for env in args.envs.split(","):
+        for env in [e for e in args.envs.split(",") if e]:
             for k in (1, 3):  # interleaved: machine load hits both alike
                 tasks.append({"part": "budget", "variant": f"K={k}", "env": env, "k": k, "seed_mode": "parallel",
                               "trials": args.trials * (3 // k), "steps": budget[env], "fresh": args.fresh,
@@ -114,7 +114,7 @@ def _describe(task: dict[str, Any], result: dict[str, Any]) -> str:
 def _report(records: list[dict[str, Any]], args: Any) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     rows = []
-    for env in args.envs.split(","):
+    for env in [e for e in args.envs.split(",") if e]:
         k1 = [r["fresh_value"] for r in ok(records, "K=1") if r["env"] == env and r["part"] == "budget"
               and r.get("fresh_value") is not None]
         k3 = [r["fresh_value"] for r in ok(records, "K=3") if r["env"] == env and r["part"] == "budget"
