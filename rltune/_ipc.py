@@ -135,6 +135,20 @@ class TrialInit:
     keep_checkpoints_num: int | None = None
     tensorboard: bool = False
     env_registrations: dict[str, Any] = field(default_factory=dict)  # register_env creators to install first
+    seed_group: "SeedGroup | None" = None  # seeds_per_trial > 1: this process runs the seeds (_seed_group)
+
+
+@dataclass(frozen=True)
+class SeedGroup:
+    """A trial judged on several seeds (``seeds_per_trial``): how its process runs them and aggregates them."""
+
+    seeds: tuple[int, ...]  # the seed of each run, in order
+    mode: str = "parallel"  # "parallel" (one process each, at once) or "race" (one after another)
+    aggregate: str = "mean"  # mean | median | iqm | min (the worst seed)
+    metric: str = "episode_reward_mean"
+    direction: str = "max"  # the study's mode
+    stop: dict[str, Any] | None = None  # race: the study's stop criteria, judged per seed in the group
+    checkpoint_at_end: bool = True
 
 
 @dataclass(frozen=True)
@@ -286,6 +300,16 @@ class LogModel:
     kind: ClassVar[str] = "model"
     number: int
     copy: str
+
+
+@dataclass(frozen=True)
+class LogSeedRuns:
+    """The seeds of a seeds_per_trial trial as runs nested under its run: each ``{index, seed, results}``."""
+
+    kind: ClassVar[str] = "seeds"
+    number: int
+    runs: list[dict[str, Any]]
+    state: str
 
 
 @dataclass(frozen=True)
@@ -485,6 +509,7 @@ def receive_init(fd: int, encoder: Encoder = PICKLE) -> tuple[Channel, bytes]:
 __all__ = [
     "CLOUDPICKLE", "Channel", "ChannelClosed", "CheckpointSaved", "Closed", "CloseTracking", "Continue",
     "Done", "DrawPlots", "EndTrial", "EnvCheckFailed", "Exploit", "Failed", "LogCheckpoint", "LogCurve", "LogFiles",
-    "LogLine", "LogModel", "LogResult", "OpenTrial", "PICKLE", "PICKLE_OR_CLOUDPICKLE", "Reconcile", "RemoteError", "Reply", "Result",
-    "Shutdown", "Stop", "TagTrial", "TrackingInit", "TrialInit", "UpdateBest", "receive_init", "remote_error", "send_init", "spawn",
+    "LogLine", "LogModel", "LogSeedRuns", "LogResult", "OpenTrial", "PICKLE", "PICKLE_OR_CLOUDPICKLE", "Reconcile", "RemoteError",
+    "Reply", "Result", "SeedGroup", "Shutdown", "Stop", "TagTrial", "TrackingInit", "TrialInit", "UpdateBest", "receive_init",
+    "remote_error", "send_init", "spawn",
 ]

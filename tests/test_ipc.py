@@ -19,9 +19,9 @@ import pytest
 from rltune import _ipc
 from rltune._ipc import (
     CLOUDPICKLE, Channel, ChannelClosed, CheckpointSaved, Closed, CloseTracking, Continue, Done, DrawPlots,
-    EndTrial, EnvCheckFailed, Exploit, Failed, FinishStudy, LogCheckpoint, LogCurve, LogFiles, LogLine, LogModel, LogResult, OpenTrial,
-    PICKLE_OR_CLOUDPICKLE, Progress, Reconcile, Reconciled, RemoteError, Reply, Result, Shutdown, Stop, TagTrial,
-    TrackingInit,
+    EndTrial, EnvCheckFailed, Exploit, Failed, FinishStudy, LogCheckpoint, LogCurve, LogFiles, LogLine, LogModel, LogResult,
+    LogSeedRuns, OpenTrial, PICKLE_OR_CLOUDPICKLE, Progress, Reconcile, Reconciled, RemoteError, Reply, Result, SeedGroup,
+    Shutdown, Stop, TagTrial, TrackingInit,
     TrialInit, UpdateBest,
 )
 from rltune.orchestrator._child import spawn as spawn_trial_child
@@ -44,6 +44,9 @@ MESSAGES = [
     TrialInit("function", "orchestrator.trainables:counter", {"x": 2.0}, "/t/trial_00003", 3, 7,
               "/t/trial_00003/checkpoint_000002", 2, 1, 2, True, {"MyEnv-v0": "a creator"}),
     TrialInit("trainer", "PPO", {"env": "CartPole-v1"}, "/t/trial_00000"),
+    TrialInit("function", "m:f", {"x": 1}, "/t/trial_00001", seed_group=SeedGroup((1, 2, 3), "race", "iqm", "score",
+                                                                                "min", {"training_iteration": 5})),
+    SeedGroup((7, 8)),
     Result({"training_iteration": 3, "score": 1.5, "info": {"x": [1, 2]}}), CheckpointSaved("/t/checkpoint_000003", 3),
     Done(), Failed("Traceback ...\nRuntimeError: boom"), Continue(), Continue(True), Stop("pruned", True),
     Exploit("/t/trial_00001/checkpoint_000004", {"lr": 0.0012, "env": "CartPole-v1"}), Stop("score = 5 >= 5", False),
@@ -54,6 +57,7 @@ MESSAGES = [
     LogCheckpoint(2, "/staging/c", "checkpoint_000001"),
     LogFiles(2, "/staging/f", ["/staging/f/params.json"]), LogCurve(2), LogModel(2, "/staging/m"),
     TagTrial(2, {"rltune.pbt.exploited": "trial 1 at iteration 4"}),
+    LogSeedRuns(2, [{"index": 0, "seed": 7, "results": [{"training_iteration": 1, "score": 1.0}]}], "COMPLETE"),
     EndTrial(2, "COMPLETE", "done", None), UpdateBest(2, 1.5, {"lr": 0.1}), Reconcile([], True),
     DrawPlots([], ["maximize"]), FinishStudy(False, 1_700_000_060_000), CloseTracking(False), LogLine(30, "a warning"),
     Progress(7), Reconciled([0, 2]), Closed(["x"], {"result": 1}),

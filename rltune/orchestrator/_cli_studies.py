@@ -107,6 +107,7 @@ def _show(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from rltune.orchestrator._front import front_lines
+    from rltune.orchestrator._final_eval import final_table_lines
     from rltune.orchestrator._listing import load_study, resolve_study_dir, trial_rows, trials_table
     from rltune.orchestrator._objectives import describe_objectives
 
@@ -122,6 +123,6 @@ def _show(args: argparse.Namespace) -> int:
     console.print(table)
     if names:
         console.print(Text(f"params: {names}"))
-    for line in front_lines(study, metric):  # multiobj: the Pareto front
+    for line in [*front_lines(study, metric), *final_table_lines(directory)]:  # the Pareto front; final_evaluation's table
         console.print(line, markup=False, soft_wrap=True)
     return 0

@@ -27,6 +27,7 @@ from rltune.orchestrator._front import last_values
 from rltune.orchestrator._objectives import as_list
 from rltune.orchestrator._ownership import owner_alive
 from rltune.orchestrator._retry import live_trials, predecessor
+from rltune.orchestrator._seed_report import CI_COLUMN, ci_of, fmt_ci
 from rltune.orchestrator._storage import JOURNAL_FILE, open_storage
 from rltune.orchestrator._study_setup import STUDY_FILE
 
@@ -160,6 +161,7 @@ def trial_rows(study: Any, metric: str | list[str]) -> list[dict[str, Any]]:
             "error": error.strip().splitlines()[-1] if error and error.strip() else None,
             "_last": lookup(last, as_list(metric)[0]) if last else None,
             "retry_of": predecessor(frozen),
+            "ci": ci_of(frozen),  # seeds_per_trial: the aggregate's bootstrap interval
         })
     return rows
 
@@ -171,14 +173,16 @@ def trials_table(rows: list[dict[str, Any]], metric: str | list[str], directory:
 
     names = list(dict.fromkeys(name for row in rows for name in row["params"]))
     metrics = as_list(metric)
-    table = TrialTable([("trial", "right"), ("state", "left"), ("iter", "right"), *[(m, "right") for m in metrics]], names,
-                       tail="checkpoint or error")
+    ci = any(row.get("ci") for row in rows)
+    table = TrialTable([("trial", "right"), ("state", "left"), ("iter", "right"), *[(m, "right") for m in metrics],
+                        *([(CI_COLUMN, "left")] if ci else [])], names, tail="checkpoint or error")
     for row in rows:
         tail = f"error: {row['error']}" if row["state"] == "FAIL" and row["error"] else _relative(row["checkpoint"],
                                                                                                    directory)
         tail = f"(retry of trial {row['retry_of']}) {tail}".rstrip() if row["retry_of"] is not None else tail
         cells = [str(row["trial"]), row["state"], str(row["iter"] or 0),
-                 *[fmt_value(row[m]) if isinstance(row[m], (int, float)) else "-" for m in metrics]]
+                 *[fmt_value(row[m]) if isinstance(row[m], (int, float)) else "-" for m in metrics],
+                 *([fmt_ci(row.get("ci"))] if ci else [])]
         table.rows.append(TrialRow(cells, {k: _decoded(v) for k, v in row["params"].items()}, tail))
     return table
 

@@ -33,10 +33,12 @@ def run_plan(
     :class:`~rltune.orchestrator._events.Observer`).
     """
     from rltune.orchestrator._display import make_display
+    from rltune.orchestrator._final_eval import run_final_evaluation
     from rltune.orchestrator._runner import StudyRunner
+    from rltune.orchestrator._seed_report import seed_observers
 
     runner = StudyRunner(plan, resume=resume, retry_failed=retry_failed, max_concurrent=max_concurrent)
-    for observer in observers:
+    for observer in [*observers, *seed_observers(plan)]:
         runner.observers.append(observer)
     display = make_display(runner, verbose=verbose, quiet=quiet, stream=stream)
     runner.display = display  # before open_study: what it finds on disk (a stale lock) is said at once
@@ -52,6 +54,7 @@ def run_plan(
         analysis = build_analysis(runner)
     finally:
         runner.close()  # the study directory's lock: another orchestrator may take the study now
+    analysis = run_final_evaluation(analysis, plan, verbose=verbose, say=display.message if display else None)
     if display is not None:
         _summary(display, analysis, plan)
     return analysis

@@ -47,6 +47,7 @@ from rltune.orchestrator._pareto_pruning import is_pareto, pareto_options
 from rltune.orchestrator._pbt_settings import is_pbt, parse_pbt
 from rltune.orchestrator._multi_agent_study import per_policy_key_problems, plain_multiagent
 from rltune.orchestrator._resources import ResourcesPerTrial, resolve_resources
+from rltune.orchestrator._seed_spec import MAX_SEEDS_PER_TRIAL, FinalEvaluation, parallel_seeds
 from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs, without_paths
 from rltune.orchestrator._stop import StopCriteria
 from rltune.orchestrator._trainable_ref import Trainable, resolve_trainable
@@ -128,6 +129,11 @@ class StudySpec(UserInput):
     constraints: Optional[list[str]] = Field(
         None, description="Feasibility of a trial from its last result: ['info/learner/default_policy/kl <= 0.05', "
                           "...]; feasible trials are preferred for the best (docs/multi-objective.md).")
+    # seeds (issue 27): a configuration judged on several seeds, docs/seeds.md
+    seeds_per_trial: int = Field(1, ge=1, le=MAX_SEEDS_PER_TRIAL, description="Runs of each configuration, each with its own config.seed.")
+    seed_mode: Literal["parallel", "race"] = Field("parallel", description="parallel: the seeds at once (CPUs x seeds); race: one after another.")
+    aggregate: Literal["mean", "median", "iqm", "min"] = Field("mean", description="The metric across seeds (min: the worst seed).")
+    final_evaluation: Optional[FinalEvaluation] = Field(None, description="{top_k, seeds}: the top-k configurations retrained on fresh seeds.")
 
 
 
@@ -211,7 +217,7 @@ class StudyPlan:
         asked = self.spec.resources_per_trial
         asked = resolve_resources(asked, config, estimate=config is self.config) if asked is not None else None
         if self.trainable.kind != "trainer":
-            return max(1, asked.cpus()) if asked is not None else 1
+            return (max(1, asked.cpus()) if asked is not None else 1) * parallel_seeds(self.spec)
 
         def number(key: str, default: float) -> float:
             value = config.get(key, default)
@@ -221,7 +227,7 @@ class StudyPlan:
         workers = int(number("num_workers", 0))
         cpus = number("num_cpus_for_driver", 1) + workers * number("num_cpus_per_worker", 1)
         own = max(1, math.ceil(cpus - 1e-9))
-        return max(own, asked.cpus()) if asked is not None else own
+        return (max(own, asked.cpus()) if asked is not None else own) * parallel_seeds(self.spec)
 
 
 # -- loading ------------------------------------------------------------------------------------
@@ -385,7 +391,7 @@ def _describe_field_error(root: yaml.Node | None, err: dict[str, Any]) -> str:
     line = line_of(root, loc) if root is not None else None
     at = f"line {line}: " if line else ""
     if err["type"] == "extra_forbidden":
-        valid = list(ResourcesPerTrial.model_fields) if loc[0] == "resources_per_trial" else FIELDS
+        valid = list({"resources_per_trial": ResourcesPerTrial, "final_evaluation": FinalEvaluation}.get(loc[0], StudySpec).model_fields)
         close = difflib.get_close_matches(str(loc[-1]), valid, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}?" if close else f"the fields are {', '.join(valid)}"
         return f"{at}{path}: unknown field; {hint}"

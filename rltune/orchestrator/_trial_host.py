@@ -8,6 +8,7 @@ end means.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -58,6 +59,7 @@ class ActiveTrial:
     tracking: Any = None  # its TrialTracker (MLflow run) when the study is tracked
     ended_ms: int | None = None  # when it ended (Optuna's datetime_complete), in ms since the epoch
     retry_of: int | None = None  # the number of the failed trial this one retries
+    seed_group: Any = None  # seeds_per_trial > 1: the _ipc.SeedGroup its process runs
 
 
 @dataclass
@@ -77,6 +79,8 @@ def start_process(a: ActiveTrial, init: TrialInit) -> None:
     creator holding a lock). A process that dies at once is seen as a crash
     when its socket is read.
     """
+    if a.seed_group is not None:
+        init = dataclasses.replace(init, seed_group=a.seed_group)
     try:
         payload = cloudpickle.dumps(init)
     except Exception as exc:

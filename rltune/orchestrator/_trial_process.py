@@ -68,6 +68,10 @@ def run(conn: Channel | None, init: TrialInit) -> int:
     A failure is sent as ``Failed`` with its traceback and, when a disk error
     caused it (a full disk, a read-only one), its kind (:func:`rltune._disk.disk_kind`).
     """
+    if init.seed_group is not None:  # seeds_per_trial: this process runs the seeds and reports their aggregate
+        from rltune.orchestrator._seed_group import run_group
+
+        return run_group(conn, init)
     restore = init.restore
     start_iteration = int(init.start_iteration or 0)
     try:

@@ -22,7 +22,7 @@ from rltune.orchestrator._retry import RETRY_OF, predecessor, start_retry
 from rltune.orchestrator._pbt import config_in_force
 from rltune.orchestrator._search_space import decode_params, resolve_config, suggest
 from rltune.orchestrator._spec import StudyPlan
-from rltune.orchestrator._stop import StopCriteria
+from rltune.orchestrator._seed_spec import seed_group_of, seeds_of, stop_criteria
 from rltune.orchestrator._study_state import StudyState
 from rltune.orchestrator._trial import PARAMS_FILE
 from rltune.orchestrator._trial_end import TrialEnding
@@ -114,7 +114,7 @@ class TrialSetup:
             config = config_in_force(self.state.plan, self.state.study, source, config)
         retried = predecessor(source) if source is not None else None  # the failed trial this one retries
         previous = source.user_attrs if retried is not None else {}  # a retry's: the failed trial's seed and config
-        if isinstance(previous.get("seed"), int) and self.state.plan.trainable.kind == "trainer" and config.get("seed") is None:
+        if isinstance(previous.get("seed"), int) and config.get("seed") is None:
             config["seed"] = previous["seed"]
         seed = previous["seed"] if isinstance(previous.get("seed"), int) else self._seed(number, config)
         trial_dir = self.state.study_dir / f"trial_{number:05d}"
@@ -123,9 +123,12 @@ class TrialSetup:
             trial.set_user_attr("config", json_safe(config))
             trial.set_user_attr("seed", seed)
             trial.set_user_attr("trial_dir", str(trial_dir))
+            if self.state.spec.seeds_per_trial > 1:
+                trial.set_user_attr("seeds", seeds_of(self.state.spec, seed))
         self.state.configs[number] = config
         active = ActiveTrial(trial, number, values, config, seed, trial_dir, self.state.plan.cpus_per_trial(config),
-                             StopCriteria(self.state.spec.stop, where="stop"))
+                             stop_criteria(self.state.spec))
+        active.seed_group = seed_group_of(self.state.spec, seed)
         active.retry_of = retried
         self.state.observers.trial_opened(active)
         try:
@@ -196,7 +199,10 @@ class TrialSetup:
                 config["seed"] = base + number
             return config["seed"]
         given = config.get("seed")
-        return given if isinstance(given, int) and not isinstance(given, bool) else base + number
+        if isinstance(given, int) and not isinstance(given, bool):
+            return given
+        config["seed"] = base + number  # a function trainable reads its seed where a trainer does
+        return config["seed"]
 
 
 def _checkpoint_iteration(path: str) -> int:
@@ -211,7 +217,7 @@ def decode_trial_config(plan: StudyPlan, frozen: Any) -> dict[str, Any]:
     drawn = frozen.user_attrs.get("config")
     config = resolve_config(plan.config, plan.space, values, drawn if isinstance(drawn, dict) else None)
     seed = frozen.user_attrs.get("seed")
-    if plan.trainable.kind == "trainer" and config.get("seed") is None and seed is not None:
+    if config.get("seed") is None and seed is not None:  # trainers and function trainables alike
         config["seed"] = seed
     return config
 

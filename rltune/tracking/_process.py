@@ -66,7 +66,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from rltune._ipc import (Channel, ChannelClosed, Closed, CloseTracking, DrawPlots, EndTrial, FinishStudy, LogCheckpoint,
-                         LogCurve, LogFiles, LogLine, LogModel, LogResult, OpenTrial, PICKLE, Progress, Reconcile, TagTrial,
+                         LogCurve, LogFiles, LogLine, LogModel, LogResult, LogSeedRuns, OpenTrial, PICKLE, Progress, Reconcile,
+                         TagTrial,
                          Reconciled, TrackingInit, UpdateBest, spawn)
 from rltune._trial_files import json_safe
 from rltune.tracking._failures import Failures
@@ -121,6 +122,10 @@ class TrialHandle:
     def log_result(self, result: Mapping[str, Any], *, replace: bool = False) -> None:
         """Every numeric entry of ``result`` at ``step = training_iteration`` (see ``TrialTracker.log_result``)."""
         self._owner._post(LogResult(self.number, dict(result), int(time.time() * 1000), replace))
+
+    def log_seed_runs(self, runs: list[dict[str, Any]], state: str) -> None:
+        """Each seed of a seeds_per_trial trial as a run nested under this one (``{index, seed, results}``)."""
+        self._owner._post(LogSeedRuns(self.number, runs, state))
 
     def log_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Upload a checkpoint directory as ``checkpoints/<name>`` (hard-linked copy taken now)."""

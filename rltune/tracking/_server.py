@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rltune._ipc import (Channel, ChannelClosed, Closed, CloseTracking, DrawPlots, EndTrial, FinishStudy, LogCheckpoint,
-                         LogCurve, LogFiles, LogLine, LogModel, LogResult, OpenTrial, Progress, Reconcile, Reconciled,
+                         LogCurve, LogFiles, LogLine, LogModel, LogResult, LogSeedRuns, OpenTrial, Progress, Reconcile, Reconciled,
                          TagTrial, UpdateBest)
 from rltune.tracking._keys import flatten_params, with_defaults
 from rltune.tracking._priority import NICE, autogroup_nice, is_tracking_process, lower_priority, set_autogroup_nice
@@ -340,6 +340,8 @@ class _Server:
                 self.trials[message.number].log_policy_model(message.copy)
             finally:
                 remove(Path(message.copy))
+        elif isinstance(message, LogSeedRuns):
+            self.tracker.log_seed_runs(message.number, message.runs, message.state)
         elif isinstance(message, EndTrial):
             self.tracker.end_trial(self.trials.get(message.number), message.state, reason=message.reason,
                                    error=message.error, end_time_ms=message.end_time_ms)

@@ -225,6 +225,15 @@ class StudyTracker(Tracker):
             note = f"values cut to MLflow's limit of {limits.param_value} characters: " + ", ".join(truncated)
             client.set_tag(run_id, TAG_TRUNCATED, note[:limits.tag_value])
 
+    def log_seed_runs(self, number: int, runs: list[dict[str, Any]], state: str) -> None:
+        """The seeds of trial ``number`` as runs nested under its run (:mod:`._seed_runs`)."""
+        from rltune.tracking._seed_runs import log_seed_runs
+
+        run_id = self.trial_runs.get(number)
+        if run_id is not None:
+            self._attempt("seeds", f"the seed runs of trial {number}", lambda: log_seed_runs(
+                self.client, self.experiment_id, self.study_name, run_id, number, runs, state))
+
     def end_trial(self, run: "str | TrialTracker | None", state: str, *, reason: str | None = None,
                   error: str | None = None, end_time_ms: int | None = None) -> None:
         """End the trial's run: COMPLETE -> FINISHED, PRUNED -> KILLED, FAIL -> FAILED, INTERRUPTED -> KILLED.

@@ -121,6 +121,13 @@ CASES: list[Case] = [
          ("tune", "{tmp}/study.yaml", "--quiet"), files={"study.yaml": _fn("results_dir: {tmp}/ro\n")},
          setup=read_only_dir("ro")),
     study_case("storage NUL", _fn('storage: "sqlite:///a\\0b"\n'), "storage: must not contain a NUL byte"),
+    # -- seeds (issue 27) -------------------------------------------------------------------------
+    study_case("seeds_per_trial 0", _fn("seeds_per_trial: 0\n"), "seeds_per_trial: Input should be greater than or equal to 1"),
+    study_case("seeds_per_trial too many", _fn("seeds_per_trial: 65\n"), "seeds_per_trial: Input should be less than or equal to 64"),
+    study_case("seed_mode unknown", _fn("seed_mode: serial\n"), "seed_mode: Input should be 'parallel' or 'race'"),
+    study_case("aggregate unknown", _fn("aggregate: max\n"), "aggregate: Input should be 'mean', 'median', 'iqm' or 'min'"),
+    study_case("final_evaluation typo", _fn("final_evaluation: {topk: 3}\n"), "final_evaluation.topk: unknown field; did you mean 'top_k'?"),
+    study_case("final_evaluation top_k 0", _fn("final_evaluation: {top_k: 0}\n"), "final_evaluation.top_k: Input should be greater than or equal to 1"),
     # -- trainer config values (rltune's own keys) ------------------------------------------------
     study_case("lr inf", PPO + "  lr: .inf\n", "config.lr: Input should be a finite number"),
     study_case("lr nan", PPO + "  lr: .nan\n", "config.lr: Input should be a finite number"),

@@ -65,6 +65,17 @@ def _wait_for_results(trial_dir: Path, n: int, timeout: float = 60.0) -> None:
     raise AssertionError(f"{trial_dir} has no {n} results after {timeout}s")
 
 
+def assert_gone(pid_files: list[Path]) -> None:
+    """The processes named by ``pid_<pid>`` files are gone (or zombies) within 10 s: none outlives the orchestrator."""
+    pids = [int(p.name.split("_")[1]) for p in pid_files]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in pids):
+        time.sleep(0.1)
+    for pid in pids:
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().split(")")[1].split()[0] == "Z", f"process {pid} still runs"
+
+
 def _iterations(trial_dir: Path) -> list[int]:
     return [json.loads(line)["training_iteration"] for line in (trial_dir / "result.json").read_text().splitlines()]
 
@@ -116,13 +127,7 @@ def test_kill_9_of_the_orchestrator_then_resume(study_file):
     _wait_for_results(trial0, 4)
     proc.kill()
     proc.communicate(timeout=30)
-    pids = [int(p.name.split("_")[1]) for p in (study_file.parent / "results" / "resumable").glob("trial_*/pid_*")]
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in pids):
-        time.sleep(0.1)
-    for pid in pids:  # trial processes do not outlive the orchestrator
-        stat = Path(f"/proc/{pid}/stat")
-        assert not stat.exists() or stat.read_text().split(")")[1].split()[0] == "Z", f"trial process {pid} still runs"
+    assert_gone(list((study_file.parent / "results" / "resumable").glob("trial_*/pid_*")))
     studies = subprocess.run([str(RLTUNE), "studies", "--results-dir", str(study_file.parent / "results")],
                              capture_output=True, text=True, timeout=60)
     assert studies.returncode == 0 and "resumable" in studies.stdout

@@ -91,7 +91,7 @@ def test_result_grid_sequence_counts_and_results(grid):
     assert grid.num_errors == 0 and grid.errors == [] and grid.num_terminated == 3
     first = grid[0]
     assert first.metrics["score"] == 4 and first.metrics["training_iteration"] == 4
-    assert first.config == {"x": 1, "steps": 4}
+    assert first.config == {"x": 1, "steps": 4, "seed": 0}  # the trial's seed, as a trainer's config has it (issue 27)
     assert Path(first.path).name == "trial_00000" and first.error is None
     assert first.checkpoint.path.endswith("checkpoint_000004")
     with first.checkpoint.as_directory() as d:

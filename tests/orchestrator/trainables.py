@@ -185,3 +185,22 @@ def kill_tracking_then_train(config, reporter):
             for pid in _tracking_processes(os.getppid()):
                 os.kill(pid, signal.SIGKILL)
             time.sleep(0.5)
+
+
+def seeded(config, reporter):
+    """A score that depends on the seed: ``score = x * step + bonus``, where ``bonus`` is ``lucky`` for the
+    configuration ``x == lucky_x`` on the seeds ``lucky_seeds`` only (a luck the other seeds do not reproduce).
+
+    Records ``config["seed"]`` in ``seeds.txt`` of its directory; checkpoints as ``counter``.
+    """
+    seed = config["seed"]
+    with open(reporter.trial_dir / "seeds.txt", "a") as f:
+        f.write(f"{seed}\n")
+    lucky = config.get("x") == config.get("lucky_x") and seed in config.get("lucky_seeds", [])
+    bonus = config.get("lucky", 0.0) if lucky else 0.0
+    for step in range(_start(reporter), config.get("steps", 3)):
+        time.sleep(config.get("sleep", 0.0))
+        try:
+            reporter(score=config.get("x", 1.0) * (step + 1) + bonus, step=step + 1)
+        finally:
+            _save(reporter, step + 1)
