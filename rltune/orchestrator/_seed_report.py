@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 from rltune._metrics import finite, lookup
+from rltune.orchestrator._objectives import as_list
 from rltune.orchestrator._events import Observer
 from rltune.orchestrator._seed_stats import CI_LEVEL
 
@@ -55,7 +56,7 @@ def seed_runs(trial_dir: Any, seeds: list[int]) -> list[dict[str, Any]]:
 
 def seed_observers(plan: Any) -> list[Observer]:
     """The observers a study of ``plan`` needs for its seed groups (none without ``seeds_per_trial``)."""
-    return [SeedAttrs(plan.spec.metric)] if plan.spec.seeds_per_trial > 1 else []
+    return [SeedAttrs(as_list(plan.spec.metric)[0])] if plan.spec.seeds_per_trial > 1 else []
 
 
 def ci_attr(result: dict[str, Any], metric: str) -> dict[str, Any]:

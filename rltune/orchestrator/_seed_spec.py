@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from rltune._ipc import SeedGroup
+from rltune.orchestrator._objectives import as_list
 from rltune.orchestrator._seed_stats import RACE_NEXT, derive_seed
 from rltune.orchestrator._stop import StopCriteria, StopReason
 
@@ -38,7 +39,7 @@ def seed_group_of(spec: Any, trial_seed: int | None) -> SeedGroup | None:
     if int(spec.seeds_per_trial) <= 1:
         return None
     return SeedGroup(seeds=tuple(seeds_of(spec, int(trial_seed or 0))), mode=spec.seed_mode,
-                     aggregate=spec.aggregate, metric=spec.metric, direction=spec.mode,
+                     aggregate=spec.aggregate, metric=as_list(spec.metric)[0], direction=as_list(spec.mode)[0],
                      stop=dict(spec.stop) if spec.stop else None, checkpoint_at_end=spec.checkpoint_at_end)
 
 

@@ -33,7 +33,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import yaml
 from pydantic import ConfigDict, Field, ValidationError
@@ -285,6 +285,9 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
 
     pbt, config, pbt_problems = parse_pbt(spec.scheduler, config, trainable)  # pbt: missing mutation keys become entries
     problems.extend(at(("scheduler",), p) for p in pbt_problems)
+    if pbt is not None and spec.seeds_per_trial > 1:  # an exploit restores one trainer, not a group of seeds
+        problems.append(at(("seeds_per_trial",), "seeds_per_trial: PBT members exploit one another's checkpoint; a "
+                                                 "member of several seeds cannot (use seeds_per_trial: 1 with pbt)"))
     if trainable is not None and trainable.kind == "trainer":
         config = plain_multiagent(config)  # a PolicySpec's config is searched like the rest
     space, space_problems = parse_space(config)

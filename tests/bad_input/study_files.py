@@ -128,6 +128,16 @@ CASES: list[Case] = [
     study_case("aggregate unknown", _fn("aggregate: max\n"), "aggregate: Input should be 'mean', 'median', 'iqm' or 'min'"),
     study_case("final_evaluation typo", _fn("final_evaluation: {topk: 3}\n"), "final_evaluation.topk: unknown field; did you mean 'top_k'?"),
     study_case("final_evaluation top_k 0", _fn("final_evaluation: {top_k: 0}\n"), "final_evaluation.top_k: Input should be greater than or equal to 1"),
+    # -- combinations of issue 27's parts that take one metric or one trainer ---------------------
+    study_case("pbt with several seeds", PPO + "seeds_per_trial: 2\nscheduler: {type: pbt, hyperparam_mutations: "
+               "{lr: [0.001, 0.002]}}\n", "seeds_per_trial: PBT members exploit one another's checkpoint"),
+    study_case("pbt in a multi-objective study", PPO.replace("run: PPO", "run: PPO\nmetric: [episode_reward_mean, "
+               "timesteps_total]\nmode: [max, min]") + "scheduler: {type: pbt, hyperparam_mutations: {lr: [0.001, 0.002]}}\n",
+               "scheduler: pbt ranks the population on one metric"),
+    study_case("aggregate min, several metrics", _mo("metric: [score, step]\nseeds_per_trial: 2\naggregate: min\n"),
+               "aggregate: min takes each metric's worst seed"),
+    study_case("final_evaluation, several metrics", _mo("metric: [score, step]\nfinal_evaluation: {top_k: 1}\n"),
+               "final_evaluation: retrains the top-k of one metric"),
     # -- trainer config values (rltune's own keys) ------------------------------------------------
     study_case("lr inf", PPO + "  lr: .inf\n", "config.lr: Input should be a finite number"),
     study_case("lr nan", PPO + "  lr: .nan\n", "config.lr: Input should be a finite number"),
