@@ -1,30 +1,49 @@
 """A child process of the orchestrator on a channel of its own: started, handed its ``sys.path`` and payload.
 
 The trial processes and the env check before a study's first trial start
-the same way (:func:`rltune._ipc.spawn`), in a session of their own (Ctrl-C
-reaches the orchestrator only), with stdout and stderr in one file. The
-parent then sends its ``sys.path`` and one payload; the child reads both
-first (:func:`rltune._ipc.receive_init`).
+the same way, in a session of their own (Ctrl-C reaches the orchestrator
+only), with stdout and stderr in one file: forked from the orchestrator's
+warm template (:mod:`rltune._warm`, with the modules a trial needs imported
+once), or started cold (:func:`rltune._ipc.spawn`) when warm start is off
+(``RLTUNE_WARM_START=0``) or the template cannot serve. The parent then
+sends its ``sys.path`` and one payload; the child reads both first
+(:func:`rltune._ipc.receive_init`).
 """
 
 from __future__ import annotations
 
 import subprocess
-from typing import IO
+from typing import IO, Any
 
+from rltune import _warm
 from rltune._ipc import Channel, receive_init, send_init
-from rltune._ipc import spawn as _spawn
+
+# What a trial process or the env check imports (torch's compiler stack: the first optimizer step imports it).
+# Nothing that starts a thread or imports Optuna or MLflow: the template checks the first, a test the second.
+TRIAL_PRELOAD = [
+    "cloudpickle", "numpy", "torch", "torch._dynamo", "gymnasium", "gymnasium.envs.classic_control",
+    "rltune.trainers", "rltune.trainers.algorithms._dqn", "rltune.trainers.sampling._remote",
+    "rltune.trainers.sampling._rollout_worker", "rltune.orchestrator._trial_process", "rltune.orchestrator._env_check",
+]
 
 
 def spawn(
-    entry: str, *, stdout: IO[bytes] | int, env: dict[str, str] | None = None
-) -> tuple[subprocess.Popen, Channel]:
+    entry: str, *, stdout: IO[bytes] | int, env: dict[str, str] | None = None, worker_template: bool = False
+) -> tuple[Any, Channel]:
     """Start ``entry`` (``"pkg.module:function"``, called with the child's socket fd); its process and channel.
 
-    The child's stdout and stderr both go to ``stdout``.
+    The child's stdout and stderr both go to ``stdout``. The process is a
+    ``subprocess.Popen`` or a :class:`rltune._warm.WarmProcess` (the same
+    ``pid``, ``poll``, ``wait``, ``kill``). ``worker_template``: a warm child
+    forks a template of its own for its rollout workers.
     """
-    return _spawn(entry, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT,
-                  new_session=True)
+    return _warm.spawn(entry, template=_warm.template_for(TRIAL_PRELOAD), env=env, stdin=subprocess.DEVNULL,
+                       stdout=stdout, stderr=subprocess.STDOUT, new_session=True, worker_template=worker_template)
 
 
-__all__ = ["receive_init", "send_init", "spawn"]
+def prestart() -> None:
+    """Start the warm template now (if warm start is on), so that it imports while the study sets up."""
+    _warm.template_for(TRIAL_PRELOAD)
+
+
+__all__ = ["prestart", "receive_init", "send_init", "spawn"]

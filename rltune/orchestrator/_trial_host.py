@@ -42,7 +42,7 @@ class ActiveTrial:
     trial_dir: Path
     cpus: int
     stop: StopCriteria
-    proc: subprocess.Popen | None = None
+    proc: Any = None  # subprocess.Popen or rltune._warm.WarmProcess
     conn: Channel | None = None
     attempt_start: float = 0.0
     started: float = field(default_factory=time.time)
@@ -86,7 +86,8 @@ def start_process(a: ActiveTrial, init: TrialInit) -> None:
         ) from None
     with open(a.trial_dir / OUTPUT_FILE, "ab") as out:  # Ctrl-C reaches the orchestrator only; it stops the trials
         a.proc, a.conn = spawn("rltune.orchestrator._trial_process:trial_entry", stdout=out,
-                               env=dict(os.environ, RLTUNE_TRIAL_NUMBER=str(a.number), PYTHONUNBUFFERED="1"))
+                               env=dict(os.environ, RLTUNE_TRIAL_NUMBER=str(a.number), PYTHONUNBUFFERED="1"),
+                               worker_template=True)  # its rollout workers start warm too
     a.attempt_start = time.monotonic()
     a.outcome = a.reason = None
     send_init(a.conn, payload)
