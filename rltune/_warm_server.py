@@ -54,8 +54,11 @@ def template_entry(fd: int, parent_pid: int, by_main_thread: bool) -> None:
     init = pickle.loads(sock.recv(MAX_MESSAGE))
     sys.path[:] = init["sys_path"]
     try:
-        for name in init["preload"]:
-            importlib.import_module(name)
+        for name in init["preload"]:  # "module", or "module:function" to call (a function that imports)
+            module, _, function = name.partition(":")
+            imported = importlib.import_module(module)
+            if function:
+                getattr(imported, function)()
         if threading.active_count() != 1:
             raise RuntimeError(f"importing {init['preload']} started {threading.active_count() - 1} thread(s): "
                                "a fork would copy them broken")
