@@ -46,8 +46,9 @@ ENV_VAR = "RLTUNE_WARM_START"
 COMMAND_LINE_ROOM = 400  # characters of the template's command line: each child writes its own over it
 READY_TIMEOUT_S = 300.0  # the longest :meth:`Template.wait_ready` waits by default (importing torch on a loaded machine)
 # Variables read when an interpreter or a preloaded library starts: a child whose values differ starts cold.
+# Not CUDA_*: the template never initializes CUDA (a trial given its own CUDA_VISIBLE_DEVICES starts warm).
 _STARTUP_PREFIXES = ("PYTHON", "LC_", "LANG", "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "GOTO", "BLIS_",
-                     "VECLIB_", "NUMEXPR_", "TORCH_", "CUDA_", "NVIDIA_", "LD_", "MALLOC_")
+                     "VECLIB_", "NUMEXPR_", "TORCH", "PYTORCH_", "LD_", "MALLOC_")
 # PYTHONUNBUFFERED: the template runs unbuffered (a child asking for buffering gets it unbuffered);
 # KMP_DUPLICATE_LIB_OK: threadpoolctl sets it in a trainer's process; read only when a second libiomp loads.
 _HANDLED = {"PYTHONUNBUFFERED", "KMP_DUPLICATE_LIB_OK"}

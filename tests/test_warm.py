@@ -152,6 +152,12 @@ def test_a_child_whose_startup_variables_differ_from_the_template_s_starts_cold(
     assert isinstance(proc, subprocess.Popen) and info["ppid"] == os.getpid()
 
 
+def test_a_child_given_its_own_cuda_devices_still_starts_warm(template, tmp_path):
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="1")  # read when CUDA initializes, which the template never does
+    proc, info = _describe(template, tmp_path / "out.log", env=env)
+    assert isinstance(proc, _warm.WarmProcess) and info["env"]["CUDA_VISIBLE_DEVICES"] == "1"
+
+
 def test_warm_start_is_off_with_rltune_warm_start_0(monkeypatch):
     monkeypatch.setenv("RLTUNE_WARM_START", "0")
     assert _warm.template_for(PRELOAD) is None and _warm.local_template() is None
