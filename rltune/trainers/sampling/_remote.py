@@ -2,7 +2,9 @@
 
 The process is started with ``subprocess`` (not ``multiprocessing``'s spawn,
 which re-runs the user's ``__main__`` script and so demands an
-``if __name__ == "__main__"`` guard that RLlib users do not write), on a
+``if __name__ == "__main__"`` guard that RLlib users do not write), or
+forked from the warm template of the study trial it belongs to
+(:func:`rltune._warm.local_template`), on a
 :class:`rltune._ipc.Channel`. Requests are the typed messages of
 :mod:`rltune.trainers.sampling._worker_messages`, cloudpickled so that lambdas and
 functions from ``__main__`` reach the worker, and run by type
