@@ -84,13 +84,13 @@ def _setup(tmp: str, warm: bool) -> None:
     _trial_host.start_process = timed
 
 
-def _warm_up() -> float:
-    """Start the template and wait until it is ready; seconds it took."""
+def _warm_up(kind: str) -> float:
+    """Start the template of a study of ``kind`` ("trainer", "function") and wait until it is ready; seconds it took."""
     from rltune import _warm
-    from rltune.orchestrator._child import TRIAL_PRELOAD
+    from rltune.orchestrator._child import preload_for
 
     start = time.perf_counter()
-    template = _warm.template_for(TRIAL_PRELOAD)
+    template = _warm.template_for(preload_for(kind))
     if template is not None:
         template.wait_ready()
     return time.perf_counter() - start
@@ -100,7 +100,7 @@ def task_start(task: dict[str, Any]) -> dict[str, Any]:
     """Launch-to-first-result (function) or launch-to-first-iteration (PPO) of a few trials, one at a time."""
     with tempfile.TemporaryDirectory(prefix="rltune_bench_") as tmp:
         _setup(tmp, task["warm"])
-        ready_s = _warm_up() if task["warm"] else 0.0
+        ready_s = _warm_up("function" if task["kind"] == "function" else "trainer") if task["warm"] else 0.0
         from bench_start_trainable import IterationStart, trivial
 
         from rltune import tune

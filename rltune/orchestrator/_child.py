@@ -27,25 +27,35 @@ TRIAL_PRELOAD = [
     "rltune.trainers", "rltune.trainers.algorithms._dqn", "rltune.trainers.sampling._remote",
     "rltune.trainers.sampling._rollout_worker", "rltune.orchestrator._trial_process", "rltune.orchestrator._env_check",
 ]
+# A study of a function trainable: what every trial process imports, and no more (a template importing torch
+# would compete for the cores with the study's first trials, which start cold meanwhile, for nothing they use).
+FUNCTION_PRELOAD = ["cloudpickle", "rltune.orchestrator._trial_process"]
+
+
+def preload_for(kind: str) -> list[str]:
+    """What the template of a study whose trainable is of ``kind`` ("trainer" or "function") imports."""
+    return TRIAL_PRELOAD if kind == "trainer" else FUNCTION_PRELOAD
 
 
 def spawn(
-    entry: str, *, stdout: IO[bytes] | int, env: dict[str, str] | None = None, worker_template: bool = False
+    entry: str, *, stdout: IO[bytes] | int, env: dict[str, str] | None = None, worker_template: bool = False,
+    preload: list[str] = TRIAL_PRELOAD,
 ) -> tuple[Any, Channel]:
     """Start ``entry`` (``"pkg.module:function"``, called with the child's socket fd); its process and channel.
 
     The child's stdout and stderr both go to ``stdout``. The process is a
     ``subprocess.Popen`` or a :class:`rltune._warm.WarmProcess` (the same
     ``pid``, ``poll``, ``wait``, ``kill``). ``worker_template``: a warm child
-    forks a template of its own for its rollout workers.
+    forks a template of its own for its rollout workers. ``preload``: what
+    its template imports (:func:`preload_for`).
     """
-    return _warm.spawn(entry, template=_warm.template_for(TRIAL_PRELOAD), env=env, stdin=subprocess.DEVNULL,
+    return _warm.spawn(entry, template=_warm.template_for(preload), env=env, stdin=subprocess.DEVNULL,
                        stdout=stdout, stderr=subprocess.STDOUT, new_session=True, worker_template=worker_template)
 
 
-def prestart() -> None:
-    """Start the warm template now (if warm start is on), so that it imports while the study sets up."""
-    _warm.template_for(TRIAL_PRELOAD)
+def prestart(kind: str) -> None:
+    """Start the warm template of a study of ``kind`` now (if warm start is on): it imports while the study sets up."""
+    _warm.template_for(preload_for(kind))
 
 
-__all__ = ["prestart", "receive_init", "send_init", "spawn"]
+__all__ = ["FUNCTION_PRELOAD", "TRIAL_PRELOAD", "preload_for", "prestart", "receive_init", "send_init", "spawn"]

@@ -84,7 +84,7 @@ class StudyOpener:
         """Create or load the study in its storage; in shared storage, join it as one more worker."""
         _quiet_optuna()
         self._claim_study_dir()
-        prestart()  # the warm template of the trial processes imports while the study is set up (part "fast")
+        prestart(self.state.plan.trainable.kind)  # the trials' warm template imports meanwhile (part "fast")
         try:
             return self._open_study()
         except BaseException:

@@ -21,7 +21,7 @@ import cloudpickle
 
 from rltune._ipc import Channel, ChannelClosed, Continue, Stop, TrialInit
 from rltune.errors import ConfigError
-from rltune.orchestrator._child import send_init, spawn
+from rltune.orchestrator._child import preload_for, send_init, spawn
 from rltune.orchestrator._decision import Outcome
 from rltune.orchestrator._stop import StopCriteria
 
@@ -87,7 +87,7 @@ def start_process(a: ActiveTrial, init: TrialInit) -> None:
     with open(a.trial_dir / OUTPUT_FILE, "ab") as out:  # Ctrl-C reaches the orchestrator only; it stops the trials
         a.proc, a.conn = spawn("rltune.orchestrator._trial_process:trial_entry", stdout=out,
                                env=dict(os.environ, RLTUNE_TRIAL_NUMBER=str(a.number), PYTHONUNBUFFERED="1"),
-                               worker_template=True)  # its rollout workers start warm too
+                               worker_template=True, preload=preload_for(init.kind))  # its workers start warm too
     a.attempt_start = time.monotonic()
     a.outcome = a.reason = None
     send_init(a.conn, payload)
