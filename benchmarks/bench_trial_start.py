@@ -50,11 +50,13 @@ def objective(trial):
 def ray_trivial(config):
     from ray import tune
     tune.report({"score": config["x"]})
+'''
 
-try:
-    from rltune.callbacks import DefaultCallbacks
-except ImportError:  # the Ray venv
-    DefaultCallbacks = object
+# A module of its own: the trivial function's module imports nothing of rltune (as a user's would not).
+CALLBACKS = '''
+import os, time
+
+from rltune.callbacks import DefaultCallbacks
 
 class IterationStart(DefaultCallbacks):
     """Adds to each result the time from the trial's launch to the first iteration's start (the trainer built)."""
@@ -71,6 +73,7 @@ class IterationStart(DefaultCallbacks):
 def _setup(tmp: str, warm: bool) -> None:
     """Write the trainable module, put it on sys.path, set warm start, and time each trial's launch."""
     (Path(tmp) / "bench_start_trainable.py").write_text(TRAINABLE)
+    (Path(tmp) / "bench_start_callbacks.py").write_text(CALLBACKS)
     sys.path.insert(0, tmp)
     os.environ["RLTUNE_WARM_START"] = "1" if warm else "0"
     from rltune.orchestrator import _trial_host
@@ -101,7 +104,8 @@ def task_start(task: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rltune_bench_") as tmp:
         _setup(tmp, task["warm"])
         ready_s = _warm_up("function" if task["kind"] == "function" else "trainer") if task["warm"] else 0.0
-        from bench_start_trainable import IterationStart, trivial
+        from bench_start_callbacks import IterationStart
+        from bench_start_trainable import trivial
 
         from rltune import tune
 
