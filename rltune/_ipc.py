@@ -3,7 +3,8 @@
 Three channels, each between a parent and a child process started with
 ``subprocess`` (``python -c "from MODULE import FUNC; FUNC(fd)"`` with one end
 of a socket pair as ``fd``; never ``multiprocessing``'s spawn, which re-runs
-the user's ``__main__``):
+the user's ``__main__``), or forked from a warm template that imported the
+same modules once (:mod:`rltune._warm`: trial and rollout-worker processes):
 
 - a trainer and its **rollout workers** (``rltune.trainers.sampling._remote``): one
   message class per request in (``rltune.trainers.sampling._worker_messages``, run by

@@ -22,6 +22,11 @@ Either way the parent may already be gone when the child runs this (a
 parent killed right after ``fork``): the child compares ``os.getppid()``
 with the pid its parent wrote into the command line, after arming the
 signal, and exits at once if they differ.
+
+A child forked from a warm template (:mod:`rltune._warm_server`) arms the
+signal against the template, which is forked from in its main thread only;
+the template dies with the process that started it (the signal, or the
+end of its socket to that process).
 """
 
 from __future__ import annotations

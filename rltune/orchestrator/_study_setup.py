@@ -21,6 +21,7 @@ from rltune._disk import MISSING, check_writable_dir, ensure_dir, writing
 from rltune._results_dir import default_results_dir
 from rltune._secrets import redact_text, redact_url, resolve_url
 from rltune.errors import ConfigError, DiskError, StudyLockedError
+from rltune.orchestrator._child import prestart
 from rltune.orchestrator._env_check import check_study_envs
 from rltune.orchestrator._events import TrackingObserver
 from rltune.orchestrator._optuna_compat import retry_of
@@ -83,6 +84,7 @@ class StudyOpener:
         """Create or load the study in its storage; in shared storage, join it as one more worker."""
         _quiet_optuna()
         self._claim_study_dir()
+        prestart(self.state.plan.trainable.kind)  # the trials' warm template imports meanwhile (part "fast")
         try:
             return self._open_study()
         except BaseException:

@@ -22,7 +22,7 @@ import cloudpickle
 
 from rltune._ipc import Channel, ChannelClosed, Continue, Stop, TrialInit
 from rltune.errors import ConfigError
-from rltune.orchestrator._child import send_init, spawn
+from rltune.orchestrator._child import preload_for, send_init, spawn
 from rltune.orchestrator._decision import Outcome
 from rltune.orchestrator._stop import StopCriteria
 
@@ -43,7 +43,7 @@ class ActiveTrial:
     trial_dir: Path
     cpus: int
     stop: StopCriteria
-    proc: subprocess.Popen | None = None
+    proc: Any = None  # subprocess.Popen or rltune._warm.WarmProcess
     conn: Channel | None = None
     attempt_start: float = 0.0
     started: float = field(default_factory=time.time)
@@ -90,7 +90,8 @@ def start_process(a: ActiveTrial, init: TrialInit) -> None:
         ) from None
     with open(a.trial_dir / OUTPUT_FILE, "ab") as out:  # Ctrl-C reaches the orchestrator only; it stops the trials
         a.proc, a.conn = spawn("rltune.orchestrator._trial_process:trial_entry", stdout=out,
-                               env=dict(os.environ, RLTUNE_TRIAL_NUMBER=str(a.number), PYTHONUNBUFFERED="1"))
+                               env=dict(os.environ, RLTUNE_TRIAL_NUMBER=str(a.number), PYTHONUNBUFFERED="1"),
+                               worker_template=True, preload=preload_for(init.kind))  # its workers start warm too
     a.attempt_start = time.monotonic()
     a.outcome = a.reason = None
     send_init(a.conn, payload)

@@ -32,12 +32,18 @@ def _wait(condition, timeout: float) -> bool:
     return condition()
 
 
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
 @pytest.mark.timeout(180)
-def test_kill_9_of_the_orchestrator_ends_trials_stuck_holding_the_gil(tmp_path):
+@pytest.mark.parametrize("warm", ["0", "wait"])  # trials started cold, or forked from the warm template (rltune._warm)
+def test_kill_9_of_the_orchestrator_ends_trials_stuck_holding_the_gil(tmp_path, warm):
     shutil.copy(HERE / "trainables.py", tmp_path / "study_trainables.py")
     (tmp_path / "stuck.yaml").write_text(STUDY)
     results = tmp_path / "results"
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}  # the study imports its trainables from there
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "RLTUNE_WARM_START": warm}  # its trainables are there
     proc = subprocess.Popen([str(RLTUNE), "tune", "stuck.yaml", "--results-dir", str(results), "--quiet"],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pids: list[int] = []
@@ -48,6 +54,9 @@ def test_kill_9_of_the_orchestrator_ends_trials_stuck_holding_the_gil(tmp_path):
 
         assert _wait(both_started, 120), "the trials never reached their native code"
         assert all(process_alive(p) for p in pids)
+        parents = {_parent(p) for p in pids}
+        assert (parents == {proc.pid}) == (warm == "0"), parents
+        pids.extend(parents - {proc.pid})  # the template dies too
         assert survivors_of_sigkill(proc, pids) == [], "trial processes outlived their SIGKILLed orchestrator"
     finally:
         proc.kill()

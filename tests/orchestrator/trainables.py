@@ -14,6 +14,17 @@ import time
 from pathlib import Path
 
 
+def orchestrator_pid() -> int:
+    """The pid of the orchestrator running this trial: its parent, or its parent's parent when the trial was
+    forked from the orchestrator's warm template (rltune._warm)."""
+    parent = os.getppid()
+    with open(f"/proc/{parent}/cmdline", "rb") as f:
+        if b"rltune._warm_server" not in f.read():
+            return parent
+    with open(f"/proc/{parent}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
 def _start(reporter) -> int:
     if reporter.restored_checkpoint:
         with open(os.path.join(reporter.restored_checkpoint, "state.json")) as f:
@@ -112,7 +123,7 @@ def rerunning(config, reporter):
     for step in range(_start(reporter), config.get("steps", 5)):
         reporter(score=float(step + 1 + 10 * attempt))
         if attempt == 1 and step + 1 == config.get("kill_at"):
-            os.kill(os.getpid() if config.get("kill") == "trial" else os.getppid(), signal.SIGKILL)
+            os.kill(os.getpid() if config.get("kill") == "trial" else orchestrator_pid(), signal.SIGKILL)
             time.sleep(5)  # (the orchestrator killed: the trial process exits when it sees its parent gone)
         _save(reporter, step + 1)
 
@@ -133,7 +144,7 @@ def counter_killing_its_orchestrator_at_stop(config, reporter):
         marker = reporter.trial_dir / "killed_orchestrator"
         if not marker.exists():
             marker.write_text("1")
-            os.kill(os.getppid(), signal.SIGKILL)
+            os.kill(orchestrator_pid(), signal.SIGKILL)
             time.sleep(5)  # the trial process exits when it sees its parent gone
         raise
 
@@ -182,7 +193,7 @@ def kill_tracking_then_train(config, reporter):
     for i in range(5):
         reporter(score=float(i + config["x"]))
         if config["x"] == 0 and i == 0:
-            for pid in _tracking_processes(os.getppid()):
+            for pid in _tracking_processes(orchestrator_pid()):
                 os.kill(pid, signal.SIGKILL)
             time.sleep(0.5)
 

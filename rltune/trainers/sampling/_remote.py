@@ -2,7 +2,9 @@
 
 The process is started with ``subprocess`` (not ``multiprocessing``'s spawn,
 which re-runs the user's ``__main__`` script and so demands an
-``if __name__ == "__main__"`` guard that RLlib users do not write), on a
+``if __name__ == "__main__"`` guard that RLlib users do not write), or
+forked from the warm template of the study trial it belongs to
+(:func:`rltune._warm.local_template`), on a
 :class:`rltune._ipc.Channel`. Requests are the typed messages of
 :mod:`rltune.trainers.sampling._worker_messages`, cloudpickled so that lambdas and
 functions from ``__main__`` reach the worker, and run by type
@@ -27,8 +29,9 @@ from typing import Any
 
 import cloudpickle
 
+from rltune import _warm
 from rltune._ipc import (CLOUDPICKLE, PICKLE_OR_CLOUDPICKLE, Channel, ChannelClosed, Reply, Shutdown, receive_init,
-                         remote_error, send_init, spawn)
+                         remote_error, send_init)
 from rltune.errors import RLTuneError, WorkerError
 from rltune.trainers.sampling._worker_messages import WorkerRequest, handle
 
@@ -149,8 +152,8 @@ class RemoteWorker:
         self._start()
 
     def _start(self) -> None:
-        self.process, self._channel = spawn(
-            "rltune.trainers.sampling._remote:worker_entry", encoder=CLOUDPICKLE,
+        self.process, self._channel = _warm.spawn(  # forked from a warm trial's template, or cold
+            "rltune.trainers.sampling._remote:worker_entry", template=_warm.local_template(), encoder=CLOUDPICKLE,
             env=dict(os.environ, RLTUNE_WORKER_INDEX=str(self.worker_index)),
         )
         send_init(self._channel, self._payload)
