@@ -174,8 +174,7 @@ def run(
     curriculum: dict[str, Any] | None = None,
     env: Any = None,
     seed: int | None = None,
-    constraints: list[str] | None = None,
-    seeds_per_trial: int | None = None,  # seeds (issue 27): docs/seeds.md
+    constraints: list[str] | None = None, seeds_per_trial: int | None = None,  # docs/multi-objective.md, seeds.md
     seed_mode: str | None = None, aggregate: str | None = None, final_evaluation: dict[str, int] | None = None,
     resume: bool | str = False,
     retry_failed: bool = False,

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import cloudpickle
 import pytest
 
-from rltune import _ipc
+from rltune import _ipc, _tracking_messages
 from rltune._ipc import (
     CLOUDPICKLE, Channel, ChannelClosed, CheckpointSaved, Closed, CloseTracking, Continue, Done, DrawPlots,
     EndTrial, EnvCheckFailed, Exploit, Failed, FinishStudy, LogCheckpoint, LogCurve, LogFiles, LogLine, LogModel, LogResult,
@@ -76,7 +76,7 @@ def _same(x: object, y: object) -> bool:
 
 
 def test_every_message_class_is_listed_and_frozen():
-    classes = {obj for module in (_ipc, _worker_messages) for obj in vars(module).values()
+    classes = {obj for module in (_ipc, _tracking_messages, _worker_messages) for obj in vars(module).values()
                if dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__}
     assert classes - {_worker_messages.WorkerRequest} == {type(m) for m in MESSAGES}
     assert set(_worker_messages.REQUESTS) == {type(m) for m in MESSAGES if isinstance(m, _worker_messages.WorkerRequest)}

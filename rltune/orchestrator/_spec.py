@@ -267,15 +267,7 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
             problems.extend(at(("config", *_path_of(p)), p) for p in parse_space(plain_multiagent(fields["config"]))[1])
         raise ConfigError(_by_line(problems), where=where) from None
 
-    config = dict(spec.config)
-    if spec.env is not None:
-        if config.get("env") is not None and config["env"] != spec.env:
-            problems.append(at(("env",), f"env is {spec.env!r} but config.env is {config['env']!r}; give the env once"))
-        config["env"] = spec.env
-    if spec.curriculum is not None:
-        if config.get("curriculum") is not None:
-            problems.append(at(("curriculum",), "curriculum is given both as a field and in config; give it once"))
-        config["curriculum"] = spec.curriculum
+    config = _with_shorthands(spec, problems, at)
 
     trainable = None
     try:
@@ -337,6 +329,20 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
         spec = spec.model_copy(update={"name": f"{trainable.name}_{datetime.now():%Y-%m-%d_%H-%M-%S}"})
     return StudyPlan(spec, trainable, plan_config, space, stop, sampler_name, sampler_options, pruner_name, pruner_options,
                      name_given, pbt)
+
+
+def _with_shorthands(spec: StudySpec, problems: list[str], at: Any) -> dict[str, Any]:
+    """The study's config with its ``env`` and ``curriculum`` fields in it (each given once)."""
+    config = dict(spec.config)
+    if spec.env is not None:
+        if config.get("env") is not None and config["env"] != spec.env:
+            problems.append(at(("env",), f"env is {spec.env!r} but config.env is {config['env']!r}; give the env once"))
+        config["env"] = spec.env
+    if spec.curriculum is not None:
+        if config.get("curriculum") is not None:
+            problems.append(at(("curriculum",), "curriculum is given both as a field and in config; give it once"))
+        config["curriculum"] = spec.curriculum
+    return config
 
 
 def _sampler_and_pruner(spec: StudySpec, space: Any, space_invalid: bool, problems: list[str],
