@@ -13,9 +13,11 @@ storage). When a member reaches a perturbation interval
   :class:`~._decision.ExploitTrial` with that checkpoint and a config explored
   from the source's (:func:`._pbt_settings.explore`); the trial process
   restores it and trains on with the new config, in the same process;
-- in the top quantile, it goes on and saves a checkpoint of this iteration
-  (a source for others: a member is never exploited before it has one);
-  in between, it goes on.
+- otherwise it goes on and saves a checkpoint of this iteration: a source for
+  the others whenever it ranks in the top quantile (a member is never
+  exploited before it has one). Every member checkpoints, not only the top
+  ones of the moment: members that run in step reach an interval together,
+  and the first to get there is ranked among few recorded scores.
 
 State in storage, never in this object, so ``--resume`` after kill -9 and
 workers sharing a PostgreSQL storage see one population: per trial,
@@ -23,7 +25,10 @@ workers sharing a PostgreSQL storage see one population: per trial,
 trial whose params give the config's other keys, and the mutated values in
 force), ``pbt_lineage`` (one {iteration, source, checkpoint, changed} per exploit).
 A member that fails leaves the population (it is no longer RUNNING); the
-others go on. PB2 (``type: pb2``, ``hyperparam_bounds``) is the same
+others go on, and a new member takes its place (:func:`replacements`: one
+more trial from the sampler, which exploits the top members at its first
+interval like any member; at most ``num_samples`` replacements, so a config
+that fails every time cannot loop). PB2 (``type: pb2``, ``hyperparam_bounds``) is the same
 scheduler with the GP-bandit explore of :mod:`._pb2`, fed by every member's
 ``pb2_history``.
 """
@@ -55,6 +60,20 @@ def make_scheduler(state: Any) -> PopulationBasedTraining | None:
     """The study's scheduler beside the pruner: PBT when its plan has PBT settings, else None."""
     settings = getattr(state.plan, "scheduler", None)
     return PopulationBasedTraining(state, settings) if isinstance(settings, PBTSettings) else None
+
+
+def replacements(state: Any) -> int:
+    """How many trials beyond the plan's a PBT study starts: one per failed member not retried, at most the population."""
+    if not isinstance(getattr(state.plan, "scheduler", None), PBTSettings) or state.study is None:
+        return 0
+    from optuna.trial import TrialState
+
+    from rltune.orchestrator._retry import superseded
+
+    trials = state.study.get_trials(deepcopy=False)
+    retried = superseded(trials)
+    failed = sum(1 for t in trials if t.state == TrialState.FAIL and t.number not in retried)
+    return min(failed, state.plan.total_trials)
 
 
 def restart_checkpoint(a: Any) -> tuple[int, str] | None:
@@ -127,11 +146,11 @@ class PopulationBasedTraining:
         trial.trial.set_user_attr(LAST, {"iteration": iteration, "score": score})
         members = self._members(trial.number, score)
         lower, upper = quantiles({n: m[0] for n, m in members.items()}, self.settings.quantile_fraction)
-        if trial.number not in lower:  # a top member saves a checkpoint of this iteration: a source for others
-            return Proceed(checkpoint=True) if trial.number in upper else decision
+        if trial.number not in lower:  # it checkpoints this iteration: a source for others while it ranks on top
+            return Proceed(checkpoint=True)
         sources = [n for n in upper if n != trial.number and members[n][1] is not None]
         if not sources:  # no top member has a checkpoint yet: never exploit one without
-            return decision
+            return Proceed(checkpoint=True)
         rng = random.Random(f"{self._seed()}:{trial.number}:{iteration}")
         source = rng.choice(sorted(sources))
         frozen = members[source][2]

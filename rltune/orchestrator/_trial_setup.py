@@ -19,7 +19,7 @@ from rltune.orchestrator._optuna_compat import pop_waiting_trial, retry_of, tria
 from rltune.orchestrator._ownership import make_owner
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
 from rltune.orchestrator._retry import RETRY_OF, predecessor, start_retry
-from rltune.orchestrator._pbt import config_in_force
+from rltune.orchestrator._pbt import config_in_force, replacements
 from rltune.orchestrator._search_space import decode_params, resolve_config, suggest
 from rltune.orchestrator._spec import StudyPlan
 from rltune.orchestrator._seed_spec import seed_group_of, seeds_of, stop_criteria
@@ -74,8 +74,9 @@ class TrialSetup:
             self.state.storage.record_heartbeat(trial_id(trial))
             frozen = self.state.storage.get_trial(trial_id(trial))
             return self._prepare(trial, retry=frozen if predecessor(frozen) is not None else None)
-        if self.started_total >= self.state.plan.total_trials:
-            return None
+        total = self.state.plan.total_trials
+        if self.started_total >= total and self.started_total >= total + replacements(self.state):  # pbt: members
+            return None  # that failed are replaced
         trial = self.state.study.ask()
         self.started_total += 1
         return self._prepare(trial)

@@ -32,5 +32,7 @@ class KillOrchestratorAfterExploit(DefaultCallbacks):
         seen.write_text("\n".join(sorted(lrs)))
         if len(lrs) > 1 and not marker.exists() and result["training_iteration"] >= 2:
             marker.write_text("x")
-            os.kill(os.getppid(), signal.SIGKILL)
+            from orchestrator.trainables import orchestrator_pid  # past the warm template, if any
+
+            os.kill(orchestrator_pid(), signal.SIGKILL)
             time.sleep(5)  # the trial process exits when it sees its parent gone

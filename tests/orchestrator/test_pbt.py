@@ -105,6 +105,19 @@ def _at(scheduler, member, iteration, value):
     return scheduler.decide(member, {}, value, Proceed())
 
 
+def test_members_in_step_exploit_at_their_next_interval():
+    """Members that reach each interval together (warm starts, equal speed): the first judged ranks among few
+    scores, yet it checkpoints, so the bottom member exploits at the next interval."""
+    scheduler, members, study = _population(4)
+    for m, score in zip(members, (1.0, 5.0, 6.0, 7.0)):
+        assert _at(scheduler, m, 2, score) == Proceed(checkpoint=True)  # no member has a committed checkpoint yet
+        m.trial.set_user_attr("checkpoint", f"/t/trial_{m.number:05d}/checkpoint_000002")
+    for m, score in zip(members[1:], (5.0, 6.0, 7.0)):
+        assert _at(scheduler, m, 4, score) == Proceed(checkpoint=True)
+    decision = _at(scheduler, members[0], 4, 1.0)
+    assert isinstance(decision, ExploitTrial) and decision.source in (2, 3)
+
+
 def test_between_intervals_the_decision_is_the_pruners_and_nothing_is_recorded():
     scheduler, (a, b), _ = _population(2)
     assert _at(scheduler, a, 1, 5.0) == Proceed()
@@ -116,8 +129,8 @@ def test_the_bottom_member_exploits_a_top_member_only_once_that_has_a_checkpoint
     for m, score in zip(members[1:], (5.0, 6.0, 7.0)):
         _at(scheduler, m, 2, score)
     assert _at(scheduler, members[3], 4, 8.0) == Proceed(checkpoint=True)  # the top member saves one at its interval
-    assert _at(scheduler, members[2], 4, 6.5) == Proceed()  # a middle member does not
-    assert _at(scheduler, members[0], 2, 1.0) == Proceed()  # the top member's checkpoint is not committed yet
+    assert _at(scheduler, members[2], 4, 6.5) == Proceed(checkpoint=True)  # so does every member that goes on
+    assert _at(scheduler, members[0], 2, 1.0) == Proceed(checkpoint=True)  # the top one's is not committed yet
     members[3].trial.set_user_attr("checkpoint", "/t/trial_00003/checkpoint_000002")
     decision = _at(scheduler, members[0], 4, 1.0)
     assert isinstance(decision, ExploitTrial) and decision.source == 3
@@ -144,7 +157,7 @@ def test_a_failed_member_leaves_the_population_and_the_others_go_on():
     _at(scheduler, members[2], 2, 9.0)
     _at(scheduler, members[1], 2, 5.0)
     study.tell(members[2].trial, state=optuna.trial.TrialState.FAIL)  # the best member errored
-    assert _at(scheduler, members[0], 2, 1.0) == Proceed()  # nobody with a checkpoint is left above
+    assert _at(scheduler, members[0], 2, 1.0) == Proceed(checkpoint=True)  # nobody with a checkpoint is left above
 
 
 def test_the_population_is_read_from_storage_by_a_new_scheduler_as_after_a_resume_or_on_another_worker():

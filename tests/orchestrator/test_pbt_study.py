@@ -22,7 +22,7 @@ def _results(trial_dir):
     return [json.loads(line) for line in (Path(trial_dir) / "result.json").read_text().splitlines()]
 
 
-def test_a_pbt_study_exploits_applies_the_explored_values_and_survives_an_erroring_member(tmp_path):
+def test_a_pbt_study_exploits_applies_the_explored_values_and_replaces_an_erroring_member(tmp_path):
     pbt = tune.PopulationBasedTraining(perturbation_interval=2, quantile_fraction=0.5, resample_probability=0.0,
                                        hyperparam_mutations={"lr": tune.loguniform(1e-4, 1e-2),
                                                              "clip_param": [0.1, 0.2, 0.3]})
@@ -31,7 +31,8 @@ def test_a_pbt_study_exploits_applies_the_explored_values_and_survives_an_errori
                         results_dir=str(tmp_path), name="pbt", tracking=False, verbose=0, raise_on_failed_trial=False)
     trials = analysis.study.trials
     states = sorted(t.state.name for t in trials)
-    assert states == ["COMPLETE", "COMPLETE", "COMPLETE", "FAIL"]  # the errored member did not end the study
+    assert states == ["COMPLETE", "COMPLETE", "COMPLETE", "COMPLETE", "FAIL"]  # the errored member did not end the study
+    assert trials[1].state.name == "FAIL" and trials[4].state.name == "COMPLETE"  # a new member took its place
     exploited = [t for t in trials if t.user_attrs.get(LINEAGE)]
     assert exploited, "no member exploited another"
     for t in trials:
