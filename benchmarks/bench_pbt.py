@@ -115,8 +115,16 @@ results = tune.Tuner("PPO", param_space=config, tune_config=tune.TuneConfig(
     run_config=tune.RunConfig(stop={"num_env_steps_sampled_lifetime": args["steps"]}, storage_path=args["dir"],
                               verbose=0)).fit()
 wall = time.perf_counter() - start
-finals = [r.metrics.get("env_runners", {}).get("episode_return_mean") for r in results if r.metrics]
-finals = [f for f in finals if isinstance(f, (int, float)) and f == f] or [float("nan")]  # NaN: no episode ended
+def last_return(result):
+    # Ray 2.x's episode_return_mean holds only the episodes that ended in that iteration: NaN in iterations where
+    # none did (16 Acrobot envs end theirs together), so a trial's final return is its last iteration that has one
+    frame = result.metrics_dataframe
+    if frame is None or metric not in frame:
+        return float("nan")
+    ended = frame[metric].dropna()
+    return float(ended.iloc[-1]) if len(ended) else float("nan")
+finals = [last_return(r) for r in results]
+finals = [f for f in finals if f == f] or [float("nan")]  # NaN: no episode ended at all
 steps = sum(r.metrics.get("num_env_steps_sampled_lifetime", 0) for r in results if r.metrics)
 print(json.dumps({"wall_s": wall, "env_steps": steps, "best_final": max(finals),
                   "trials": len(results), "library": "ray " + ray.__version__}))
