@@ -11,7 +11,15 @@ class FailingMember(DefaultCallbacks):
             raise RuntimeError("member 1 errors")
 
 
-class KillOrchestratorAfterExploit(DefaultCallbacks):
+class RankedMembers(DefaultCallbacks):
+    """The study's metric ``member_rank``: trial 0 always ranks on top, so trial 1 exploits it by its second
+    interval, whatever order the members reach each interval in (warm-started members run in step)."""
+
+    def on_train_result(self, *, trainer, result, **kwargs):
+        result["member_rank"] = 1.0 if str(trainer.logdir).endswith("trial_00000") else 0.0
+
+
+class KillOrchestratorAfterExploit(RankedMembers):
     """Once a trial of the study has exploited another (its trial dir holds ``exploited``), SIGKILL the orchestrator.
 
     ``kill -9`` of the study while its population is mid-schedule; the marker
@@ -25,6 +33,7 @@ class KillOrchestratorAfterExploit(DefaultCallbacks):
         from pathlib import Path
 
         trial_dir = Path(trainer.logdir)
+        super().on_train_result(trainer=trainer, result=result, **kwargs)
         marker = trial_dir.parent / "killed"
         seen = trial_dir / "configs.txt"
         lrs = set(seen.read_text().split()) if seen.exists() else set()
@@ -32,7 +41,7 @@ class KillOrchestratorAfterExploit(DefaultCallbacks):
         seen.write_text("\n".join(sorted(lrs)))
         if len(lrs) > 1 and not marker.exists() and result["training_iteration"] >= 2:
             marker.write_text("x")
-            from orchestrator.trainables import orchestrator_pid  # past the warm template, if any
+            from .trainables import orchestrator_pid  # past the warm template, if any
 
             os.kill(orchestrator_pid(), signal.SIGKILL)
             time.sleep(5)  # the trial process exits when it sees its parent gone

@@ -20,7 +20,7 @@ from rltune.orchestrator._pbt import IN_FORCE, LINEAGE
 STUDY = """\
 name: pbt
 run: PPO
-metric: episode_reward_mean
+metric: member_rank
 mode: max
 num_samples: 2
 max_concurrent: 2
@@ -51,7 +51,8 @@ def _tune(path: Path, *args: str) -> subprocess.CompletedProcess:
     repo = Path(__file__).resolve().parents[2]
     return subprocess.run([sys.executable, "-m", "rltune.orchestrator.cli", "tune", str(path), "--results-dir",
                            str(path.parent / "results"), "--quiet", *args], capture_output=True, text=True,
-                          timeout=400, cwd=repo, env={**__import__("os").environ, "RLTUNE_TRACKING": "0"})
+                          timeout=400, cwd=repo, env={**__import__("os").environ, "RLTUNE_TRACKING": "0",
+                                                         "RLTUNE_WARM_START": "wait"})  # members start together
 
 
 def test_kill_9_mid_schedule_then_resume_continues_with_the_explored_config(tmp_path):

@@ -8,6 +8,7 @@ run by the other. Needs ``$RLTUNE_TEST_POSTGRES_URL`` (see test_shared_storage.p
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.postgres
 STUDY = """\
 name: shared
 run: PPO
-metric: episode_reward_mean
+metric: member_rank
 mode: max
 num_samples: 2
 search_alg: random
@@ -43,13 +44,16 @@ config:
   sgd_minibatch_size: 32
   num_sgd_iter: 1
   model: {fcnet_hiddens: [16]}
+  callbacks: tests.orchestrator.pbt_callbacks:RankedMembers
 """
 
 
 def test_two_workers_share_one_population_and_exploit_each_others_members(tmp_path, pg_url):
     path = tmp_path / "shared.yaml"
     path.write_text(textwrap.dedent(STUDY))
-    results = finish([worker(path, pg_url, tmp_path / "results") for _ in range(2)])
+    env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{Path(__file__).resolve().parents[2]}",  # the callbacks' module
+           "RLTUNE_WARM_START": "wait"}  # members start together
+    results = finish([worker(path, pg_url, tmp_path / "results", extra_env=env) for _ in range(2)])
     assert all(code == 0 for code, _, _ in results), results
     trials = load(pg_url).get_trials(deepcopy=False)
     assert sorted(t.state.name for t in trials) == ["COMPLETE", "COMPLETE"]

@@ -14,5 +14,5 @@ def test_the_ray_names_example_runs_its_point_first_and_prunes(tmp_path):
                           capture_output=True, text=True, timeout=180, env={**__import__("os").environ,
                                                                            "TMPDIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
-    assert "first trial (the point to evaluate): {'lr': 0.03, 'momentum': 0.9, 'steps': 20}" in proc.stdout
+    assert "first trial (the point to evaluate): {'lr': 0.03, 'momentum': 0.9, 'steps': 20, 'seed': 0}" in proc.stdout
     assert "'PRUNED'" in proc.stdout
