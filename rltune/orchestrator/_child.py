@@ -19,10 +19,10 @@ from rltune import _warm
 from rltune._ipc import Channel, receive_init, send_init
 
 # What a trial process or the env check imports: "module", or "module:function" to call, a function that imports
-# (torch.compiler.list_backends imports every compiler backend, as a trainer's learner does when it is built).
+# (torch.compiler.list_backends imports the compiler and every backend, as a trainer's learner does when it is built).
 # Nothing that starts a thread or imports Optuna or MLflow: the template checks the first, a test the second.
 TRIAL_PRELOAD = [
-    "cloudpickle", "numpy", "torch", "torch._dynamo", "torch.compiler:list_backends", "gymnasium",
+    "cloudpickle", "numpy", "torch", "torch.compiler:list_backends", "gymnasium",
     "gymnasium.envs.classic_control",
     "rltune.trainers", "rltune.trainers.algorithms._dqn", "rltune.trainers.sampling._remote",
     "rltune.trainers.sampling._rollout_worker", "rltune.orchestrator._trial_process", "rltune.orchestrator._env_check",

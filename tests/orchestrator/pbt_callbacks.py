@@ -19,6 +19,17 @@ class RankedMembers(DefaultCallbacks):
         result["member_rank"] = 1.0 if str(trainer.logdir).endswith("trial_00000") else 0.0
 
 
+class SlowRankedMembers(RankedMembers):
+    """:class:`RankedMembers` whose iterations take a second: a member outlasts another worker's start-up, so each
+    of two workers takes one member (one worker would otherwise run both, one after the other)."""
+
+    def on_train_result(self, *, trainer, result, **kwargs):
+        import time
+
+        super().on_train_result(trainer=trainer, result=result, **kwargs)
+        time.sleep(1.0)
+
+
 class KillOrchestratorAfterExploit(RankedMembers):
     """Once a trial of the study has exploited another (its trial dir holds ``exploited``), SIGKILL the orchestrator.
 

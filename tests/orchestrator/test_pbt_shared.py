@@ -44,15 +44,14 @@ config:
   sgd_minibatch_size: 32
   num_sgd_iter: 1
   model: {fcnet_hiddens: [16]}
-  callbacks: tests.orchestrator.pbt_callbacks:RankedMembers
+  callbacks: tests.orchestrator.pbt_callbacks:SlowRankedMembers
 """
 
 
 def test_two_workers_share_one_population_and_exploit_each_others_members(tmp_path, pg_url):
     path = tmp_path / "shared.yaml"
     path.write_text(textwrap.dedent(STUDY))
-    env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{Path(__file__).resolve().parents[2]}",  # the callbacks' module
-           "RLTUNE_WARM_START": "wait"}  # members start together
+    env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{Path(__file__).resolve().parents[2]}"}  # the callbacks' module
     results = finish([worker(path, pg_url, tmp_path / "results", extra_env=env) for _ in range(2)])
     assert all(code == 0 for code, _, _ in results), results
     trials = load(pg_url).get_trials(deepcopy=False)
