@@ -62,29 +62,9 @@ def checked(spec: Any, sampler: str, pruner: str) -> tuple[Any, list[str]]:
     problems += parse_constraints(spec.constraints or [])[1]
     if spec.constraints and not _optuna_takes_constraints():
         problems.append("constraints: need Optuna >= 5.0 (Trial.set_constraint); pip install 'optuna>=5,<5.1'")
-    problems += _combination_problems(spec)
     if isinstance(spec.metric, str) and isinstance(spec.mode, list) and not problems:
         spec = spec.model_copy(update={"mode": spec.mode[0]})
     return spec, problems
-
-
-def _combination_problems(spec: Any) -> list[str]:
-    """Other study fields that take one metric: PBT's ranking, and ``aggregate: min`` (the worst seed of one metric)."""
-    from rltune.orchestrator._pbt_settings import is_pbt
-
-    if len(as_list(spec.metric)) < 2:
-        return []
-    problems = []
-    if is_pbt(spec.pruner if spec.pruner is not None else spec.scheduler):
-        problems.append("scheduler: pbt ranks the population on one metric; a multi-objective study cannot use it "
-                        "(give one metric, or use {type: pareto} or none)")
-    if getattr(spec, "aggregate", "mean") == "min":
-        problems.append("aggregate: min takes each metric's worst seed, which may be a different seed per metric; in "
-                        "a multi-objective study use mean, median or iqm")
-    if getattr(spec, "final_evaluation", None) is not None:
-        problems.append("final_evaluation: retrains the top-k of one metric; a multi-objective study's answer is its "
-                        "front (give one metric to evaluate the best on fresh seeds)")
-    return problems
 
 
 def _optuna_takes_constraints() -> bool:

@@ -50,6 +50,7 @@ from rltune.orchestrator._resources import ResourcesPerTrial, resolve_resources
 from rltune.orchestrator._seed_spec import MAX_SEEDS_PER_TRIAL, FinalEvaluation, parallel_seeds
 from rltune.orchestrator._search_space import SearchSpace, gridify, parse_space, representative_configs, without_paths
 from rltune.orchestrator._stop import StopCriteria
+from rltune.orchestrator._study_combinations import combination_problems
 from rltune.orchestrator._trainable_ref import Trainable, resolve_trainable
 from rltune.orchestrator._rllib_study import in_rltune_names, tune_field_names
 from rltune.orchestrator._yaml_files import deep_merge, line_of, read_mapping
@@ -277,9 +278,6 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
 
     pbt, config, pbt_problems = parse_pbt(spec.scheduler, config, trainable)  # pbt: missing mutation keys become entries
     problems.extend(at(("scheduler",), p) for p in pbt_problems)
-    if pbt is not None and spec.seeds_per_trial > 1:  # an exploit restores one trainer, not a group of seeds
-        problems.append(at(("seeds_per_trial",), "seeds_per_trial: PBT members exploit one another's checkpoint; a "
-                                                 "member of several seeds cannot (use seeds_per_trial: 1 with pbt)"))
     if trainable is not None and trainable.kind == "trainer":
         config = plain_multiagent(config)  # a PolicySpec's config is searched like the rest
     space, space_problems = parse_space(config)
@@ -298,6 +296,7 @@ def make_plan(fields: dict[str, Any], *, where: str = "tune.run", root: yaml.Nod
     if not spec.metric:
         problems.append(at(("metric",), "metric: must be a result key such as episode_reward_mean"))
     spec, more = objectives.checked(spec, sampler_name, pruner_name)  # multiobj: metric/mode lists, constraints
+    more += combination_problems(spec, pbt is not None)  # fields that do not work together
     problems.extend(at((p.split(":")[0].split(".")[0],), p) for p in more)
     if spec.name is not None and name_problem(spec.name):
         problems.append(at(("name",), f"name: {name_problem(spec.name)}"))
