@@ -12,10 +12,12 @@ forks a template of its own for its rollout workers (:func:`local_template`),
 so they start warm too and stay in the trial's process group.
 
 ``RLTUNE_WARM_START=0`` turns it off (every child starts cold, as before).
-A child starts cold as well when the template cannot serve it: not Linux,
-it failed to start or died, or the child's environment differs from the
+A child starts cold as well when no template can serve it: not Linux, or
+the template failed to import. A child whose environment differs from its
 template's in a variable read when an interpreter or library starts
-(``PYTHON*``, locale, thread-pool sizes, ``LD_*``: :func:`startup_env`).
+(``PYTHON*``, locale, thread-pool sizes, ``LD_*``: :func:`startup_env`) gets
+a template started with its values (:func:`template_for`, up to
+``MAX_TEMPLATES`` of them per process).
 One difference remains: a warm child's parent is the template, not the
 process that asked for it (``os.getppid()``).
 """
@@ -137,10 +139,17 @@ class Template:
         self._lock = threading.Lock()
 
     @classmethod
-    def start(cls, preload: list[str]) -> "Template":
-        """Start a template that imports ``preload``; it gets ready in the background (see :meth:`spawn`)."""
+    def start(cls, preload: list[str], startup: dict[str, str] | None = None) -> "Template":
+        """Start a template that imports ``preload``; it gets ready in the background (see :meth:`spawn`).
+
+        ``startup``: the start-up variables (:func:`startup_env`) it runs
+        with, in place of this process's (default: this process's).
+        """
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ)
+        if startup is not None:
+            env = {k: v for k, v in env.items() if k not in startup_env(env)} | startup
+        env["PYTHONUNBUFFERED"] = "1"
         code = ("from rltune._warm_server import template_entry; template_entry(%d, %d, %r)"
                 % (theirs.fileno(), *spawn_arguments())).ljust(COMMAND_LINE_ROOM)  # room for a child's own
         try:
@@ -223,22 +232,30 @@ class Template:
                 self._proc.kill()
 
 
-_templates: dict[tuple[str, ...], Template] = {}
+# A template per preload list and set of start-up variables: a process whose environment changed after its
+# template started (torch.compile sets TORCHINDUCTOR_CACHE_DIR in it, a user sets OMP_NUM_THREADS) gets a new one
+# rather than cold children from then on. The old ones stay: closing a template kills its running children.
+MAX_TEMPLATES = 4
+_templates: dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], Template] = {}
 _templates_lock = threading.Lock()
 _local: Template | None = None  # in a warm child: the template it forked for its own children
 
 
-def template_for(preload: list[str]) -> Template | None:
-    """This process's template preloading ``preload``, started now if need be; None when warm start is off."""
+def template_for(preload: list[str], env: dict[str, str] | None = None) -> Template | None:
+    """This process's template preloading ``preload`` for children of environment ``env`` (default: this
+    process's), started now if need be; None when warm start is off, or the child is to start cold."""
     if not enabled():
         return None
-    key = tuple(preload)
+    startup = startup_env(dict(os.environ if env is None else env))
+    key = (tuple(preload), tuple(sorted(startup.items())))
     with _templates_lock:
         template = _templates.get(key)
         if template is None or not template.usable():
             if template is not None and not template.restartable:
                 return None  # it could not import (or fork): do not pay its start again
-            _templates[key] = template = Template.start(list(preload))
+            if template is None and sum(t.usable() for t in _templates.values()) >= MAX_TEMPLATES:
+                return None  # children of ever new environments: start them cold, not a template each
+            _templates[key] = template = Template.start(list(preload), startup)
         return template
 
 

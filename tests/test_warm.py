@@ -152,6 +152,45 @@ def test_a_child_whose_startup_variables_differ_from_the_template_s_starts_cold(
     assert isinstance(proc, subprocess.Popen) and info["ppid"] == os.getpid()
 
 
+def test_a_process_whose_startup_variables_changed_gets_a_template_of_its_own_and_keeps_the_first(
+        tmp_path, monkeypatch):
+    # torch.compile sets TORCHINDUCTOR_CACHE_DIR in the process that compiles: a study started after it in the
+    # same process got cold trials only, from the template started before (an order-dependent test failure)
+    monkeypatch.setenv("RLTUNE_WARM_START", "wait")
+    monkeypatch.setattr(_warm, "_templates", {})
+    light = ["rltune._ipc"]
+    before = _warm.template_for(light)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    after = _warm.template_for(light)
+    try:
+        assert after is not before and before.usable()
+        assert _warm.template_for(light) is after  # one per set of start-up variables, not one per child
+        proc, info = _describe(after, tmp_path / "after.log")
+        assert isinstance(proc, _warm.WarmProcess) and info["env"]["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor")
+        env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+        assert _warm.template_for(light, env) is before  # a child of the first environment: the first template
+        proc, info = _describe(before, tmp_path / "before.log", env=env)
+        assert isinstance(proc, _warm.WarmProcess) and "TORCHINDUCTOR_CACHE_DIR" not in info["env"]
+    finally:
+        for template in _warm._templates.values():
+            template.close()
+
+
+def test_children_of_ever_new_startup_variables_start_cold_past_a_few_templates(monkeypatch):
+    monkeypatch.setattr(_warm, "_templates", {})
+    monkeypatch.setattr(_warm, "MAX_TEMPLATES", 2)
+    monkeypatch.setattr(_warm.Template, "start", classmethod(lambda cls, preload, startup=None: _Started()))
+    started = [_warm.template_for(["x"], dict(os.environ, OMP_NUM_THREADS=str(n))) for n in range(1, 4)]
+    assert started[0] is not None and started[1] is not None and started[2] is None
+
+
+class _Started:
+    """A template as template_for sees it, without a process."""
+
+    def usable(self) -> bool:
+        return True
+
+
 def test_a_child_given_its_own_cuda_devices_still_starts_warm(template, tmp_path):
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="1")  # read when CUDA initializes, which the template never does
     proc, info = _describe(template, tmp_path / "out.log", env=env)

@@ -49,7 +49,7 @@ def spawn(
     forks a template of its own for its rollout workers. ``preload``: what
     its template imports (:func:`preload_for`).
     """
-    return _warm.spawn(entry, template=_warm.template_for(preload), env=env, stdin=subprocess.DEVNULL,
+    return _warm.spawn(entry, template=_warm.template_for(preload, env), env=env, stdin=subprocess.DEVNULL,
                        stdout=stdout, stderr=subprocess.STDOUT, new_session=True, worker_template=worker_template)
 
 

@@ -45,9 +45,20 @@ class RayName:
     def _refuse(self, argument: str, value: Any, why: str) -> ConfigError:
         return ConfigError(f"{argument}={_short(value)}: {why}", where=type(self).__name__)
 
-    def _metric_mode(self, metric: Any, mode: Any) -> tuple[str | None, str | None]:
+    def _metric_mode(self, metric: Any, mode: Any, *, several: bool = False) -> tuple[Any, Any]:
+        """``metric``/``mode`` checked: one result key and max/min, or (``several``) lists of them."""
+        if several and isinstance(metric, (list, tuple)) and metric and all(isinstance(m, str) for m in metric):
+            if isinstance(mode, (list, tuple)) and all(m in ("max", "min") for m in mode):
+                if len(mode) != len(metric):
+                    raise self._refuse("mode", mode, f"needs one mode per metric ({len(metric)})")
+                return list(metric), list(mode)
+            if mode not in (None, "max", "min"):
+                raise self._refuse("mode", mode, "must be 'max' or 'min', or a list of them (one per metric)")
+            return list(metric), mode
         if metric is not None and not isinstance(metric, str):
-            raise self._refuse("metric", metric, "must be one result key (a string); a study optimizes one metric")
+            hint = ", or a list of them (a multi-objective study)" if several else \
+                "; a multi-objective study takes a list in TuneConfig(metric=[...]) or OptunaSearch(metric=[...])"
+            raise self._refuse("metric", metric, f"must be one result key (a string){hint}")
         if mode not in (None, "max", "min"):
             raise self._refuse("mode", mode, "must be 'max' or 'min'")
         return metric, mode

@@ -72,13 +72,17 @@ class BasicVariantGenerator(Searcher):
 
 
 class OptunaSearch(Searcher):
-    """Optuna's sampler ``sampler`` (any ``optuna.samplers`` instance), or a ``TPESampler(seed=seed)``."""
+    """Optuna's sampler ``sampler`` (any ``optuna.samplers`` instance), or a ``TPESampler(seed=seed)``.
 
-    def __init__(self, space: Any = None, metric: str | None = None, mode: str | None = None,
+    ``metric`` and ``mode`` may be lists (a multi-objective study, as in Ray
+    Tune): ``OptunaSearch(metric=["a", "b"], mode=["max", "min"], sampler=NSGAIISampler())``.
+    """
+
+    def __init__(self, space: Any = None, metric: str | list[str] | None = None, mode: str | list[str] | None = None,
                  points_to_evaluate: list[dict[str, Any]] | None = None, sampler: Any = None, seed: int | None = None,
                  evaluated_rewards: list[Any] | None = None) -> None:
         _no_space(self, space)
-        self.metric, self.mode = self._metric_mode(metric, mode)
+        self.metric, self.mode = self._metric_mode(metric, mode, several=True)
         self.points_to_evaluate = self._points(points_to_evaluate)
         if sampler is not None:
             import optuna

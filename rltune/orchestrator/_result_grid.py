@@ -55,13 +55,16 @@ class Result:
 class ResultGrid:
     """Ray Tune 2.x's results of a Tuner: a sequence of :class:`Result` (``len``, indexing, iteration)."""
 
-    def __init__(self, analysis: Analysis, metric: str | None, mode: str | None,
+    def __init__(self, analysis: Analysis, metric: str | list[str] | None, mode: str | list[str] | None,
                  score: tuple[str, str] | None = None) -> None:
-        """The results of ``analysis``; ``metric``/``mode``: the TuneConfig's (the default of get_best_result).
+        """The results of ``analysis``; ``metric``/``mode``: the TuneConfig's (the default of get_best_result;
+        lists in a multi-objective study, whose best are :attr:`best_results`).
 
         ``score``: ``(checkpoint_score_attribute, order)``, which orders ``best_checkpoints``.
         """
         self.analysis = analysis
+        if metric is None and isinstance(analysis.metric, list):  # the metrics came with the searcher
+            metric, mode = analysis.metric, analysis.mode
         self._metric, self._mode = metric, mode
         self._results = [_result(t, score) for t in analysis.trials]
 
@@ -78,6 +81,13 @@ class ResultGrid:
 
     def __iter__(self) -> Iterator[Result]:
         return iter(self._results)
+
+    @property
+    def best_results(self) -> list[Result]:
+        """The study's best trials: a multi-objective study's Pareto front (``analysis.best_trials``), in its
+        order; with one metric, the best trial (none before a trial completes)."""
+        by_number = {t.number: r for t, r in zip(self.analysis.trials, self._results)}
+        return [by_number[t.number] for t in self.analysis.best_trials if t.number in by_number]
 
     @property
     def errors(self) -> list[TrialError]:
@@ -143,8 +153,15 @@ class ResultGrid:
         return pd.DataFrame(rows)
 
     def _metric_and_mode(self, metric: str | None, mode: str | None, where: str) -> tuple[str, str]:
+        if metric is None and isinstance(self._metric, list):
+            raise ConfigError(f"the study optimizes several metrics ({', '.join(self._metric)}): it has a front of "
+                              "best trials, not one; read ResultGrid.best_results, or pass metric=... (and mode=...) "
+                              "to rank by one metric", where=where)
+        if metric is not None and mode is None and isinstance(self._metric, list) and metric in self._metric:
+            modes = self._mode if isinstance(self._mode, list) else [self._mode] * len(self._metric)
+            mode = modes[self._metric.index(metric)]
         metric = metric or self._metric
-        mode = mode or self._mode or ("max" if metric else None)
+        mode = mode or (self._mode if isinstance(self._mode, str) else None) or ("max" if metric else None)
         if not metric:
             raise ConfigError("no metric: pass metric=... here or TuneConfig(metric=...)", where=where)
         if mode not in ("max", "min"):

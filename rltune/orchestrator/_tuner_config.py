@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Literal, Optional
 from pydantic import ConfigDict, Field, ValidationError
 
 from rltune._validation import MAX_TRIALS, UserInput, error_text
+from rltune.orchestrator._objectives import Metric, Mode
 from rltune.errors import ConfigError
 
 UNLIMITED_FAILURES = 1_000_000  # Ray's max_failures=-1 (retry without end) as a study's max_failures
@@ -59,9 +60,11 @@ class TuneConfig(_RayConfig):
         "trial_dirname_creator": "not supported: trial directories are named trial_NNNNN in the study's directory",
     }
 
-    metric: Optional[str] = Field(None, description="The result key to optimize (None: none; get_best_result "
-                                                    "then needs one).")
-    mode: Optional[Literal["max", "min"]] = Field(None, description="max or min (default max).")
+    metric: Optional[Metric] = Field(None, description="The result key to optimize (None: none; get_best_result "
+                                                       "then needs one), or a list of them: a multi-objective study "
+                                                       "(docs/multi-objective.md), its front in "
+                                                       "ResultGrid.best_results.")
+    mode: Optional[Mode] = Field(None, description="max or min (default max), or a list of them, one per metric.")
     num_samples: int = Field(1, ge=1, le=MAX_TRIALS, description="Runs of each grid point (trials, without grid "
                                                                  "entries).")
     search_alg: Any = Field(None, description="What tune.run's search_alg takes (default: the study's).")

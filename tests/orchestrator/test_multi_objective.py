@@ -229,3 +229,48 @@ def test_resume_checks_the_directions_of_every_metric(tmp_path):
     assert [t.number for t in again.best_trials] == [t.number for t in first.best_trials] and len(again.trials) == 2
     with pytest.raises(ConfigError, match=r"maximizes/minimizes differently \(MAXIMIZE, MINIMIZE\) than mode"):
         _run(tmp_path, "again", config, resume=True, mode=["max", "max"])
+
+
+# -- Ray Tune 2.x's Tuner --------------------------------------------------------------------
+def _tuner_front(tmp_path, name: str, tune_config):
+    from rltune import train
+
+    tuner = tune.Tuner(objectives, param_space={"a": tune.grid_search([1, 2, 3]), "b": tune.grid_search([None, 9])},
+                       tune_config=tune_config, run_config=train.RunConfig(name=name, storage_path=str(tmp_path),
+                                                                           verbose=0))
+    return tuner.fit()
+
+
+@pytest.mark.parametrize("how", ["tune_config", "optuna_search"])
+def test_a_tuner_takes_several_metrics_and_its_results_give_the_front(tmp_path, how):
+    if how == "tune_config":
+        config = tune.TuneConfig(metric=["reward", "cost"], mode=["max", "min"])
+    else:  # Ray Tune's way: the searcher holds the metrics
+        config = tune.TuneConfig(search_alg=tune.OptunaSearch(metric=["reward", "cost"], mode=["max", "min"]))
+    results = _tuner_front(tmp_path, how, config)
+    assert [d.name for d in results.analysis.study.directions] == ["MAXIMIZE", "MINIMIZE"]
+    front = results.best_results
+    assert sorted(r.config["a"] for r in front) == [1, 2, 3] and all(r.config["b"] is None for r in front)
+    with pytest.raises(ConfigError, match="several metrics.*best_results"):
+        results.get_best_result()
+    assert results.get_best_result(metric="cost").metrics["cost"] == 3.0  # ranked by the study's mode of cost: min
+    assert results.get_best_result(metric="reward", mode="max").config["a"] == 3
+
+
+def test_a_tuner_s_single_metric_best_results_is_its_best(tmp_path):
+    results = _tuner_front(tmp_path, "one", tune.TuneConfig(metric="reward", mode="min"))
+    assert [r.config["a"] for r in results.best_results] == [1]
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda: tune.TuneConfig(metric=["reward", 3]), "metric: must be a result key"),
+    (lambda: tune.TuneConfig(metric=["reward"], mode=["max", "up"]), "mode: Input should be 'max' or 'min'"),
+])
+def test_a_tune_config_s_bad_metrics_are_refused_by_name(make, expected):
+    with pytest.raises(ConfigError, match=expected):
+        make()
+
+
+def test_a_scheduler_refuses_several_metrics_naming_where_they_go():
+    with pytest.raises(ConfigError, match=r"OptunaSearch\(metric=\[...\]\)"):
+        tune.ASHAScheduler(metric=["reward", "cost"], mode="max")
