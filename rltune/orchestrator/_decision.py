@@ -5,7 +5,9 @@ reports :attr:`Reading.value` to Optuna, then asks :func:`decide` whether the
 trial goes on. When the trial's process is done, :func:`final_state` says what
 Optuna is told. A :class:`Scheduler` (PBT: :mod:`._pbt`) is asked after the pruner, with a
 trial that goes on, and may answer :class:`ExploitTrial`. A decision is one of
-:class:`Proceed`, :class:`StopTrial`, :class:`ExploitTrial` (:data:`Decision`).
+:class:`Proceed`, :class:`StopTrial`, :class:`ExploitTrial`, :class:`HoldTrial` (:data:`Decision`).
+A synchronous scheduler may answer :class:`HoldTrial` (none yet) and answer
+later, when asked to ``release`` the trial.
 ``rltune train`` asks :func:`read_result` and :func:`decide` too, in its own
 process (:class:`rltune.orchestrator._trial.LocalDecider`).
 """
@@ -91,7 +93,17 @@ class ExploitTrial:
         return Exploit(self.checkpoint, self.config)
 
 
-Decision = Union[Proceed, StopTrial, ExploitTrial]  # what a result is answered with (see the module docstring)
+@dataclass(frozen=True)
+class HoldTrial:
+    """Synchronous PBT's answer: none yet. The trial's process waits for it (blocked on its answer) until
+    every running member has reached interval ``iteration``; the scheduler's ``release`` answers then."""
+
+    iteration: int
+    outcome: ClassVar[Outcome | None] = None  # it goes on
+    note: ClassVar[str | None] = None
+
+
+Decision = Union[Proceed, StopTrial, ExploitTrial, HoldTrial]  # what a result is answered with (module docstring)
 CONTINUE_DECISION = Proceed()
 
 
@@ -110,6 +122,9 @@ class Scheduler(Protocol):
 
     def annotate(self, trial: Any, result: dict[str, Any]) -> None:
         """Add to ``result`` what the scheduler records with it, before anyone sees it (PBT: ``hyperparams``)."""
+
+    def release(self, trial: Any) -> Decision | None:
+        """The answer to a trial it held (:class:`HoldTrial`), or None while it still waits."""
 
 
 def read_result(result: dict[str, Any], metric: str | list[str] | None, stop: StopCriteria) -> Reading:

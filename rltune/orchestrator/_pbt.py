@@ -24,6 +24,11 @@ workers sharing a PostgreSQL storage see one population: per trial,
 ``pbt_last`` ({iteration, score}), ``pbt_config`` ({origin, values}: the
 trial whose params give the config's other keys, and the mutated values in
 force), ``pbt_lineage`` (one {iteration, source, checkpoint, changed} per exploit).
+With ``synch: true`` a member at an interval is held (its process waits
+for its answer) until every running member has reached that interval; all
+are then ranked on their scores there, the top ones checkpoint, and each
+bottom one exploits its source's checkpoint of that interval (Ray Tune's
+synchronous PBT: :func:`._on_result.release_held`).
 A member that fails leaves the population (it is no longer RUNNING); the
 others go on, and a new member takes its place (:func:`replacements`: one
 more trial from the sampler, which exploits the top members at its first
@@ -43,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from rltune._trial_files import json_safe
-from rltune.orchestrator._decision import Decision, ExploitTrial, Proceed
+from rltune.orchestrator._decision import Decision, ExploitTrial, HoldTrial, Proceed
 from rltune.orchestrator._pb2 import denormalize, normalize, ucb_choice
 from rltune.orchestrator._reporter import latest_checkpoint
 from rltune.orchestrator._pbt_settings import PBTSettings, explore, mutated_values, numeric_in_force
@@ -91,8 +96,8 @@ def restart_checkpoint(a: Any) -> tuple[int, str] | None:
     committed = Path(path)
     if committed.parent != Path(a.trial_dir) or not committed.is_dir():
         return found
-    digits = committed.name.rpartition("_")[2]
-    return (int(digits), path) if digits.isdigit() else found
+    iteration = _checkpoint_iteration(path)
+    return (iteration, path) if iteration >= 0 else found
 
 
 def quantiles(scores: dict[int, float], fraction: float) -> tuple[list[int], list[int]]:
@@ -144,15 +149,40 @@ class PopulationBasedTraining:
         if self.settings.type == "pb2":  # the GP's observation: this interval's change of the score
             self._observe(trial, iteration, score)
         trial.trial.set_user_attr(LAST, {"iteration": iteration, "score": score})
+        if self.settings.synch:  # ranked once every running member has reached this interval (release)
+            return HoldTrial(iteration)
+        return self._answer(trial, iteration, score)
+
+    def release(self, trial: Any) -> Decision | None:
+        """Synchronous PBT: a held member's answer once every running member has reached its interval, else None.
+
+        A bottom member also waits for its source's checkpoint of this
+        interval (the source, on top, is answered first and saves it).
+        """
+        from optuna.trial import TrialState
+
+        iteration = trial.held_at
+        running = self.state.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        behind = [t.number for t in running if t.number != trial.number and _interval(t) < iteration]
+        if behind:
+            return None
+        own = trial.trial.user_attrs.get(LAST) if hasattr(trial.trial, "user_attrs") else None
+        score = float(own["score"]) if isinstance(own, dict) else -math.inf
+        return self._answer(trial, iteration, score, synch=True)
+
+    def _answer(self, trial: Any, iteration: int, score: float, *, synch: bool = False) -> Decision | None:
+        """Exploit a top member (bottom quantile), or go on and checkpoint this iteration."""
         members = self._members(trial.number, score)
         lower, upper = quantiles({n: m[0] for n, m in members.items()}, self.settings.quantile_fraction)
         if trial.number not in lower:  # it checkpoints this iteration: a source for others while it ranks on top
             return Proceed(checkpoint=True)
-        sources = [n for n in upper if n != trial.number and members[n][1] is not None]
+        sources = [n for n in upper if n != trial.number and (synch or members[n][1] is not None)]
         if not sources:  # no top member has a checkpoint yet: never exploit one without
             return Proceed(checkpoint=True)
         rng = random.Random(f"{self._seed()}:{trial.number}:{iteration}")
         source = rng.choice(sorted(sources))
+        if synch and _checkpoint_iteration(members[source][1]) < iteration:
+            return None  # the source saves this interval's checkpoint first
         frozen = members[source][2]
         base = self.state.configs.get(source) or config_in_force(self.state.plan, self.state.study, frozen)
         config, changed = self._pb2_explore(base, rng, iteration) if self.settings.type == "pb2" else \
@@ -253,6 +283,18 @@ def _nested(flat: dict[str, Any]) -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[leaf] = value
     return out
+
+
+def _interval(frozen: Any) -> int:
+    """The iteration of a stored member's last interval (-1: none yet)."""
+    last = frozen.user_attrs.get(LAST)
+    return int(last["iteration"]) if isinstance(last, dict) and isinstance(last.get("iteration"), int) else -1
+
+
+def _checkpoint_iteration(path: Any) -> int:
+    """The iteration of a committed checkpoint's directory (``checkpoint_000004``: 4; -1: none or unknown)."""
+    digits = Path(path).name.rpartition("_")[2] if isinstance(path, str) else ""
+    return int(digits) if digits.isdigit() else -1
 
 
 def _short(value: Any) -> str:

@@ -56,7 +56,8 @@ class PBTSettings(UserInput):
     custom_explore_fn: Any = Field(None, description="fn(config) -> config after explore ('pkg.module:fn' in YAML).")
     hyperparam_bounds: dict[str, tuple[float, float]] = Field(
         default_factory=dict, description="PB2: config key -> [low, high], searched by a GP bandit (top-level keys).")
-    synch: Literal[False] = Field(False, description="Synchronous PBT (members waiting for each other): not supported.")
+    synch: bool = Field(False, description="Synchronous PBT: a member at an interval waits until every running "
+                                           "member has reached it, and is ranked among their scores there.")
     log_config: bool = Field(True, description="Ray's flag; rltune always records the schedule.")
     require_attrs: bool = Field(True, description="Ray's flag; rltune always requires time_attr and metric.")
     seed: Optional[int] = Field(None, description="The explore step's random seed (default: the study's).")
@@ -82,9 +83,6 @@ def parse_pbt(value: Any, config: dict[str, Any], trainable: Any = None) -> tupl
                               "trainable cannot take another trial's checkpoint while it runs"]
     kind = (value if isinstance(value, str) else value["type"]).lower()
     fields = {"type": kind} if isinstance(value, str) else {**value, "type": kind}
-    if fields.get("synch") is True:
-        return None, config, ["scheduler.synch: rltune's PBT is asynchronous (members never wait for each other); "
-                              "remove synch or set it to false"]
     try:
         settings = PBTSettings(**fields)
     except ValidationError as exc:

@@ -158,9 +158,10 @@ class PopulationBasedTraining(RayName):
     Differences from Ray, by name: ``time_attr`` is ``training_iteration``
     (Ray's default ``time_total_s`` is refused: perturbation intervals count
     iterations, Optuna's step), so ``perturbation_interval`` and
-    ``burn_in_period`` are whole iterations; ``synch=True`` is refused (the
-    population never waits). The explored hyperparameters apply after the
-    restore, and the population's state is in the study's storage.
+    ``burn_in_period`` are whole iterations. ``synch=True``: each member
+    waits at every interval for the others (see docs/pbt.md). The explored
+    hyperparameters apply after the restore, and the population's state is
+    in the study's storage.
     """
 
     def __init__(self, time_attr: str = ITERATION, metric: str | None = None, mode: str | None = None,
@@ -173,9 +174,7 @@ class PopulationBasedTraining(RayName):
         self.metric, self.mode = self._metric_mode(metric, mode)
         self.perturbation_interval = self._int("perturbation_interval", perturbation_interval, 1)
         self.burn_in_period = self._int("burn_in_period", burn_in_period, 0)
-        if synch is not False:
-            raise self._refuse("synch", synch, "rltune's PBT is asynchronous (members never wait for each other)")
-        self.fields = {"type": "pbt", "perturbation_interval": self.perturbation_interval,
+        self.fields = {"type": "pbt", "perturbation_interval": self.perturbation_interval, "synch": _flag(self, synch),
                        "burn_in_period": self.burn_in_period, "hyperparam_mutations": dict(hyperparam_mutations or {}),
                        "quantile_fraction": quantile_fraction, "resample_probability": resample_probability,
                        "perturbation_factors": tuple(perturbation_factors), "custom_explore_fn": custom_explore_fn,
@@ -195,7 +194,7 @@ class PB2(RayName):
     """Ray Tune's PB2 as rltune's (``scheduler: {type: pb2, ...}``): PBT whose explore is a GP bandit (:mod:`._pb2`).
 
     The same differences from Ray as :class:`PopulationBasedTraining`
-    (iterations as time, no ``synch``); ``hyperparam_bounds`` are top-level
+    (iterations as time); ``hyperparam_bounds`` are top-level
     config keys with ``[low, high]``.
     """
 
@@ -206,9 +205,7 @@ class PB2(RayName):
         self.time_attr = _time_attr(self, time_attr)
         self.metric, self.mode = self._metric_mode(metric, mode)
         self.perturbation_interval = self._int("perturbation_interval", perturbation_interval, 1)
-        if synch is not False:
-            raise self._refuse("synch", synch, "rltune's PB2 is asynchronous (members never wait for each other)")
-        self.fields = {"type": "pb2", "perturbation_interval": self.perturbation_interval,
+        self.fields = {"type": "pb2", "perturbation_interval": self.perturbation_interval, "synch": _flag(self, synch),
                        "hyperparam_bounds": dict(hyperparam_bounds or {}), "quantile_fraction": quantile_fraction,
                        "custom_explore_fn": custom_explore_fn, "log_config": log_config, "require_attrs": require_attrs}
         from rltune.orchestrator._pbt_settings import parse_pbt
@@ -220,3 +217,10 @@ class PB2(RayName):
     def study_part(self) -> StudyPart:
         """``scheduler: {type: pb2, ...}`` (no pruner)."""
         return StudyPart("PB2", {"scheduler": dict(self.fields)}, self.metric, self.mode)
+
+
+def _flag(name: RayName, synch: Any) -> bool:
+    """``synch``, a bool."""
+    if not isinstance(synch, bool):
+        raise name._refuse("synch", synch, "must be True or False")
+    return synch

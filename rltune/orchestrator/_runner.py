@@ -57,7 +57,7 @@ from rltune.orchestrator import _trial_host as host
 from rltune.orchestrator._decision import Outcome
 from rltune.orchestrator._events import Observers
 from rltune.orchestrator._intermediate import backfill
-from rltune.orchestrator._on_result import on_result
+from rltune.orchestrator._on_result import on_result, release_held
 from rltune.orchestrator._pbt import make_scheduler, restart_checkpoint
 from rltune.orchestrator._ownership import Heartbeats, fail_stale_trials
 from rltune.orchestrator._reporter import latest_checkpoint
@@ -244,6 +244,8 @@ class StudyRunner:
                 self._guarded(active, self._drain)
         for active in list(self.active):
             self._guarded(active, self._check_process)
+        if self.state.scheduler is not None:
+            release_held(self)  # synchronous PBT: members waiting for the population
         self._heartbeat()
         self.observers.refresh(self)
         return True

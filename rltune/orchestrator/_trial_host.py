@@ -60,6 +60,7 @@ class ActiveTrial:
     ended_ms: int | None = None  # when it ended (Optuna's datetime_complete), in ms since the epoch
     retry_of: int | None = None  # the number of the failed trial this one retries
     seed_group: Any = None  # seeds_per_trial > 1: the _ipc.SeedGroup its process runs
+    held_at: int | None = None  # synchronous PBT: the interval it waits at, unanswered (._on_result.release_held)
 
 
 @dataclass
@@ -79,6 +80,7 @@ def start_process(a: ActiveTrial, init: TrialInit) -> None:
     creator holding a lock). A process that dies at once is seen as a crash
     when its socket is read.
     """
+    a.held_at = None  # a new process: nothing it waits for
     if a.seed_group is not None:
         init = dataclasses.replace(init, seed_group=a.seed_group)
     try:

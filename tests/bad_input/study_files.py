@@ -217,8 +217,8 @@ CASES: list[Case] = [
     study_case("pbt without mutations", PPO + "scheduler: {type: pbt}\n", "give at least one hyperparameter to mutate"),
     study_case("pbt mutation not an entry", PPO + "scheduler: {type: pbt, hyperparam_mutations: {lr: fast}}\n",
                "scheduler.hyperparam_mutations.lr: must be a search entry"),
-    study_case("pbt synch", PPO + "scheduler: {type: pbt, synch: true, hyperparam_mutations: {lr: [0.1]}}\n",
-               "scheduler.synch: rltune's PBT is asynchronous"),
+    study_case("pbt synch", PPO + "scheduler: {type: pbt, synch: sometimes, hyperparam_mutations: {lr: [0.1]}}\n",
+               "scheduler.synch: Input should be a valid boolean"),
     study_case("pbt quantile over half", PPO + "scheduler: {type: pbt, quantile_fraction: 0.7, "
                "hyperparam_mutations: {lr: [0.1]}}\n", "scheduler.quantile_fraction"),
     study_case("pb2 without bounds", PPO + "scheduler: {type: pb2}\n", "scheduler.hyperparam_bounds: give at least one"),

@@ -56,3 +56,16 @@ class KillOrchestratorAfterExploit(RankedMembers):
 
             os.kill(orchestrator_pid(), signal.SIGKILL)
             time.sleep(5)  # the trial process exits when it sees its parent gone
+
+
+class UnevenRankedMembers(RankedMembers):
+    """:class:`RankedMembers` whose trial 2 takes 0.3 s more per iteration than the others, each result stamped with
+    its wall time (``wall``): the synchronous PBT test reads who trained on before whom."""
+
+    def on_train_result(self, *, trainer, result, **kwargs):
+        import time
+
+        super().on_train_result(trainer=trainer, result=result, **kwargs)
+        if str(trainer.logdir).endswith("trial_00002"):
+            time.sleep(0.3)
+        result["wall"] = time.time()

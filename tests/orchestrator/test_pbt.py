@@ -59,7 +59,7 @@ def test_custom_explore_fn_runs_after_explore_and_its_changes_are_recorded():
 @pytest.mark.parametrize("scheduler, fragment", [
     ({"type": "pbt", "hyperparam_mutations": {"lr": "x"}}, "scheduler.hyperparam_mutations.lr: must be a search entry"),
     ({"type": "pbt"}, "give at least one hyperparameter to mutate"),
-    ({"type": "pbt", "synch": True, "hyperparam_mutations": {"lr": [1]}}, "scheduler.synch: rltune's PBT is asynchronous"),
+    ({"type": "pbt", "synch": "sometimes", "hyperparam_mutations": {"lr": [1]}}, "scheduler.synch: Input should be a valid boolean"),
     ({"type": "pbt", "quantile_fraction": 0.7, "hyperparam_mutations": {"lr": [1]}}, "scheduler.quantile_fraction"),
     ({"type": "pbt", "hyperparam_mutations": {"lr": {"loguniform": [0, 1]}}}, "needs [low, high]"),
 ])
@@ -176,8 +176,8 @@ def test_tune_population_based_training_is_the_study_scheduler():
                                        hyperparam_mutations={"lr": tune.loguniform(1e-4, 1e-2)})
     part = pbt.study_part()
     assert part.fields["scheduler"]["type"] == "pbt" and part.metric == "score" and part.mode == "min"
-    with pytest.raises(ConfigError, match="synch"):
-        tune.PopulationBasedTraining(synch=True, hyperparam_mutations={"lr": [1]})
+    with pytest.raises(ConfigError, match="synch='yes': must be True or False"):
+        tune.PopulationBasedTraining(synch="yes", hyperparam_mutations={"lr": [1]})
     with pytest.raises(ConfigError, match="time_attr"):
         tune.PopulationBasedTraining(time_attr="time_total_s", hyperparam_mutations={"lr": [1]})
 
