@@ -28,16 +28,31 @@ def fragment_scores(fragment: Any, row_tasks: np.ndarray, num_tasks: int, score:
     done = terminated | np.asarray(columns["truncateds"], dtype=bool)
     next_values = np.where(done, values, np.concatenate([values[1:], values[-1:]]))
     deltas = rewards + gamma * np.where(terminated, 0.0, next_values) - values
-    advantages = np.empty_like(deltas)
-    carry = gamma * lam * ~done  # how much of the next step's advantage flows back (none across an episode end)
-    running = np.zeros(deltas.shape[1])
-    for t in range(deltas.shape[0] - 1, -1, -1):
-        running = np.multiply(carry[t], running, out=running)
-        running += deltas[t]
-        advantages[t] = running
+    advantages = discounted_sums(deltas, np.where(done, 0.0, gamma * lam))
     step_scores = np.maximum(advantages, 0.0) if score == "positive_value_loss" else np.abs(advantages)
     keep = np.ones(done.shape, dtype=bool) if fragment.keep is None else np.asarray(fragment.keep, dtype=bool)
     ok = keep & (row_tasks >= 0) & (row_tasks < num_tasks)
     sums = np.bincount(row_tasks[ok], weights=step_scores[ok], minlength=num_tasks)
     rows = np.bincount(row_tasks[ok], minlength=num_tasks)
     return sums, rows
+
+
+def discounted_sums(values: np.ndarray, carry: np.ndarray) -> np.ndarray:
+    """``out[t] = values[t] + carry[t] * out[t + 1]`` down each column of ``[T, K]`` arrays (``out[T] = 0``).
+
+    GAE's backward pass with ``carry = gamma * lambda`` (0 where an episode
+    ends, so nothing flows back across it). A scan in log2(T) array steps
+    instead of T: after the step of span ``s``, ``out[t] = b[t] + a[t] *
+    out[t + s]``, and two such spans compose into one of ``2 s``. No
+    subtraction, so no cancellation (a whole-column filter minus its tail
+    would lose precision with long columns).
+    """
+    b = np.array(values, dtype=np.float64)
+    a = np.array(carry, dtype=np.float64)
+    span = 1
+    while span < len(b):
+        b[:-span] += a[:-span] * b[span:]
+        a[:-span] *= a[span:]
+        a[-span:] = 0.0  # out[t + span] is past the column's end: 0
+        span *= 2
+    return b
