@@ -344,6 +344,8 @@ class AutoCurriculumCallback(DefaultCallbacks):
         self.tasks: list[Any] = list(declared) if declared is not None else []
         self.sampler: TaskSampler | None = self.curriculum.sampler(len(self.tasks)) if self.tasks else None
         self.rng = np.random.default_rng()
+        self._labelled: list[Any] | None = None  # the task list _task_labels were made for
+        self._task_labels: list[str] = []
 
     def probs(self) -> list[float]:
         """The current distribution over :attr:`tasks`."""
@@ -360,7 +362,7 @@ class AutoCurriculumCallback(DefaultCallbacks):
         self.rng = np.random.default_rng(trainer.config.get("seed"))
         self.ship(trainer, redraw=True)
 
-    def ship(self, trainer: Any, redraw: bool = False) -> None:
+    def ship(self, trainer: Any, redraw: bool = False, probs: list[float] | None = None) -> None:
         """Send the task list and distribution to every rollout worker (one call each).
 
         ``redraw``: first give every env a task drawn from the distribution
@@ -369,10 +371,10 @@ class AutoCurriculumCallback(DefaultCallbacks):
         if redraw:
             places = list(trainer.get_tasks())
             if places:
-                probs = np.asarray(self.probs())
-                draws = self.rng.choice(len(self.tasks), size=len(places), p=probs / probs.sum())
+                weights = np.asarray(self.probs())
+                draws = self.rng.choice(len(self.tasks), size=len(places), p=weights / weights.sum())
                 trainer.workers.set_env_tasks({place: self.tasks[i] for place, i in zip(places, draws)})
-        trainer.foreach_worker(partial(_ship, self.tasks, self.probs()))
+        trainer.foreach_worker(partial(_ship, self.tasks, self.probs() if probs is None else probs))
 
     def on_checkpoint_loaded(self, *, trainer: Any, **kwargs: Any) -> None:
         self.ship(trainer, redraw=True)
@@ -389,17 +391,23 @@ class AutoCurriculumCallback(DefaultCallbacks):
             return
         self.sampler.update(stats)
         probs = self.sampler.probs()
-        scores = self.sampler.scores()
-        labels = [task_label(t) for t in self.tasks]
+        shipped, scores, returns = probs.tolist(), self.sampler.scores(), self.sampler.last_return
+        labels = self._labels()
         result["curriculum"] = {
-            "task_probs": dict(zip(labels, probs.tolist())),
+            "task_probs": dict(zip(labels, shipped)),
             "task_score": {label: float(s) for label, s in zip(labels, scores) if np.isfinite(s)},
             "task_episodes": dict(zip(labels, self.sampler.episodes.tolist())),
             # 0 for a task not played yet: a study's metric (e.g. curriculum/task_return/20) is there from the start
-            "task_return": dict(zip(labels, np.nan_to_num(self.sampler.last_return, nan=0.0).tolist())),
+            "task_return": dict(zip(labels, np.where(np.isnan(returns), 0.0, returns).tolist())),
         }
         result["curriculum_task"] = self.tasks[int(np.argmax(probs))]
-        self.ship(trainer)
+        self.ship(trainer, probs=shipped)
+
+    def _labels(self) -> list[str]:
+        """The tasks' labels, computed again only when the task list is replaced (start, restore)."""
+        if self._labelled is not self.tasks:
+            self._labelled, self._task_labels = self.tasks, [task_label(t) for t in self.tasks]
+        return self._task_labels
 
     def get_state(self) -> dict[str, Any]:
         if self.sampler is None:
