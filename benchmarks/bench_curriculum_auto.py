@@ -1,29 +1,35 @@
 """Automatic curricula vs uniform task sampling vs the hardest task only: env steps until PPO solves the
-20-cell corridor; and the curriculum machinery's cost while sampling.
+longest corridor of a task space; and the curriculum machinery's cost while sampling.
 
 The env, PPO settings and "solved" rule are those of ``examples/curriculum_auto.py``:
 
-- tasks: corridor lengths 2, 4, ..., 20 (``LengthCorridor.task_space``);
-  reward 1.0 at the end, episodes cut after 2 steps per cell;
+- tasks (``--space``): ``long`` (default), corridor lengths 2, 4, ..., 60
+  (``LongCorridor.task_space``), or ``short``, lengths 2, 4, ..., 20
+  (``LengthCorridor.task_space``); reward 1.0 at the end, episodes cut after
+  2 steps per cell;
 - ``learning_progress`` / ``plr``: ``curriculum: {type: ...}``, every env
   draws its next length at each reset; ``uniform``: the same machinery with
-  every length alike; ``hardest``: the 20-cell corridor only, no curriculum;
+  every length alike; ``hardest``: the longest corridor only, no curriculum;
 - solved: after every other iteration (512 env steps each), 50 episodes of the
-  policy in the 20-cell corridor, actions sampled, reach its end >= 90% of the
-  time; the figure is the training env steps so far.
+  policy in the longest corridor, actions sampled, reach its end >= 90% of the
+  time; the figure is the training env steps so far (a run not solved within
+  the budget counts as the budget in the median).
 
 Overhead (``--overhead``): one process, three trainers on 8 corridors of one
 length (``tasks: [20]``, so every variant steps the same episodes):
 ``none``, ``learning_progress`` and ``plr``. Rounds of 512 env steps of the
-local worker's ``sample()`` are timed in interleaved cycles; the overhead is
-the median of the paired per-cycle ratios, plus the driver's per-iteration
-update (``AutoCurriculumCallback.on_train_result``, timed over real
-iterations) as a share of one round's sampling time.
+local worker's ``sample()`` are timed in interleaved cycles (wall time and
+the thread's CPU time); the machinery is the worker-side picker's own time
+inside those ``sample()`` calls, plus the driver's per-iteration update
+(``AutoCurriculumCallback.on_train_result``, median over 9 real iterations)
+as a share of one round's sampling time; "vs none" is the median of the
+paired per-cycle wall ratios.
 
 Runs (each run its own subprocess, seeds alternating between variants)::
 
-    .venv/bin/python benchmarks/bench_curriculum_auto.py                 # seeds 0 1, budget 60k
-    .venv/bin/python benchmarks/bench_curriculum_auto.py --seeds 5 --max-steps 150000
+    .venv/bin/python benchmarks/bench_curriculum_auto.py                 # seeds 0 1, budget 60k, lengths 2..60
+    .venv/bin/python benchmarks/bench_curriculum_auto.py --seeds 5 --max-steps 100000
+    .venv/bin/python benchmarks/bench_curriculum_auto.py --space short --seeds 5
     .venv/bin/python benchmarks/bench_curriculum_auto.py --overhead --cycles 15
 """
 
@@ -38,8 +44,10 @@ from typing import Any
 import _common as common
 
 VARIANTS = ("learning_progress", "plr", "uniform", "hardest")
-HEADERS = ["variant", "sampling", "vs none (paired)", "picker (in sample())", "driver update", "machinery"]
+HEADERS = ["variant", "sampling", "vs none (paired)", "picker (in sample())", "driver update", "machinery",
+           "machinery (CPU time)"]
 REPO = Path(__file__).resolve().parents[1]
+LONGEST = {"long": 60, "short": 20}  # each task space's hardest task (examples/curriculum_auto.py's SPACES)
 
 
 # -- children ------------------------------------------------------------------------------------
@@ -49,12 +57,28 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
         return measure_overhead(task["cycles"], task["rounds"])
     from examples.curriculum_auto import train_until_solved
 
-    run = train_until_solved(task["variant"], task["seed"], task["max_steps"], verbose=False)
+    run = train_until_solved(task["variant"], task["seed"], task["max_steps"], space=task["space"], verbose=False)
     return {"steps": run["steps"], "iterations": run["iterations"], "seconds": run["seconds"]}
 
 
+def _clocks() -> tuple[float, float]:
+    """Wall time and this thread's CPU time (the local worker samples in this thread; torch runs on 1 thread)."""
+    return time.perf_counter(), time.thread_time()
+
+
+def _timed(function: Any, spent: list[tuple[float, float]]) -> Any:
+    """``function``, appending the (wall, CPU) seconds of each call to ``spent``."""
+
+    def timed(**kwargs: Any) -> None:
+        start = _clocks()
+        function(**kwargs)
+        spent.append(tuple(end - begin for end, begin in zip(_clocks(), start)))  # type: ignore[arg-type]
+
+    return timed
+
+
 def measure_overhead(cycles: int, rounds: int) -> dict[str, Any]:
-    """Per-cycle sampling seconds of each variant (interleaved), and the driver update's seconds per iteration."""
+    """Per-cycle (wall, CPU) sampling seconds of each variant (interleaved); the picker's and the driver update's."""
     from examples.curriculum_auto import CONFIG
     from rltune.callbacks import AutoCurriculumCallback
     from rltune.callbacks._auto_curriculum import find_picker
@@ -69,43 +93,32 @@ def measure_overhead(cycles: int, rounds: int) -> dict[str, Any]:
     try:
         for trainer in trainers.values():
             trainer.workers.local_worker.sample()  # warm up
-        times: dict[str, list[float]] = {name: [] for name in trainers}
-        picker_times: dict[str, list[float]] = {name: [] for name in trainers if name != "none"}
-        for name in picker_times:  # the picker's own time, measured inside the same sample() calls
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in trainers}
+        picker_times: dict[str, list[tuple[float, float]]] = {name: [] for name in trainers if name != "none"}
+        for name, spent in picker_times.items():  # the picker's own time, measured inside the same sample() calls
             picker = find_picker(trainers[name].workers.local_worker.callbacks)
-
-            def timed_picker(*, _original=picker.on_sample_end, _spent=picker_times[name], **kwargs: Any) -> None:
-                start = time.perf_counter()
-                _original(**kwargs)
-                _spent.append(time.perf_counter() - start)
-
-            picker.on_sample_end = timed_picker  # type: ignore[method-assign]
+            picker.on_sample_end = _timed(picker.on_sample_end, spent)  # type: ignore[method-assign]
         for _ in range(cycles):
             for name, trainer in trainers.items():
                 worker = trainer.workers.local_worker
-                start = time.perf_counter()
+                start = _clocks()
                 for _ in range(rounds):
                     worker.sample()
-                times[name].append(time.perf_counter() - start)
-        update: dict[str, float] = {}
+                times[name].append(tuple(end - begin for end, begin in zip(_clocks(), start)))
+        update: dict[str, list[float]] = {}
         for name in ("learning_progress", "plr"):
             callback = next(c for c in getattr(trainers[name].callbacks, "callbacks", [trainers[name].callbacks])
                             if isinstance(c, AutoCurriculumCallback))
-            spent, original = [], callback.on_train_result
-
-            def timed(*, _original=original, _spent=spent, **kwargs: Any) -> None:
-                start = time.perf_counter()
-                _original(**kwargs)
-                _spent.append(time.perf_counter() - start)
-
-            callback.on_train_result = timed  # type: ignore[method-assign]
-            for _ in range(5):
+            spent: list[tuple[float, float]] = []
+            callback.on_train_result = _timed(callback.on_train_result, spent)  # type: ignore[method-assign]
+            for _ in range(9):
                 trainers[name].train()
-            update[name] = statistics.median(spent)
+            update[name] = [statistics.median(clock) for clock in zip(*spent)]
     finally:
         for trainer in trainers.values():
             trainer.stop()
-    picker_share = {name: sum(spent) / sum(times[name]) for name, spent in picker_times.items()}
+    picker_share = {name: [sum(c) / sum(t) for c, t in zip(zip(*spent), zip(*times[name]))]
+                    for name, spent in picker_times.items()}
     return {"times": times, "update_s": update, "rounds": rounds, "picker_share": picker_share}
 
 
@@ -120,7 +133,8 @@ def describe(task: dict[str, Any], r: dict[str, Any]) -> str:
     return f"{steps_text(r['steps'], task['max_steps'])} env steps ({r['iterations']} iterations, {r['seconds']:.1f} s)"
 
 
-def report_solve(records: list[dict[str, Any]], variants: list[str], seeds: int, budget: int) -> list[list[Any]]:
+def report_solve(records: list[dict[str, Any]], variants: list[str], seeds: int, budget: int,
+                 longest: int) -> list[list[Any]]:
     rows = []
     for seed in range(seeds):
         row: list[Any] = [seed]
@@ -128,37 +142,40 @@ def report_solve(records: list[dict[str, Any]], variants: list[str], seeds: int,
             r = next((x for x in records if x["variant"] == v and x["seed"] == seed), None)
             row.append("failed" if r is None or "error" in r else steps_text(r["steps"], budget))
         rows.append(row)
-    print("\nenv steps until the 20-cell corridor is solved, per seed:")
+    print(f"\nenv steps until the {longest}-cell corridor is solved, per seed:")
     print(common.text_table(["seed", *variants], rows))
     print()
     for v in variants:
         steps = [r["steps"] for r in common.ok(records, v)]
         solved = [s for s in steps if s is not None]
-        median = statistics.median([s if s is not None else float("inf") for s in steps]) if steps else float("nan")
-        shown = f"> {budget:,}" if median == float("inf") else f"{median:,.0f}"
-        print(f"{v}: median {shown} env steps; solved in {len(solved)} of {len(steps)} runs")
+        median = statistics.median([budget if s is None else s for s in steps]) if steps else float("nan")
+        shown = f">= {budget:,}" if median >= budget else f"{median:,.0f}"
+        print(f"{v}: median {shown} env steps (unsolved counted as the budget); solved in {len(solved)} of "
+              f"{len(steps)} runs")
     return rows
 
 
 def report_overhead(record: dict[str, Any]) -> list[list[Any]]:
     times, rounds = record["times"], record["rounds"]
-    base = times["none"]
     rows = []
     print(f"\nsampling time per {rounds} x 512 env steps (median of cycles), and the curriculum's cost:")
     for name in ("none", "learning_progress", "plr"):
-        median = statistics.median(times[name])
+        wall = statistics.median(t[0] for t in times[name])
         if name == "none":
-            rows.append([name, f"{median * 1000:.1f} ms", "-", "-", "-", "-"])
+            rows.append([name, f"{wall * 1000:.1f} ms", "-", "-", "-", "-", "-"])
             continue
-        ratios = sorted(t / b - 1.0 for t, b in zip(times[name], base))
-        paired = statistics.median(ratios)
-        share = record["picker_share"][name]
-        update = record["update_s"][name] / (statistics.median(base) / rounds)
-        rows.append([name, f"{median * 1000:.1f} ms", f"{paired:+.1%}", f"{share:.1%}", f"{update:.1%}",
-                     f"{share + update:.1%}"])
+        shares = []
+        for clock in (0, 1):  # wall, then CPU
+            base = statistics.median(t[clock] for t in times["none"]) / rounds  # one iteration's sampling
+            shares.append(record["picker_share"][name][clock] + record["update_s"][name][clock] / base)
+        paired = statistics.median(t[0] / b[0] - 1.0 for t, b in zip(times[name], times["none"]))
+        picker, update = record["picker_share"][name][0], shares[0] - record["picker_share"][name][0]
+        rows.append([name, f"{wall * 1000:.1f} ms", f"{paired:+.1%}", f"{picker:.1%}", f"{update:.1%}",
+                     f"{shares[0]:.1%}", f"{shares[1]:.1%}"])
     print(common.text_table(HEADERS, rows))
-    print("(workers vs none: paired per-cycle ratios, noisy on a busy machine; picker: its own time inside the same "
-          "sample() calls; driver: one update per 512-step iteration; machinery = picker + driver)")
+    print("(vs none: paired per-cycle wall ratios, noisy on a busy machine; picker: its own wall time inside the same "
+          "sample() calls; driver: one update per 512-step iteration; machinery = picker + driver, in wall time and "
+          "in this thread's CPU time, which a busy machine inflates less)")
     return rows
 
 
@@ -166,6 +183,8 @@ def main() -> None:
     parser = common.base_parser(__doc__)
     parser.add_argument("--seeds", type=int, default=2, help="seeds per variant (default 2: seeds 0, 1)")
     parser.add_argument("--max-steps", type=int, default=60_000, help="env step budget of each run (default 60000)")
+    parser.add_argument("--space", choices=sorted(LONGEST), default="long",
+                        help="task space: long (lengths 2..60, default) or short (2..20)")
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, from {', '.join(VARIANTS)}")
     parser.add_argument("--overhead", action="store_true", help="measure the machinery's cost instead")
     parser.add_argument("--cycles", type=int, default=9, help="--overhead: interleaved cycles (default 9)")
@@ -182,16 +201,19 @@ def main() -> None:
         if args.markdown and rows:
             print(common.markdown_block("curriculum overhead", HEADERS, rows, info))
         return
-    variants = common.parse_variants(args.variants, VARIANTS)
+    variants, longest = common.parse_variants(args.variants, VARIANTS), LONGEST[args.space]
     common.print_header(
-        "Automatic curricula: env steps until PPO solves the 20-cell corridor (examples/curriculum_auto.py)", info,
-        [f"budget {args.max_steps:,} env steps per run, seeds 0..{args.seeds - 1}, variants {', '.join(variants)}",
-         "solved: 50 sampled-action episodes in the 20-cell corridor, >= 90% reaching its end"],
+        f"Automatic curricula: env steps until PPO solves the {longest}-cell corridor (examples/curriculum_auto.py)",
+        info,
+        [f"tasks: lengths 2, 4, ..., {longest}; budget {args.max_steps:,} env steps per run, seeds "
+         f"0..{args.seeds - 1}, variants {', '.join(variants)}",
+         f"solved: 50 sampled-action episodes in the {longest}-cell corridor, >= 90% reaching its end"],
     )
-    tasks = [{"variant": v, "seed": s, "max_steps": args.max_steps} for s in range(args.seeds) for v in variants]
+    tasks = [{"variant": v, "seed": s, "max_steps": args.max_steps, "space": args.space}
+             for s in range(args.seeds) for v in variants]
     records = common.run_all(__file__, tasks, describe, verbose=args.verbose)
-    rows = report_solve(records, variants, args.seeds, args.max_steps)
-    common.finish(records, info, args.json, {"seeds": args.seeds, "max_steps": args.max_steps})
+    rows = report_solve(records, variants, args.seeds, args.max_steps, longest)
+    common.finish(records, info, args.json, {"seeds": args.seeds, "max_steps": args.max_steps, "space": args.space})
     if args.markdown:
         print(common.markdown_block("automatic curricula", ["seed", *variants], rows, info))
 

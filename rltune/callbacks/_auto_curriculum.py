@@ -36,6 +36,7 @@ from pydantic import Field, model_validator
 
 from rltune.callbacks._callbacks import DefaultCallbacks, MultiCallbacks
 from rltune.callbacks._curriculum import StrictBlock
+from rltune.callbacks._plr_scores import fragment_scores
 from rltune.callbacks._task_samplers import (
     HIST_KEYS, HIST_RETURN, HIST_SCORE, HIST_SCORE_ROWS, HIST_SCORE_TASK, HIST_TASK, LearningProgressSampler,
     PrioritizedLevelReplay, TaskSampler, TaskStats,
@@ -291,38 +292,6 @@ class TaskPicker(DefaultCallbacks):
                 hist.setdefault(HIST_SCORE_ROWS, []).append(float(counts[task]))
 
 
-def fragment_scores(fragment: Any, row_tasks: np.ndarray, num_tasks: int, score: str, gamma: float,
-                    lam: float) -> tuple[np.ndarray, np.ndarray]:
-    """PLR's per-step scores of a fragment summed by task (``row_tasks``: each row's task index, -1 for none).
-
-    GAE over the fragment's ``[T, K]`` columns with the acting policy's
-    ``vf_preds`` (a fragment's last step and a truncated one bootstrap from
-    their own value: the next one is not in the fragment); the score is
-    max(advantage, 0) (``positive_value_loss``) or |advantage| (``value_l1``).
-    Returns (sums, rows) by task index.
-    """
-    columns = fragment.columns
-    rewards = np.asarray(columns["rewards"], dtype=np.float64)
-    values = np.asarray(columns["vf_preds"], dtype=np.float64).reshape(rewards.shape)
-    terminated = np.asarray(columns["terminateds"], dtype=bool)
-    done = terminated | np.asarray(columns["truncateds"], dtype=bool)
-    next_values = np.where(done, values, np.concatenate([values[1:], values[-1:]]))
-    deltas = rewards + gamma * np.where(terminated, 0.0, next_values) - values
-    advantages = np.empty_like(deltas)
-    carry = gamma * lam * ~done  # how much of the next step's advantage flows back (none across an episode end)
-    running = np.zeros(deltas.shape[1])
-    for t in range(deltas.shape[0] - 1, -1, -1):
-        running = np.multiply(carry[t], running, out=running)
-        running += deltas[t]
-        advantages[t] = running
-    step_scores = np.maximum(advantages, 0.0) if score == "positive_value_loss" else np.abs(advantages)
-    keep = np.ones(done.shape, dtype=bool) if fragment.keep is None else np.asarray(fragment.keep, dtype=bool)
-    ok = keep & (row_tasks >= 0) & (row_tasks < num_tasks)
-    sums = np.bincount(row_tasks[ok], weights=step_scores[ok], minlength=num_tasks)
-    rows = np.bincount(row_tasks[ok], minlength=num_tasks)
-    return sums, rows
-
-
 def worker_callbacks(config: Any, callbacks: DefaultCallbacks) -> DefaultCallbacks:
     """A rollout worker's callbacks: ``callbacks``, plus a :class:`TaskPicker` under an automatic curriculum."""
     block = getattr(config, "curriculum", None)
@@ -375,6 +344,8 @@ class AutoCurriculumCallback(DefaultCallbacks):
         self.tasks: list[Any] = list(declared) if declared is not None else []
         self.sampler: TaskSampler | None = self.curriculum.sampler(len(self.tasks)) if self.tasks else None
         self.rng = np.random.default_rng()
+        self._labelled: list[Any] | None = None  # the task list _task_labels were made for
+        self._task_labels: list[str] = []
 
     def probs(self) -> list[float]:
         """The current distribution over :attr:`tasks`."""
@@ -391,7 +362,7 @@ class AutoCurriculumCallback(DefaultCallbacks):
         self.rng = np.random.default_rng(trainer.config.get("seed"))
         self.ship(trainer, redraw=True)
 
-    def ship(self, trainer: Any, redraw: bool = False) -> None:
+    def ship(self, trainer: Any, redraw: bool = False, probs: list[float] | None = None) -> None:
         """Send the task list and distribution to every rollout worker (one call each).
 
         ``redraw``: first give every env a task drawn from the distribution
@@ -400,10 +371,10 @@ class AutoCurriculumCallback(DefaultCallbacks):
         if redraw:
             places = list(trainer.get_tasks())
             if places:
-                probs = np.asarray(self.probs())
-                draws = self.rng.choice(len(self.tasks), size=len(places), p=probs / probs.sum())
+                weights = np.asarray(self.probs())
+                draws = self.rng.choice(len(self.tasks), size=len(places), p=weights / weights.sum())
                 trainer.workers.set_env_tasks({place: self.tasks[i] for place, i in zip(places, draws)})
-        trainer.foreach_worker(partial(_ship, self.tasks, self.probs()))
+        trainer.foreach_worker(partial(_ship, self.tasks, self.probs() if probs is None else probs))
 
     def on_checkpoint_loaded(self, *, trainer: Any, **kwargs: Any) -> None:
         self.ship(trainer, redraw=True)
@@ -420,17 +391,23 @@ class AutoCurriculumCallback(DefaultCallbacks):
             return
         self.sampler.update(stats)
         probs = self.sampler.probs()
-        scores = self.sampler.scores()
-        labels = [task_label(t) for t in self.tasks]
+        shipped, scores, returns = probs.tolist(), self.sampler.scores(), self.sampler.last_return
+        labels = self._labels()
         result["curriculum"] = {
-            "task_probs": dict(zip(labels, probs.tolist())),
+            "task_probs": dict(zip(labels, shipped)),
             "task_score": {label: float(s) for label, s in zip(labels, scores) if np.isfinite(s)},
             "task_episodes": dict(zip(labels, self.sampler.episodes.tolist())),
             # 0 for a task not played yet: a study's metric (e.g. curriculum/task_return/20) is there from the start
-            "task_return": dict(zip(labels, np.nan_to_num(self.sampler.last_return, nan=0.0).tolist())),
+            "task_return": dict(zip(labels, np.where(np.isnan(returns), 0.0, returns).tolist())),
         }
         result["curriculum_task"] = self.tasks[int(np.argmax(probs))]
-        self.ship(trainer)
+        self.ship(trainer, probs=shipped)
+
+    def _labels(self) -> list[str]:
+        """The tasks' labels, computed again only when the task list is replaced (start, restore)."""
+        if self._labelled is not self.tasks:
+            self._labelled, self._task_labels = self.tasks, [task_label(t) for t in self.tasks]
+        return self._task_labels
 
     def get_state(self) -> dict[str, Any]:
         if self.sampler is None:

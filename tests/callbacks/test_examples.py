@@ -110,4 +110,4 @@ def test_automatic_curriculum_example_and_its_study(monkeypatch, tmp_path):
     assert {p.name for p in plan.space.params} == {"curriculum.fast_alpha", "curriculum.slow_alpha", "curriculum.epsilon"}
     assert plan.config["env"] == "examples.curriculum_auto:LengthCorridor"
     run = auto.train_until_solved("plr", 0, max_steps=1024, verbose=False, results_dir=str(tmp_path))
-    assert run["iterations"] == 2 and set(run["task_probs"]) == {str(length) for length in auto.LENGTHS}
+    assert run["iterations"] == 2 and set(run["task_probs"]) == {str(length) for length in auto.LONG_LENGTHS}
