@@ -21,6 +21,7 @@ from rltune._disk import disk_error
 from rltune.orchestrator._constraints import feasible
 from rltune.orchestrator._front import pick_best, trial_value, write_front_configs
 from rltune.orchestrator._objectives import as_list, describe
+from rltune.orchestrator._pbt_schedule import pbt_schedule
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
 from rltune.orchestrator._retry import FAILURE_KIND, live_trials, predecessor
 
@@ -173,8 +174,8 @@ def schedule_comment(study: Any, number: int) -> list[str]:
              + ", ".join(f"{k}={v!r}" for k, v in (s.get("changed") or {}).items()) for s in steps if isinstance(s, dict)]
     if not lines:
         return []
-    return ["# PBT: config is the one in force at the end; rltune train -f replays it from scratch, not the schedule:",
-            *lines]
+    return ["# PBT: schedule is the values its weights trained with, through the trials it exploited, from",
+            "# iteration 0 (rltune train -f applies each segment at its iteration); its exploits:", *lines]
 
 
 def write_best_config(analysis: Analysis, plan: Any, best: TrialRecord | None = None, path: Path | None = None) -> Path:
@@ -188,6 +189,9 @@ def write_best_config(analysis: Analysis, plan: Any, best: TrialRecord | None = 
     fields: dict[str, Any] = {"name": f"{plan.name}-trial{best.number}" if own else f"{plan.name}-best", "run": run}
     config = json_safe(best.config)
     fields["config"] = config
+    schedule = pbt_schedule(plan, analysis.study, best.number) if trainable.kind == "trainer" else []
+    if schedule:  # PBT: the values in force changed during the run; replayed by rltune train -f
+        fields["schedule"] = schedule
     if spec.stop:
         fields["stop"] = dict(spec.stop)
     fields["checkpoint_at_end"] = True

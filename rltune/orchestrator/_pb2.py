@@ -1,4 +1,4 @@
-"""PB2's explore step: a Gaussian-process bandit picks the new hyperparameters (pure: numpy and scipy).
+"""PB2's explore step: a Gaussian-process bandit picks the new hyperparameters (pure: numpy and scikit-learn).
 
 PB2 (Parker-Holder et al., 2020) is PBT whose explore step, instead of random
 perturbations, fits a Gaussian process to what the population observed: at
@@ -10,9 +10,12 @@ candidates in the bounds. Observations come from every member's user attr
 ``pb2_history`` in the study's storage (those of failed members included:
 they were observed; a member that errored never breaks the fit, ray#40787).
 
-The kernel is a squared exponential with fixed length scale and noise (no
-hyperparameter fit); with fewer than 2 observations the values are drawn
-uniformly in the bounds.
+The GP is scikit-learn's ``GaussianProcessRegressor`` with the kernel
+``ConstantKernel x RBF + WhiteKernel``: an RBF length scale per input (time
+and each hyperparameter: a hyperparameter that does not change the score
+gets a long one), the signal and noise variances, all fitted by maximizing
+the marginal likelihood (:func:`fit_gp`); scores are normalized. With fewer
+than 2 observations the values are drawn uniformly in the bounds.
 """
 
 from __future__ import annotations
@@ -24,10 +27,9 @@ from typing import Any
 import numpy as np
 
 KAPPA = 2.0  # exploration weight of the UCB
-LENGTH_SCALE = 0.3  # of the squared-exponential kernel, on [0, 1]-normalized inputs
-NOISE = 0.1  # observation noise variance, on standardized score changes
 CANDIDATES = 512
 MAX_POINTS = 256  # the most recent observations the GP is fit on (its cost is cubic in them)
+RESTARTS = 1  # extra starts of the marginal-likelihood fit (from random kernel parameters)
 
 
 def normalize(values: dict[str, Any], bounds: dict[str, tuple[float, float]]) -> list[float]:
@@ -59,22 +61,34 @@ def ucb_choice(observations: list[tuple[float, list[float], float]], now: float,
         return candidates[0]
     x = np.array([[t, *h] for t, h, _ in usable])
     y = np.array([d for _, _, d in usable])
-    y = (y - y.mean()) / (y.std() or 1.0)
     query = np.hstack([np.full((CANDIDATES, 1), now), candidates])
-    mean, std = _posterior(x, y, query)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):  # small matrices: BLAS threads on a busy machine made a fit 30x slower
+        mean, std = fit_gp(x, y, seed).predict(query, return_std=True)
     return candidates[int(np.argmax(mean + KAPPA * std))]
 
 
-def _posterior(x: np.ndarray, y: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    from scipy.linalg import cho_factor, cho_solve
+def fit_gp(x: np.ndarray, y: np.ndarray, seed: int = 0) -> Any:
+    """A ``GaussianProcessRegressor`` fitted on inputs ``x`` (rows: time, hyperparameters in [0, 1]) and ``y``.
 
-    factor = cho_factor(_kernel(x, x) + NOISE * np.eye(len(x)))
-    cross = _kernel(query, x)
-    mean = cross @ cho_solve(factor, y)
-    variance = 1.0 - np.einsum("ij,ji->i", cross, cho_solve(factor, cross.T))
-    return mean, np.sqrt(np.clip(variance, 0.0, None))
+    Its kernel's parameters (``kernel_``: signal variance, one RBF length
+    scale per column, noise) maximize the marginal likelihood, from the
+    defaults and :data:`RESTARTS` random starts (``seed``). A fit that does
+    not converge keeps its best parameters (scikit-learn's warning is silenced).
+    """
+    import warnings
 
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 
-def _kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    squared = ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)
-    return np.exp(-0.5 * squared / LENGTH_SCALE**2)
+    kernel = (ConstantKernel(1.0, (1e-3, 1e3)) * RBF(np.full(x.shape[1], 0.3), (1e-2, 1e2))
+              + WhiteKernel(0.1, (1e-6, 1e1)))
+    gp = GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=RESTARTS, random_state=seed % 2**32)
+    from threadpoolctl import threadpool_limits
+
+    with warnings.catch_warnings(), threadpool_limits(1):
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        gp.fit(x, y)
+    return gp

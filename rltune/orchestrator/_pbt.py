@@ -23,7 +23,8 @@ State in storage, never in this object, so ``--resume`` after kill -9 and
 workers sharing a PostgreSQL storage see one population: per trial,
 ``pbt_last`` ({iteration, score}), ``pbt_config`` ({origin, values}: the
 trial whose params give the config's other keys, and the mutated values in
-force), ``pbt_lineage`` (one {iteration, source, checkpoint, changed} per exploit).
+force), ``pbt_lineage`` (one {iteration, source, checkpoint, changed} per exploit), ``pbt_initial`` (the
+numeric mutated values it started with, for the population's plot).
 With ``synch: true`` a member at an interval is held (its process waits
 for its answer) until every running member has reached that interval; all
 are then ranked on their scores there, the top ones checkpoint, and each
@@ -33,7 +34,8 @@ A member that fails leaves the population (it is no longer RUNNING); the
 others go on, and a new member takes its place (:func:`replacements`: one
 more trial from the sampler, which exploits the top members at its first
 interval like any member; at most ``num_samples`` replacements, so a config
-that fails every time cannot loop). PB2 (``type: pb2``, ``hyperparam_bounds``) is the same
+that fails every time cannot loop; on a shared storage the worker that recorded the failure enqueues the
+replacement: :func:`enqueue_replacement`). PB2 (``type: pb2``, ``hyperparam_bounds``) is the same
 scheduler with the GP-bandit explore of :mod:`._pb2`, fed by every member's
 ``pb2_history``.
 """
@@ -51,13 +53,15 @@ from rltune._trial_files import json_safe
 from rltune.orchestrator._decision import Decision, ExploitTrial, HoldTrial, Proceed
 from rltune.orchestrator._pb2 import denormalize, normalize, ucb_choice
 from rltune.orchestrator._reporter import latest_checkpoint
-from rltune.orchestrator._pbt_settings import PBTSettings, explore, mutated_values, numeric_in_force
+from rltune.orchestrator._pbt_settings import PBTSettings, explore, mutated_values, nested_keys, numeric_in_force
 from rltune.orchestrator._yaml_files import deep_merge
 
 LAST = "pbt_last"
 IN_FORCE = "pbt_config"
 LINEAGE = "pbt_lineage"
+INITIAL = "pbt_initial"  # the numeric mutated values a member started with (plots/pbt_hyperparams.png)
 HISTORY = "pb2_history"  # PB2: the member's observations (iteration, values in force, score change)
+REPLACES = "pbt_replaces"  # shared storage: the failed member a trial replaces
 CHECKPOINT = "checkpoint"  # set by the runner when a trial commits a checkpoint
 
 
@@ -79,6 +83,24 @@ def replacements(state: Any) -> int:
     retried = superseded(trials)
     failed = sum(1 for t in trials if t.state == TrialState.FAIL and t.number not in retried)
     return min(failed, state.plan.total_trials)
+
+
+def enqueue_replacement(state: Any, failed: int) -> None:
+    """Shared storage: a WAITING trial (user attr ``pbt_replaces``) in place of failed member ``failed``.
+
+    Called by the worker whose ``tell(FAIL)`` of it succeeded: Optuna moves a
+    trial to a finished state once (another worker's tell raises), so one
+    worker alone enqueues each failed member's replacement. Any worker takes
+    it up like a trial of the budget. At most the population is replaced
+    (counted in storage; failures at the same instant on several workers may
+    pass that bound by one each).
+    """
+    if not isinstance(getattr(state.plan, "scheduler", None), PBTSettings) or state.study is None:
+        return
+    trials = state.study.get_trials(deepcopy=False)
+    if sum(1 for t in trials if REPLACES in t.user_attrs) >= state.plan.total_trials:
+        return
+    state.study.enqueue_trial({}, user_attrs={REPLACES: failed})
 
 
 def restart_checkpoint(a: Any) -> tuple[int, str] | None:
@@ -148,6 +170,8 @@ class PopulationBasedTraining:
         self._last[trial.number] = iteration
         if self.settings.type == "pb2":  # the GP's observation: this interval's change of the score
             self._observe(trial, iteration, score)
+        if LAST not in getattr(trial.trial, "user_attrs", {LAST: None}):  # its first interval: its starting values
+            trial.trial.set_user_attr(INITIAL, numeric_in_force(trial.config, self.settings.hyperparam_mutations))
         trial.trial.set_user_attr(LAST, {"iteration": iteration, "score": score})
         if self.settings.synch:  # ranked once every running member has reached this interval (release)
             return HoldTrial(iteration)
@@ -255,7 +279,7 @@ class PopulationBasedTraining:
         origin = in_force.get("origin", source) if isinstance(in_force, dict) else source
         values = json_safe(mutated_values(config, self.settings.hyperparam_mutations))
         if self.settings.custom_explore_fn is not None:
-            values = deep_merge(values, json_safe(_nested(changed)))
+            values = deep_merge(values, json_safe(nested_keys(changed)))
         trial.trial.set_user_attr(IN_FORCE, {"origin": origin, "values": values})
         lineage = list(trial.trial.user_attrs.get(LINEAGE) or [])
         lineage.append({"iteration": iteration, "source": source, "checkpoint": checkpoint, "changed": json_safe(changed)})
@@ -272,17 +296,6 @@ def ancestry_tags(lineage: Any) -> dict[str, str]:
         return {}
     return {"rltune.pbt.exploited": ", ".join(f"trial {s.get('source')} at iteration {s.get('iteration')}" for s in steps),
             "rltune.pbt.lineage": json.dumps(steps, sort_keys=True)}
-
-
-def _nested(flat: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in flat.items():
-        node = out
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return out
 
 
 def _interval(frozen: Any) -> int:

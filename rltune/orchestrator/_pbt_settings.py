@@ -276,3 +276,15 @@ def numeric_in_force(config: dict[str, Any], mutations: dict[str, Any], prefix: 
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             out[f"{prefix}{key}"] = value
     return out
+
+
+def nested_keys(flat: dict[str, Any]) -> dict[str, Any]:
+    """``{"a.b": v}`` as ``{"a": {"b": v}}`` (explore's changed values as a config to merge)."""
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out

@@ -172,6 +172,8 @@ class Reporter:
             self._checkpoint_wanted = True
         elif isinstance(decision, Exploit):  # PBT: the train loop restores the checkpoint, then the config applies
             self.exploit = decision
+            # a replayed schedule (._replay) restores this trial's own checkpoint of this iteration: save it first
+            self._checkpoint_wanted = self._checkpoint_wanted or Path(decision.checkpoint).parent == self.trial_dir
         if isinstance(decision, Stop):
             self._checkpoint_wanted = (self._checkpoint_wanted or bool(decision.want_checkpoint)) \
                 and self._saved_at != self.iteration

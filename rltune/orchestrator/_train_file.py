@@ -12,6 +12,7 @@ A train file holds the fields of ``rltune train``'s flags::
     tensorboard: false          # optional: no TensorBoard event files (default: written)
     config: {lr: 0.0003, ...}
     curriculum: {phases: [{task: 2, threshold: 0.9}, {task: 8}]}   # optional
+    schedule: [{at_iteration: 0, config: {lr: 0.001}}, {at_iteration: 8, config: {lr: 0.0005}}]  # optional
 
 RLlib's tuned-example layout, the same fields under one top-level key that
 becomes the name (``cartpole-ppo: {run: PPO, ...}``), is read too, with Tune's
@@ -31,6 +32,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from rltune._validation import UserInput, name_problem, results_dir_problem
 from rltune.errors import ConfigError
+from rltune.orchestrator._replay import ScheduleSegment
 from rltune.orchestrator._yaml_files import line_of, read_mapping
 
 
@@ -55,6 +57,10 @@ class TrainSpec(UserInput):
     )
     num_samples: Optional[int] = Field(
         None, ge=1, description="Tune's runs of the experiment: 1 here (more make a study: rltune tune FILE)."
+    )
+    schedule: Optional[list[ScheduleSegment]] = Field(
+        None, description="Config changes replayed during the run (a PBT study's best_config.yaml writes its best "
+                          "member's); see rltune.orchestrator._replay."
     )
 
 
@@ -125,8 +131,10 @@ def _describe_field_error(root: yaml.Node | None, err: dict[str, Any]) -> str:
     line = line_of(root, loc) if root is not None else None
     at = f"line {line}: " if line else ""
     if err["type"] == "extra_forbidden":
-        close = difflib.get_close_matches(str(loc[-1]), FIELDS, n=1, cutoff=0.5)
-        hint = f"did you mean {close[0]!r}?" if close else f"the fields are {', '.join(FIELDS)}"
+        fields = FIELDS if len(loc) == 1 else list(ScheduleSegment.model_fields) if loc[0] == "schedule" else []
+        close = difflib.get_close_matches(str(loc[-1]), fields, n=1, cutoff=0.5)
+        hint = (f"did you mean {close[0]!r}?" if close else f"the fields are {', '.join(fields)}" if fields
+                else "remove it")
         return f"{at}{path}: unknown field; {hint}"
     if err["type"] == "value_error":  # our validators' messages say what they got
         return f"{at}{path}: {err['ctx']['error']}"

@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rltune._disk import disk_kind, ensure_dir, writing
+from rltune._ipc import Exploit
 from rltune._results_dir import default_results_dir
-from rltune._trial_files import PARAMS_FILE, RESULT_FILE, json_safe  # noqa: F401 - others import them from here
+from rltune._trial_files import CHECKPOINT_PREFIX, PARAMS_FILE, RESULT_FILE, json_safe  # noqa: F401 - others import them from here
 from rltune.errors import DiskError, RLTuneError
 from rltune.orchestrator._decision import CONTINUE_DECISION, Decision, Outcome, decide, read_result
 from rltune.orchestrator._reporter import Reporter, TrialStopped, latest_checkpoint
@@ -57,8 +58,11 @@ class LocalDecider:
     """
 
     def __init__(self, stop: StopCriteria, *, checkpoint_at_end: bool = False,
-                 on_result: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 on_result: Callable[[dict[str, Any]], None] | None = None, schedule: Any = None,
+                 trial_dir: Path | None = None) -> None:
         self.stop = stop
+        self.schedule = schedule  # a ScheduleReplay (._replay): its next config is applied as PBT's exploit is
+        self.trial_dir = trial_dir
         self.checkpoint_at_end = checkpoint_at_end
         self.on_result = on_result
         self.stopping = False
@@ -75,6 +79,9 @@ class LocalDecider:
             raise reading.error
         self.decision = decide(reading, iteration=int(result.get("training_iteration") or 0),
                                stopping=self.stopping, checkpoint_at_end=self.checkpoint_at_end, should_prune=None)
+        config = self.schedule.due(result) if self.schedule is not None and self.decision.outcome is None else None
+        if config is not None and self.trial_dir is not None:  # restore this iteration's own checkpoint under it
+            return Exploit(str(self.trial_dir / f"{CHECKPOINT_PREFIX}{int(result['training_iteration']):06d}"), config)
         return self.decision.message()
 
 
@@ -111,6 +118,7 @@ def run_local(
     on_result: Callable[[dict[str, Any]], None] | None = None,
     on_interrupt: Callable[[], None] | None = None,
     tensorboard: bool = True,
+    schedule: Any = None,
 ) -> TrialOutcome:
     """Train ``trainer`` in ``trial_dir`` until a stop criterion is met (or forever without one).
 
@@ -121,12 +129,14 @@ def run_local(
     saved so far. Either way the outcome is ``interrupted``. The trainer is
     stopped in every case; errors (an unknown stop key after the first
     iteration, an env failing) propagate after that. ``tensorboard``: also
-    write the results as TensorBoard event files in ``trial_dir``.
+    write the results as TensorBoard event files in ``trial_dir``. ``schedule``: a
+    :class:`~rltune.orchestrator._replay.ScheduleReplay` whose configs apply when due.
     """
     from rltune.orchestrator._tensorboard import open_trial_writer
     from rltune.orchestrator._trial_process import train_loop
 
-    decider = LocalDecider(stop, checkpoint_at_end=checkpoint_at_end, on_result=on_result)
+    decider = LocalDecider(stop, checkpoint_at_end=checkpoint_at_end, on_result=on_result, schedule=schedule,
+                           trial_dir=trial_dir)
     outcome = TrialOutcome(trial_dir)
     reporter: Reporter | None = None
     previous = _on_ctrl_c(decider, on_interrupt)

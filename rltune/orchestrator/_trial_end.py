@@ -27,6 +27,7 @@ from rltune.orchestrator._events import ERROR_FILE
 from rltune.orchestrator._intermediate import backfill
 from rltune.orchestrator._objectives import objective_values
 from rltune.orchestrator._reporter import json_safe, latest_checkpoint
+from rltune.orchestrator._pbt import enqueue_replacement
 from rltune.orchestrator._retry import FAILURE_KIND
 from rltune.orchestrator._study_state import StudyState
 from rltune.orchestrator._trial_host import ActiveTrial, TrialEnd
@@ -140,6 +141,8 @@ class TrialEnding:
             return
         self.state.ended.append(TrialEnd(a.number, state, value, a.reason))
         self.state.observers.trial_ended(a, state, value)
+        if state == "FAIL" and self.state.shared:  # pbt: this worker alone recorded the failure, so it replaces it
+            enqueue_replacement(self.state, a.number)
 
     def tell_fail(self, a: ActiveTrial, error: str) -> None:
         self.record_progress(a)

@@ -228,6 +228,11 @@ def _train(args: argparse.Namespace) -> int:
         raise ConfigError("no env given: use --env ENV (e.g. --env CartPole-v1), or 'env:' in the train file", where=_source(args))
     stop_source = "--stop" if args.stop is not None else f"stop in {_source(args)}"
     stop = StopCriteria(spec.stop, where=stop_source)
+    replay = None
+    if spec.schedule:  # a PBT study's best member's schedule (best_config.yaml): its first config, then its changes
+        from rltune.orchestrator._replay import replay_of
+
+        config, replay = replay_of(trainer_cls, config, env, spec.schedule, where=_source(args))
     _setup_logging(config.get("log_level", "WARN"))
     check_writable_dir(spec.results_dir or default_results_dir(), "results directory",  # before any worker starts
                        hint="; choose another one with --results-dir")
@@ -250,6 +255,7 @@ def _train(args: argparse.Namespace) -> int:
         on_result=_print_result,
         on_interrupt=_say_stopping,
         tensorboard=spec.tensorboard is not False,
+        schedule=replay,
     )
     last = outcome.last_result or {}
     done = f"iteration {last.get('training_iteration', 0)}, {last.get('timesteps_total', 0):,} timesteps"

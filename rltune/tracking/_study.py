@@ -379,7 +379,10 @@ class StudyTracker(Tracker):
             except Exception as exc:  # noqa: BLE001
                 self._shared.failures.failed("plots", "a copy of the study for the plots", exc)
                 return
-            for name, problem in _plots.study_plots(snapshot, trials, plot_dir).items():
+            from rltune.tracking._pbt_plot import pbt_plot
+
+            problems = {**_plots.study_plots(snapshot, trials, plot_dir), **pbt_plot(trials, plot_dir)}
+            for name, problem in problems.items():
                 self._shared.failures.failed("plots", f"plot {name}", problem)
             if any(plot_dir.iterdir()):
                 self._attempt("plots", "the study's plots",

@@ -271,6 +271,18 @@ TRAIN_CASES: list[Case] = [
     train_file_case("train curriculum bool", "run: PPO\nenv: CartPole-v1\ncurriculum: {phases: [{task: 1, threshold: 1, min_iterations: true}, {task: 2}]}\n",
                     "curriculum.phases.0.min_iterations: a bool is not a number here"),
     train_file_case("train not a mapping", "[run, PPO]\n", "must be a mapping of fields"),
+    train_file_case("train schedule unknown key", "run: PPO\nenv: CartPole-v1\nschedule: [{at_iteration: 2, config: {lrr: 0.1}}]\n",
+                    "schedule.0.config: lrr: unknown key; did you mean 'lr'?"),
+    train_file_case("train schedule not increasing", "run: PPO\nenv: CartPole-v1\nschedule: [{at_iteration: 3, config: {lr: 0.1}}, "
+                    "{at_iteration: 3, config: {lr: 0.2}}]\n", "schedule.1.at_iteration: 3 must be greater than the previous segment's 3"),
+    train_file_case("train schedule fixed key", "run: PPO\nenv: CartPole-v1\nschedule: [{at_iteration: 2, config: {model: {fcnet_hiddens: [8]}}}]\n",
+                    "schedule.0.config.model: cannot change during a run"),
+    train_file_case("train schedule mixed units", "run: PPO\nenv: CartPole-v1\nschedule: [{at_iteration: 1, config: {}}, "
+                    "{at_timesteps: 200, config: {}}]\n", "schedule.1: starts at_timesteps but schedule.0 at_iteration"),
+    train_file_case("train schedule no start", "run: PPO\nenv: CartPole-v1\nschedule: [{config: {lr: 0.1}}]\n",
+                    "line 3: schedule.0: give its start as at_iteration or at_timesteps"),
+    train_file_case("train schedule negative start", "run: PPO\nenv: CartPole-v1\nschedule: [{at_iteration: -1, config: {}}]\n",
+                    "schedule.0.at_iteration: Input should be greater than or equal to 0"),
     train_file_case("train nan_policy unknown", "run: PPO\nenv: CartPole-v1\nconfig: {nan_policy: ignore}\n",
                     "nan_policy: Input should be 'raise' or 'drop_episode'"),
     train_file_case("train env emits NaN reward", "run: PPO\nenv: trainers.nonfinite_envs:NonFiniteEnv\nstop: {training_iteration: 2}\n"

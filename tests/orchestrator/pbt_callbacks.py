@@ -69,3 +69,22 @@ class UnevenRankedMembers(RankedMembers):
         if str(trainer.logdir).endswith("trial_00002"):
             time.sleep(0.3)
         result["wall"] = time.time()
+
+
+class OvertakingMember(RankedMembers):
+    """:class:`RankedMembers` until iteration 5, when trial 1 (which exploited trial 0 by then) takes the top:
+    the study's best is a member that went through exploits."""
+
+    def on_train_result(self, *, trainer, result, **kwargs):
+        super().on_train_result(trainer=trainer, result=result, **kwargs)
+        if str(trainer.logdir).endswith("trial_00001") and result["training_iteration"] >= 5:
+            result["member_rank"] = 2.0
+
+
+class SlowFailingMember(SlowRankedMembers):
+    """:class:`SlowRankedMembers` whose trial 1 raises at its third iteration: an errored member of a shared study."""
+
+    def on_train_result(self, *, trainer, result, **kwargs):
+        super().on_train_result(trainer=trainer, result=result, **kwargs)
+        if str(trainer.logdir).endswith("trial_00001") and result["training_iteration"] >= 3:
+            raise RuntimeError("member 1 errors")

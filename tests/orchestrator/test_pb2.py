@@ -14,7 +14,7 @@ import pytest
 from rltune import tune
 from rltune.errors import ConfigError
 from rltune.orchestrator._decision import ExploitTrial, Proceed
-from rltune.orchestrator._pb2 import denormalize, normalize, ucb_choice
+from rltune.orchestrator._pb2 import denormalize, fit_gp, normalize, ucb_choice
 from rltune.orchestrator._pbt import HISTORY
 
 from .test_pbt import population
@@ -85,3 +85,15 @@ def test_tune_pb2_is_the_study_scheduler_and_bad_bounds_are_refused():
     assert part.fields["scheduler"]["type"] == "pb2"
     with pytest.raises(ConfigError, match="hyperparam_bounds.lr: needs"):
         tune.PB2(hyperparam_bounds={"lr": [1e-2, 1e-4]})
+
+
+def test_the_gp_kernel_is_fitted_a_hyperparameter_that_does_not_matter_gets_the_longer_length_scale():
+    rng = np.random.default_rng(1)
+    x = rng.random((60, 3))  # time, a (drives the score change), b (does not)
+    y = np.exp(-((x[:, 1] - 0.3) / 0.2) ** 2) + 0.01 * rng.standard_normal(60)
+    kernel = fit_gp(x, y).kernel_
+    scales = kernel.k1.k2.length_scale  # ConstantKernel * RBF(time, a, b) + WhiteKernel
+    assert scales[2] > 3 * scales[1], scales
+    observations = [(float(t), [float(a), float(b)], float(d)) for (t, a, b), d in zip(x, y)]
+    picks = [ucb_choice(observations, 1.0, 2, random.Random(seed)) for seed in range(3)]
+    assert all(abs(p[0] - 0.3) < 0.12 for p in picks), picks  # near the known optimum of a, whatever b

@@ -2,7 +2,8 @@
 
 The population's state is in the shared storage (``pbt_last``, the members'
 ``checkpoint``, ``pbt_config``): a member run by one worker exploits a member
-run by the other. Needs ``$RLTUNE_TEST_POSTGRES_URL`` (see test_shared_storage.py).
+run by the other, and a member that fails is replaced once, by the worker that
+recorded its failure. Needs ``$RLTUNE_TEST_POSTGRES_URL`` (see test_shared_storage.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rltune.orchestrator._pbt import LINEAGE
+from rltune.orchestrator._pbt import LINEAGE, REPLACES
 from .test_shared_storage import finish, load, new_database, pg_url, worker  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.postgres
@@ -44,18 +45,20 @@ config:
   sgd_minibatch_size: 32
   num_sgd_iter: 1
   model: {fcnet_hiddens: [16]}
-  callbacks: tests.orchestrator.pbt_callbacks:SlowRankedMembers
+  callbacks: tests.orchestrator.pbt_callbacks:SlowFailingMember
 """
 
 
-def test_two_workers_share_one_population_and_exploit_each_others_members(tmp_path, pg_url):
+def test_two_workers_share_one_population_exploit_each_others_members_and_replace_a_failed_one(tmp_path, pg_url):
+    """Trial 1 errors at its third iteration: the worker that records its failure enqueues one replacement."""
     path = tmp_path / "shared.yaml"
     path.write_text(textwrap.dedent(STUDY))
     env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{Path(__file__).resolve().parents[2]}"}  # the callbacks' module
     results = finish([worker(path, pg_url, tmp_path / "results", extra_env=env) for _ in range(2)])
     assert all(code == 0 for code, _, _ in results), results
     trials = load(pg_url).get_trials(deepcopy=False)
-    assert sorted(t.state.name for t in trials) == ["COMPLETE", "COMPLETE"]
+    assert [t.state.name for t in trials] == ["COMPLETE", "FAIL", "COMPLETE"]  # one replacement, run to its stop
+    assert trials[2].user_attrs.get(REPLACES) == 1
     owners = {t.number: json.dumps(t.user_attrs.get("owner"), sort_keys=True) for t in trials}
     assert len(set(owners.values())) == 2  # one member on each worker
     steps = [(t.number, s) for t in trials for s in t.user_attrs.get(LINEAGE) or []]

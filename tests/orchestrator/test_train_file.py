@@ -38,6 +38,7 @@ def test_reads_every_field(tmp_path):
         "tensorboard": False,
         "curriculum": None,
         "num_samples": None,
+        "schedule": None,
     }
 
 
