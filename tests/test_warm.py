@@ -158,6 +158,7 @@ def test_a_process_whose_startup_variables_changed_gets_a_template_of_its_own_an
     # same process got cold trials only, from the template started before (an order-dependent test failure)
     monkeypatch.setenv("RLTUNE_WARM_START", "wait")
     monkeypatch.setattr(_warm, "_templates", {})
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)  # set by an earlier test's compile, if any
     light = ["rltune._ipc"]
     before = _warm.template_for(light)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
