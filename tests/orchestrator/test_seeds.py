@@ -102,6 +102,22 @@ def test_a_race_prunes_on_the_running_aggregate_and_starts_no_further_seed(tmp_p
     assert [r["seeds_reached"] for r in ran] == [1] * 4 + [2] * 4 + [3] * 4
 
 
+@pytest.mark.parametrize("scheduler", [{"type": "median", "n_startup_trials": 1, "n_warmup_steps": 0},
+                                       {"type": "asha", "min_resource": 2, "reduction_factor": 2}])
+def test_a_race_prunes_a_later_seed_mid_run_once_the_running_aggregate_falls_behind(tmp_path, scheduler):
+    # x = 1 is lucky (+7) on its first seed only: ahead of x = 2 (2t) all along it, then its running aggregate
+    # over two seeds, t + 3.5, falls behind x = 2's at step 4 (7.5 < 8): pruned there, no third seed
+    config = {"x": tune.grid_search([2, 1]), "lucky_x": 1, "lucky": 7.0, "lucky_seeds": [1], "steps": 6}
+    analysis = tune.run(seeded, config=config, metric="score", seeds_per_trial=3, seed_mode="race",
+                        scheduler=scheduler, results_dir=str(tmp_path), name="late", verbose=0)
+    by_x = {t.config["x"]: t for t in analysis.trials}
+    assert by_x[2].state == "COMPLETE" and by_x[1].state == "PRUNED"
+    lucky_dir = Path(by_x[1].trial_dir)
+    assert [r["training_iteration"] for r in _results(lucky_dir / "seed_0")] == [1, 2, 3, 4, 5, 6]
+    assert [r["training_iteration"] for r in _results(lucky_dir / "seed_1")] == [1, 2, 3, 4]  # not run to 6
+    assert not (lucky_dir / "seed_2").exists()
+
+
 def test_ppo_on_cartpole_with_two_seeds_in_parallel(tmp_path):
     from rltune.orchestrator._spec import make_plan
 
