@@ -108,6 +108,21 @@ def test_a_race_prunes_on_the_running_aggregate_of_every_seed_and_starts_no_furt
     assert not (lucky_dir / "seed_2").exists()
 
 
+def test_a_race_starts_no_further_seed_of_a_configuration_behind_the_best_ones_interval(tmp_path):
+    # x = 2.5 stays above the median of x = 1 and x = 3 (2t) all along its first seed, but ends it at 5, below
+    # x = 3's interval over its seeds ([6, 6]): it is clearly worse than the best, its second seed never starts
+    analysis = tune.run(seeded, config={"x": tune.grid_search([1, 3, 2.5]), "steps": 5}, metric="score",
+                        stop={"training_iteration": 2}, seeds_per_trial=3, seed_mode="race",
+                        scheduler={"type": "median", "n_startup_trials": 1, "n_warmup_steps": 0},
+                        results_dir=str(tmp_path), name="behind", verbose=0)
+    by_x = {t.config["x"]: t for t in analysis.trials}
+    assert [by_x[x].state for x in (1, 3, 2.5)] == ["COMPLETE", "COMPLETE", "PRUNED"]
+    behind = Path(by_x[2.5].trial_dir)
+    assert [r["training_iteration"] for r in _results(behind / "seed_0")] == [1, 2]
+    assert not (behind / "seed_1").exists()
+    assert analysis.best_config["x"] == 3
+
+
 def test_ppo_on_cartpole_with_two_seeds_in_parallel(tmp_path):
     from rltune.orchestrator._spec import make_plan
 
