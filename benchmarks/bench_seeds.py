@@ -49,6 +49,8 @@ BASE = {"CartPole-v1": PPO, "Acrobot-v1": ACROBOT}
 SPACE = {"lr": {"loguniform": [1e-4, 3e-3]}, "num_sgd_iter": {"choice": [2, 5, 10, 20]},
          "lambda": {"uniform": [0.8, 1.0]}}
 GRID = {"lr": {"grid_search": [1e-4, 5e-4, 2e-3]}, "num_sgd_iter": {"grid_search": [3, 10]}}
+# the grid in the opposite order: the best configurations first (ascending, the default, meets them last)
+GRID_DESCENDING = {"lr": {"grid_search": [2e-3, 5e-4, 1e-4]}, "num_sgd_iter": {"grid_search": [10, 3]}}
 
 
 def env_steps(study_dir: Path) -> int:
@@ -63,6 +65,12 @@ def env_steps(study_dir: Path) -> int:
     return total
 
 
+def _space(task: dict[str, Any]) -> dict[str, Any]:
+    if not task["grid"]:
+        return SPACE
+    return GRID_DESCENDING if task.get("order") == "descending" else GRID
+
+
 def run_task(task: dict[str, Any]) -> dict[str, Any]:
     """One whole study (in this fresh interpreter): its choice, fresh-seed score and env steps."""
     import tempfile
@@ -70,7 +78,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
     from rltune import tune
 
     with tempfile.TemporaryDirectory() as tmp:
-        fields: dict[str, Any] = dict(config={"env": task["env"], **BASE.get(task["env"], PPO), **(GRID if task["grid"] else SPACE)},
+        fields: dict[str, Any] = dict(config={"env": task["env"], **BASE.get(task["env"], PPO), **_space(task)},
                                       stop={"timesteps_total": task["steps"]}, metric="episode_reward_mean",
                                       seeds_per_trial=task["k"], seed_mode=task["seed_mode"], results_dir=tmp,
                                       name="s", verbose=0, tracking=False, seed=task["seed"])
@@ -106,9 +114,11 @@ def _tasks(args: Any) -> list[dict[str, Any]]:
                               "label": f"{env} K={k} repeat {repeat}"})
     for env in [e for e in args.race_envs.split(",") if e]:
         for variant, k, mode, prune in (("exhaustive K=5", 5, "race", False), ("race K=3", 3, "race", True)):
+            if args.race_only and prune is False:
+                continue
             tasks.append({"part": "race", "variant": variant, "env": env, "k": k, "seed_mode": mode, "trials": 0,
                           "steps": args.race_steps or budget[env], "fresh": 0, "seed": 0, "grid": True, "prune": prune,
-                          "warmup": args.warmup, "label": f"{env} {variant}"})
+                          "warmup": args.warmup, "order": args.race_order, "label": f"{env} {variant}"})
     return tasks
 
 
@@ -181,6 +191,9 @@ def main() -> None:
     parser.add_argument("--acrobot-steps", type=int, default=20_000, help="env steps per seed on Acrobot-v1")
     parser.add_argument("--fresh", type=int, default=3, help="fresh seeds the chosen configuration is scored on")
     parser.add_argument("--race-steps", type=int, default=0, help="env steps per seed in part 2 (0: --steps)")
+    parser.add_argument("--race-order", choices=["ascending", "descending"], default="ascending",
+                        help="part 2's grid order: lr 1e-4 first (the weakest first, the default) or lr 2e-3 first")
+    parser.add_argument("--race-only", action="store_true", help="part 2: the racing study only (its env steps)")
     parser.add_argument("--warmup", type=int, default=10, help="iterations before the racing study may prune")
     args = parser.parse_args()
     info = machine_info()
