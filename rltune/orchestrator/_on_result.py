@@ -19,6 +19,7 @@ from rltune.orchestrator._decision import (Decision, ExploitTrial, HoldTrial, Ou
 from rltune.orchestrator._intermediate import report
 from rltune.orchestrator._pareto_pruning import pruning_check
 from rltune.orchestrator._pbt import LINEAGE, ancestry_tags
+from rltune.orchestrator._race_check import with_race_check
 from rltune.orchestrator._trial_host import ActiveTrial
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def on_result(runner: StudyRunner, a: ActiveTrial, result: dict[str, Any]) -> No
         report(a, a.iteration, reading.value)  # a step run again after a restore: its new value
     decision: Decision = decide(reading, iteration=a.iteration, stopping=runner.stopping_since is not None,
                                 checkpoint_at_end=runner.spec.checkpoint_at_end,
-                                should_prune=pruning_check(runner.plan, a))
+                                should_prune=with_race_check(runner.plan, a, pruning_check(runner.plan, a)))
     if scheduler is not None and isinstance(decision, Proceed) and reading.value is not None:
         decision = scheduler.decide(a, result, reading.value, decision)  # after the pruner (PBT: exploit)
     answer(runner, a, decision)

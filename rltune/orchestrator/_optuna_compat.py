@@ -103,3 +103,74 @@ def retry_of(frozen: Any) -> tuple[int | None, list[int]]:
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return (RetryFailedTrialCallback.retried_trial_number(frozen),
                 list(RetryFailedTrialCallback.retry_history(frozen) or []))
+
+
+def prune_as_of(trial: Any, step: int) -> bool:
+    """The study's pruner's verdict on the live ``trial`` as it stands at ``step``, its later steps unseen.
+
+    A trial can hold intermediate values beyond the step it is at: a race
+    seed group (docs/seeds.md) reports seed ``k``'s steps 1..T after seed
+    ``k-1`` reported up to T, and a restored trial runs its steps after the
+    checkpoint again. Optuna's pruners judge ``trial.last_step`` (the
+    highest step reported) and, for the percentile/median pruners, the best
+    value over every step; successive halving (ASHA, Hyperband) records each
+    rung a trial passed (``completed_rung_<r>`` system attrs, private) and
+    never judges it again. Such a trial would be judged on its earlier run's
+    values, hence not pruned mid-run. So the pruner gets a copy of the trial
+    cut at ``step`` (public ``FrozenTrial`` constructor) without its rungs at
+    or after ``step`` (judged again on the new values when the trial gets
+    there), in the study's trials as well (a proxy of the study). Reads the
+    pruner's private settings (its rung steps, Hyperband's brackets) and the
+    trial's private latest copy (``_get_latest_trial``, what
+    ``Trial.should_prune`` hands the pruner).
+    """
+    import optuna
+
+    study = trial.study
+    frozen = trial._get_latest_trial()
+    if frozen.last_step is None or frozen.last_step <= step:
+        return trial.should_prune()
+    pruner = study.pruner
+    if isinstance(pruner, optuna.pruners.HyperbandPruner) and pruner._pruners:
+        bracket = pruner._get_bracket_id(study, frozen)
+        study, pruner = pruner._create_bracket_study(study, bracket), pruner._pruners[bracket]
+    rung_step = _rung_step(pruner)
+    attrs = {k: v for k, v in dict(frozen.system_attrs).items()
+             if not (rung_step is not None and k.startswith(_RUNG) and k[len(_RUNG):].isdigit()
+                     and rung_step(int(k[len(_RUNG):])) >= step)}
+    view = optuna.trial.FrozenTrial(
+        number=frozen.number, state=frozen.state, value=None, values=frozen.values,
+        datetime_start=frozen.datetime_start, datetime_complete=frozen.datetime_complete, params=frozen.params,
+        distributions=frozen.distributions, user_attrs=frozen.user_attrs, system_attrs=attrs,
+        intermediate_values={s: v for s, v in frozen.intermediate_values.items() if s <= step},
+        trial_id=trial_id(frozen))
+    return pruner.prune(_StudyAsOf(study, view), view)
+
+
+_RUNG = "completed_rung_"  # Optuna's SuccessiveHalvingPruner: the value with which a trial reached rung <r>
+
+
+def _rung_step(pruner: Any) -> Any:
+    """``rung -> its step`` for a successive-halving pruner (from its private settings); None for another
+    pruner, or one whose ``min_resource`` is not known yet."""
+    import optuna
+
+    if not isinstance(pruner, optuna.pruners.SuccessiveHalvingPruner) or pruner._min_resource is None:
+        return None
+    base, factor, rate = pruner._min_resource, pruner._reduction_factor, pruner._min_early_stopping_rate
+    return lambda rung: base * factor ** (rate + rung)
+
+
+class _StudyAsOf:
+    """A study whose ``get_trials`` holds ``view`` in place of the stored trial of its number (the rest: the
+    study's), so that a pruner compares the trial cut at its step with the others, not its stored self."""
+
+    def __init__(self, study: Any, view: Any) -> None:
+        self._study, self._view = study, view
+
+    def get_trials(self, deepcopy: bool = True, states: Any = None) -> list[Any]:
+        trials = self._study.get_trials(deepcopy=deepcopy, states=states)
+        return [self._view if t.number == self._view.number else t for t in trials]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)

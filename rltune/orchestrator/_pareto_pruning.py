@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 from pydantic import Field, ValidationError
 
 from rltune._validation import UserInput
+from rltune.orchestrator._optuna_compat import prune_as_of
 
 STEP_ATTR = "objectives@"  # user attr prefix: objectives@12 = [v1, v2] at training_iteration 12
 
@@ -120,6 +121,6 @@ def pruning_check(plan: Any, a: Any) -> Callable[[], bool] | None:
     if plan.pruner_name == "none":
         return None
     if plan.pruner_name != "pareto":
-        return a.trial.should_prune
+        return lambda: prune_as_of(a.trial, a.iteration)  # judged at its step (a race's later seeds, a re-run)
     directions, rule = plan.directions, plan.pruner_options
     return lambda: should_prune_at(a.trial.study, a.number, a.iteration, a.reported[a.iteration], directions, rule)

@@ -86,20 +86,41 @@ def test_three_seeds_pick_the_configuration_that_holds_on_other_seeds(tmp_path, 
     assert by_x[2].user_attrs["seed_ci"]["low"] == by_x[2].user_attrs["seed_ci"]["high"] == 6.0  # all equal
 
 
-def test_a_race_prunes_on_the_running_aggregate_and_starts_no_further_seed(tmp_path):
-    analysis = tune.run(seeded, config={"x": tune.grid_search([2, 1]), "steps": 4}, metric="score",
-                        seeds_per_trial=3, seed_mode="race",
+@pytest.mark.parametrize("scheduler", [{"type": "median", "n_startup_trials": 1, "n_warmup_steps": 0},
+                                       {"type": "asha", "min_resource": 2, "reduction_factor": 2}])
+def test_a_race_prunes_on_the_running_aggregate_of_every_seed_and_starts_no_further_seed(tmp_path, scheduler):
+    # x = 0 falls behind at once: pruned on its first seed. x = 1 is lucky (+7) on its first seed only: ahead of
+    # x = 2 (2t) all along it, then its running aggregate over two seeds, t + 3.5, falls behind x = 2's at step
+    # 4 (7.5 < 8): pruned in the middle of its second seed, no third seed
+    config = {"x": tune.grid_search([2, 1, 0]), "lucky_x": 1, "lucky": 7.0, "lucky_seeds": [1], "steps": 6}
+    analysis = tune.run(seeded, config=config, metric="score", seeds_per_trial=3, seed_mode="race",
+                        scheduler=scheduler, results_dir=str(tmp_path), name="race", verbose=0)
+    by_x = {t.config["x"]: t for t in analysis.trials}
+    assert [by_x[x].state for x in (2, 1, 0)] == ["COMPLETE", "PRUNED", "PRUNED"]
+    ran = _results(by_x[2].trial_dir)  # seeds one after another: steps 1..6 three times, the aggregate so far
+    assert [r["training_iteration"] for r in ran] == list(range(1, 7)) * 3
+    assert [r["seeds_reached"] for r in ran] == [1] * 6 + [2] * 6 + [3] * 6
+    bad_dir = Path(by_x[0].trial_dir)
+    assert (bad_dir / "seed_0").is_dir() and not (bad_dir / "seed_1").exists()
+    lucky_dir = Path(by_x[1].trial_dir)
+    assert [r["training_iteration"] for r in _results(lucky_dir / "seed_0")] == [1, 2, 3, 4, 5, 6]
+    assert [r["training_iteration"] for r in _results(lucky_dir / "seed_1")] == [1, 2, 3, 4]  # not run to 6
+    assert not (lucky_dir / "seed_2").exists()
+
+
+def test_a_race_starts_no_further_seed_of_a_configuration_behind_the_best_ones_interval(tmp_path):
+    # x = 2.5 stays above the median of x = 1 and x = 3 (2t) all along its first seed, but ends it at 5, below
+    # x = 3's interval over its seeds ([6, 6]): it is clearly worse than the best, its second seed never starts
+    analysis = tune.run(seeded, config={"x": tune.grid_search([1, 3, 2.5]), "steps": 5}, metric="score",
+                        stop={"training_iteration": 2}, seeds_per_trial=3, seed_mode="race",
                         scheduler={"type": "median", "n_startup_trials": 1, "n_warmup_steps": 0},
-                        results_dir=str(tmp_path), name="race", verbose=0)
-    states = {t.config["x"]: t for t in analysis.trials}
-    assert states[2].state == "COMPLETE" and states[1].state == "PRUNED"
-    pruned_dir = Path(states[1].trial_dir)
-    assert (pruned_dir / "seed_0").is_dir() and not (pruned_dir / "seed_1").exists()
-    assert [r["training_iteration"] for r in _results(pruned_dir)] == [1]
-    # the complete trial ran its seeds one after another: steps 1..4 three times, each the aggregate so far
-    ran = _results(states[2].trial_dir)
-    assert [r["training_iteration"] for r in ran] == [1, 2, 3, 4] * 3
-    assert [r["seeds_reached"] for r in ran] == [1] * 4 + [2] * 4 + [3] * 4
+                        results_dir=str(tmp_path), name="behind", verbose=0)
+    by_x = {t.config["x"]: t for t in analysis.trials}
+    assert [by_x[x].state for x in (1, 3, 2.5)] == ["COMPLETE", "COMPLETE", "PRUNED"]
+    behind = Path(by_x[2.5].trial_dir)
+    assert [r["training_iteration"] for r in _results(behind / "seed_0")] == [1, 2]
+    assert not (behind / "seed_1").exists()
+    assert analysis.best_config["x"] == 3
 
 
 def test_ppo_on_cartpole_with_two_seeds_in_parallel(tmp_path):
