@@ -90,8 +90,10 @@ def test_the_schedule_follows_the_exploited_checkpoints_back_to_iteration_zero()
 
 
 def test_a_pbt_studys_best_config_holds_its_best_members_schedule_and_train_f_replays_it(tmp_path, capsys):
+    # synch: trial 1 waits at each interval for trial 0's checkpoint of it, so it exploits at 2 and 4 whatever the
+    # order the members get there in (asynchronous, it exploited only if trial 0 had checkpointed first)
     pbt = tune.PopulationBasedTraining(perturbation_interval=2, quantile_fraction=0.5, resample_probability=0.0,
-                                       hyperparam_mutations={"lr": tune.loguniform(1e-4, 1e-2)})
+                                       hyperparam_mutations={"lr": tune.loguniform(1e-4, 1e-2)}, synch=True)
     config = {**TINY, "callbacks": "orchestrator.pbt_callbacks:OvertakingMember"}
     analysis = tune.run("PPO", config=config, stop={"training_iteration": 6}, num_samples=2, n_jobs=2,
                         max_concurrent=2, metric="member_rank", mode="max", scheduler=pbt, seed=0,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -41,7 +42,8 @@ def crash(config, reporter):
 
 
 def with_workers(config, reporter):
-    """Builds a PPO with one rollout worker on ``env`` (registered by the test), reports its workers, then hangs."""
+    """Builds a PPO with one rollout worker on ``env`` (registered by the test), reports its workers, then
+    SIGKILLs its own process group, as the orchestrator kills a trial (a timeout, Ctrl-C twice)."""
     from rltune.trainers import PPO
 
     trainer = PPO(config={"env": config["env"], "num_workers": 1, "torch_num_threads": 1, "train_batch_size": 64,
@@ -57,5 +59,6 @@ def with_workers(config, reporter):
         return {"pid": os.getpid(), "pgid": os.getpgid(0), "parent": parent, "threads": torch.get_num_threads()}
 
     workers = [w for w in trainer.foreach_worker(about) if w["pid"] != os.getpid()]
-    reporter(score=1.0, pid=os.getpid(), workers=workers)
-    time.sleep(1000)  # the study's trial_timeout_s kills the trial's process group
+    reporter(score=1.0, pid=os.getpid(), workers=workers)  # returns once the orchestrator has the result
+    os.killpg(0, signal.SIGKILL)  # host.kill's signal, to the trial's group: its workers go with it
+    time.sleep(60)
