@@ -25,6 +25,14 @@ def trial_dir_name(number: int) -> str:
     return f"trial_{number:05d}"
 
 
+def checkpoint_iteration(path: str | os.PathLike[str] | None) -> int | None:
+    """The iteration a checkpoint directory is numbered with (``.../checkpoint_000012``: 12), or None."""
+    if not isinstance(path, (str, os.PathLike)):
+        return None
+    digits = Path(path).name.rpartition("_")[2]
+    return int(digits) if digits.isdigit() else None
+
+
 def list_checkpoints(trial_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
     """The committed checkpoints of a trial directory as ``(iteration, path)``, oldest first.
 

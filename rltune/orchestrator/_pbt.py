@@ -49,7 +49,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from rltune._trial_files import json_safe
+from rltune._trial_files import checkpoint_iteration, json_safe
 from rltune.orchestrator._decision import Decision, ExploitTrial, HoldTrial, Proceed
 from rltune.orchestrator._pb2 import denormalize, normalize, ucb_choice
 from rltune.orchestrator._reporter import latest_checkpoint
@@ -118,8 +118,8 @@ def restart_checkpoint(a: Any) -> tuple[int, str] | None:
     committed = Path(path)
     if committed.parent != Path(a.trial_dir) or not committed.is_dir():
         return found
-    iteration = _checkpoint_iteration(path)
-    return (iteration, path) if iteration >= 0 else found
+    iteration = checkpoint_iteration(path)
+    return (iteration, path) if iteration is not None else found
 
 
 def quantiles(scores: dict[int, float], fraction: float) -> tuple[list[int], list[int]]:
@@ -205,7 +205,8 @@ class PopulationBasedTraining:
             return Proceed(checkpoint=True)
         rng = random.Random(f"{self._seed()}:{trial.number}:{iteration}")
         source = rng.choice(sorted(sources))
-        if synch and _checkpoint_iteration(members[source][1]) < iteration:
+        saved = checkpoint_iteration(members[source][1])
+        if synch and (saved is None or saved < iteration):
             return None  # the source saves this interval's checkpoint first
         frozen = members[source][2]
         base = self.state.configs.get(source) or config_in_force(self.state.plan, self.state.study, frozen)
@@ -253,8 +254,7 @@ class PopulationBasedTraining:
 
     def _last_perturbation(self, trial: Any) -> int:
         if trial.number not in self._last:  # a resumed trial: its last interval from storage
-            last = trial.trial.user_attrs.get(LAST) if hasattr(trial.trial, "user_attrs") else None
-            self._last[trial.number] = int(last["iteration"]) if isinstance(last, dict) else 0
+            self._last[trial.number] = max(_interval(trial.trial), 0) if hasattr(trial.trial, "user_attrs") else 0
         return self._last[trial.number]
 
     def _members(self, own: int, own_score: float) -> dict[int, tuple[float, str | None, Any]]:
@@ -302,12 +302,6 @@ def _interval(frozen: Any) -> int:
     """The iteration of a stored member's last interval (-1: none yet)."""
     last = frozen.user_attrs.get(LAST)
     return int(last["iteration"]) if isinstance(last, dict) and isinstance(last.get("iteration"), int) else -1
-
-
-def _checkpoint_iteration(path: Any) -> int:
-    """The iteration of a committed checkpoint's directory (``checkpoint_000004``: 4; -1: none or unknown)."""
-    digits = Path(path).name.rpartition("_")[2] if isinstance(path, str) else ""
-    return int(digits) if digits.isdigit() else -1
 
 
 def _short(value: Any) -> str:

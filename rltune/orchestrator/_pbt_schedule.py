@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rltune._trial_files import json_safe
+from rltune._trial_files import checkpoint_iteration, json_safe
 from rltune.orchestrator._pbt_settings import PBTSettings, mutated_values, nested_keys
 from rltune.orchestrator._yaml_files import deep_merge
 
@@ -45,7 +45,8 @@ def _walk(plan: Any, settings: PBTSettings, trials: dict[int, Any], number: int,
     if not steps or budget <= 0 or steps[-1].get("source") not in trials:
         return [(0, mutated_values(decode_trial_config(plan, frozen), settings.hyperparam_mutations))]
     last = steps[-1]
-    start = _checkpoint_iteration(last.get("checkpoint"), int(last.get("iteration") or 0))
+    numbered = checkpoint_iteration(last.get("checkpoint"))
+    start = numbered if numbered is not None else int(last.get("iteration") or 0)
     source = _walk(plan, settings, trials, int(last["source"]), start, budget - 1)
     values = deep_merge(source[-1][1], nested_keys(last.get("changed") or {}))  # the source's in force, explored
     return [*(s for s in source if s[0] < start), (start, values)]
@@ -58,8 +59,3 @@ def _steps(frozen: Any, until: int | None) -> list[dict[str, Any]]:
     steps = [s for s in frozen.user_attrs.get(LINEAGE) or [] if isinstance(s, dict)]
     return [s for s in steps if until is None or int(s.get("iteration") or 0) <= until]
 
-
-def _checkpoint_iteration(path: Any, default: int) -> int:
-    """The iteration a checkpoint directory is numbered with (``checkpoint_000008`` -> 8), else ``default``."""
-    digits = str(path or "").rstrip("/").rpartition("_")[2]
-    return int(digits) if digits.isdigit() else default

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rltune._disk import writing
+from rltune._trial_files import checkpoint_iteration
 from rltune.errors import DiskError
 from rltune.orchestrator._optuna_compat import pop_waiting_trial, retry_of, trial_id, trial_of
 from rltune.orchestrator._ownership import make_owner
@@ -167,7 +168,7 @@ class TrialSetup:
         if found is None and isinstance(inherited, str) and Path(inherited).is_dir():
             # a retry that died before its own first checkpoint: the attr still names an earlier one
             old_dir = Path(inherited).parent
-            found = (_checkpoint_iteration(inherited), inherited)
+            found = (checkpoint_iteration(inherited) or 0, inherited)
         if found is None or old_dir is None:
             self.state.observers.message(f"trial {a.number} retries trial {a.retry_of} from scratch (no checkpoint)")
             return
@@ -191,7 +192,7 @@ class TrialSetup:
     def _inherit_checkpoint(self, a: ActiveTrial, inherited: Any) -> None:
         """Restore ``a`` from the checkpoint its retry inherited, if it has none of its own yet."""
         if latest_checkpoint(a.trial_dir) is None and isinstance(inherited, str) and Path(inherited).is_dir():
-            a.checkpoint_iteration, a.checkpoint = _checkpoint_iteration(inherited), inherited
+            a.checkpoint_iteration, a.checkpoint = checkpoint_iteration(inherited) or 0, inherited
 
     def _seed(self, number: int, config: dict[str, Any]) -> int:
         base = self.state.spec.seed if self.state.spec.seed is not None else 0
@@ -204,12 +205,6 @@ class TrialSetup:
             return given
         config["seed"] = base + number  # a function trainable reads its seed where a trainer does
         return config["seed"]
-
-
-def _checkpoint_iteration(path: str) -> int:
-    """The iteration in a checkpoint directory's name (``checkpoint_000012``), 0 if none."""
-    digits = Path(path).name.rpartition("_")[2]
-    return int(digits) if digits.isdigit() else 0
 
 
 def decode_trial_config(plan: StudyPlan, frozen: Any) -> dict[str, Any]:

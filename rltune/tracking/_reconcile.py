@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rltune._trial_files import ERROR_FILE, PARAMS_FILE, RESULT_FILE, list_checkpoints, trial_dir_name
+from rltune._trial_files import (ERROR_FILE, PARAMS_FILE, RESULT_FILE, checkpoint_iteration, list_checkpoints,
+                                 trial_dir_name)
 from rltune.tracking._keys import clean_key, flatten_metrics, flatten_params
 from rltune.tracking._results import curve_point, read_json, read_results, step_of
 from rltune.tracking._retention import best_checkpoint
@@ -146,8 +147,8 @@ def _reconcile_checkpoints(study_tracker: Any, tracker: "TrialTracker", on_disk:
               for point in (curve_point(r, step_of(r, i + 1), tracker.metric) for i, r in enumerate(results))}
 
     def score(name: str) -> float | None:
-        digits = name.rpartition("_")[2]
-        return scores.get(int(digits)) if digits.isdigit() else None
+        iteration = checkpoint_iteration(name)
+        return scores.get(iteration) if iteration is not None else None
 
     for name in sorted(set(on_disk) - set(listed)):
         tracker._logged("checkpoint", f"checkpoint {name}", lambda: study_tracker.client.log_artifacts(
